@@ -1,0 +1,43 @@
+// kjit/codegen.h — host stubs from specs.
+//
+// Every function gets one `extern "C" int __tvm_ffi_<name>(void*, const TVMFFIAny*,
+// int32_t, TVMFFIAny*)` safe call that checks each argument, calls the user's
+// function and turns any C++ exception into the FFI error. Stubs include only the
+// tvm-ffi C ABI headers, never its C++ headers, so a JIT build stays fast.
+#ifndef KJIT_CODEGEN_H_
+#define KJIT_CODEGEN_H_
+
+#include <string>
+#include <vector>
+
+#include "kjit/spec.h"
+
+namespace kjit {
+
+/// Helpers shared by all stubs of a translation unit (error formatting, decoding).
+std::string emit_stub_prelude();
+
+/// The checked safe call of one function.
+std::string emit_stub(const FunctionSpec& spec);
+
+/// One user source with the name the compiler should report for it (#line).
+struct UserSource {
+  std::string file_name;
+  std::string text;
+};
+
+/// A generated translation unit and the parts of it a user may want to read.
+struct ModuleSource {
+  std::string text;                  ///< what the compiler gets
+  std::vector<std::string> stubs;    ///< emit_stub() of each spec, in order
+};
+
+/// kernel.h, the prelude, the user's sources (each under #line 1 "<file_name>")
+/// and every stub; `generated_name` is the file the stubs' line numbers refer to.
+ModuleSource emit_module_source(const std::vector<UserSource>& sources,
+                                const std::vector<FunctionSpec>& specs,
+                                const std::string& generated_name);
+
+}  // namespace kjit
+
+#endif  // KJIT_CODEGEN_H_

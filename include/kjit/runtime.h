@@ -1,0 +1,66 @@
+// kjit/runtime.h — load_inline: specs + C++ source -> a loaded module of checked
+// functions on the tvm-ffi ABI. This header uses the tvm-ffi C++ API; kernels never
+// include it (they include kjit/kernel.h).
+#ifndef KJIT_RUNTIME_H_
+#define KJIT_RUNTIME_H_
+
+#include <tvm/ffi/extra/module.h>
+#include <tvm/ffi/function.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kjit/spec.h"
+
+namespace kjit {
+
+struct InlineOptions {
+  std::vector<std::string> extra_cflags;
+  std::vector<std::string> extra_ldflags;
+  std::vector<std::string> extra_include_paths;
+  std::string build_directory;  ///< cache root for this module; empty: default_cache_dir()
+  bool verbose = false;
+};
+
+/// A loaded module: its checked functions and what produced them.
+class Module {
+ public:
+  struct State;
+  explicit Module(std::shared_ptr<const State> state) : state_(std::move(state)) {}
+
+  const std::string& name() const;
+  /// The shared library in the cache.
+  const std::string& path() const;
+  const std::vector<FunctionSpec>& specs() const;
+  /// The checked function; throws SpecError naming the known ones if absent.
+  tvm::ffi::Function function(const std::string& name) const;
+  /// The generated stub of one function.
+  const std::string& host_source(const std::string& name) const;
+  /// The whole translation unit that was compiled.
+  const std::string& full_source() const;
+  bool cache_hit() const;
+  tvm::ffi::Module ffi_module() const;
+
+ private:
+  size_t index_of(const std::string& name) const;
+  std::shared_ptr<const State> state_;
+};
+
+/// One user source; a list of them is compiled as one translation unit.
+using Sources = std::vector<std::string>;
+/// Function name and signature string, in order.
+using SignatureList = std::vector<std::pair<std::string, std::string>>;
+
+/// Parses the signatures, emits the stubs, builds (or finds in the cache) and loads.
+/// Throws SpecError, CompileError, ToolchainError, CacheError.
+Module load_inline(const std::string& name, const Sources& cpp_sources, const SignatureList& functions,
+                   const InlineOptions& options = {});
+/// Same, with specs built in code (SpecBuilder).
+Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,
+                   const InlineOptions& options = {});
+
+}  // namespace kjit
+
+#endif  // KJIT_RUNTIME_H_

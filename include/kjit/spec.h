@@ -1,0 +1,136 @@
+// kjit/spec.h — the one signature model every front door produces.
+//
+// A FunctionSpec lists a kernel's parameters (tensors, scalars, the stream) and the
+// constraints checked on every call. Front doors: parse_signature() for the string
+// grammar (docs/spec.md) and SpecBuilder for code.
+#ifndef KJIT_SPEC_H_
+#define KJIT_SPEC_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kjit/expr.h"
+
+namespace kjit {
+
+/// A named element type ("float16", "float8_e4m3fn") with its DLPack code.
+struct DTypeInfo {
+  const char* name;
+  DLDataType dl;
+  const char* cpp_type;  ///< C++ element type for typed pointers, or nullptr.
+};
+/// Looks up a dtype by name; nullptr when unknown.
+const DTypeInfo* find_dtype(const std::string& name);
+/// Every dtype name the grammar accepts, for error messages.
+std::string known_dtype_names();
+
+/// Scalar parameter types.
+enum class ScalarType { kBool, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64,
+                        kFloat32, kFloat64 };
+std::optional<ScalarType> find_scalar_type(const std::string& name);
+const char* scalar_type_name(ScalarType t);
+const char* scalar_cpp_type(ScalarType t);
+bool is_integer(ScalarType t);
+bool is_float(ScalarType t);
+
+enum class DeviceKind { kCPU = kDLCPU, kCUDA = kDLCUDA };
+const char* device_kind_name(DeviceKind d);
+
+/// Where a piece of the spec came from, for errors that point at the text.
+struct SourceSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+struct TensorSpec {
+  std::vector<DTypeInfo> dtypes;  ///< accepted dtypes; empty means any
+  std::vector<Expr> shape;
+  bool out = false;
+  bool optional = false;
+  bool strided = false;
+  std::vector<Expr> strides;  ///< explicit strides in elements; empty = none given
+  int64_t align = 0;          ///< required data alignment in bytes; 0 = none
+  DeviceKind device = DeviceKind::kCPU;
+  bool device_given = false;  ///< "@cpu"/"@cuda" written, not defaulted
+};
+
+enum class ParamKind { kTensor, kScalar, kStream };
+
+struct Param {
+  std::string name;
+  ParamKind kind = ParamKind::kTensor;
+  TensorSpec tensor;                       ///< kTensor only
+  ScalarType scalar = ScalarType::kInt64;  ///< kScalar only
+  SourceSpan span;
+};
+
+enum class CmpOp { kEq, kNe, kLt, kLe, kGt, kGe };
+const char* cmp_op_text(CmpOp op);
+
+struct Constraint {
+  Expr lhs;
+  CmpOp op = CmpOp::kEq;
+  Expr rhs;
+  SourceSpan span;
+};
+
+struct FunctionSpec {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<Constraint> constraints;
+
+  /// Parameters the caller passes (everything but the stream), in order.
+  std::vector<const Param*> call_args() const;
+};
+
+/// Canonical signature text; parse_signature(name, to_string(spec)) gives back spec.
+std::string to_string(const FunctionSpec& spec);
+std::string to_string(const Param& param);
+
+/// Parses the signature grammar of docs/spec.md. Throws SpecError pointing at the
+/// offending text. `default_device` applies to tensors without "@cpu"/"@cuda".
+FunctionSpec parse_signature(const std::string& name, const std::string& signature,
+                             DeviceKind default_device = DeviceKind::kCPU);
+/// Parses one dim or constraint side ("2*k + 1"); throws SpecError.
+Expr parse_expr(const std::string& text);
+
+/// Checks what a parser cannot see alone: names are C identifiers and unique, every
+/// symbol can be bound, every dim can be solved. Throws SpecError.
+void validate(const FunctionSpec& spec);
+
+/// Builds a FunctionSpec in code; build() validates it.
+///
+///   FunctionSpec s = SpecBuilder("add").tensor("a", "float32", {"n"})
+///                        .tensor("b", "float32", {"n"}).out().build();
+class SpecBuilder {
+ public:
+  explicit SpecBuilder(std::string name);
+  /// Adds a tensor; `dtype` may be "float16|bfloat16" or "any"; dims are expressions.
+  SpecBuilder& tensor(const std::string& name, const std::string& dtype,
+                      const std::vector<std::string>& dims);
+  SpecBuilder& scalar(const std::string& name, const std::string& type);
+  SpecBuilder& stream(const std::string& name = "stream");
+  /// Modifiers of the last tensor added.
+  SpecBuilder& out();
+  SpecBuilder& optional();
+  SpecBuilder& strided();
+  SpecBuilder& strides(const std::vector<std::string>& strides);
+  SpecBuilder& align(int64_t bytes);
+  SpecBuilder& device(const std::string& device);
+  /// Adds a constraint such as "k % 8 == 0".
+  SpecBuilder& constraint(const std::string& text);
+  FunctionSpec build() const;
+
+ private:
+  TensorSpec& last_tensor(const char* modifier);
+  FunctionSpec spec_;
+  std::vector<std::string> constraint_text_;
+};
+
+}  // namespace kjit
+
+#endif  // KJIT_SPEC_H_

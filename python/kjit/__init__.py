@@ -1,0 +1,32 @@
+"""kjit: checked C++ kernels on the Apache TVM-FFI stable C ABI.
+
+Give kjit a kernel and a signature; it generates host code that checks every
+argument, JIT-compiles it with a shared cache and returns tvm-ffi functions callable
+with NumPy, PyTorch, JAX (DLPack) and tvm_ffi tensors.
+"""
+
+from ._lib import api as _api
+from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
+from .module import Module, load_inline
+from .spec import Spec, parse_signature
+
+__version__ = str(_api.version())
+
+
+def default_cache_dir() -> str:
+    """KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else ~/.cache/kjit."""
+    return str(_api.default_cache_dir())
+
+
+__all__ = [
+    "CacheError",
+    "CompileError",
+    "InternalError",
+    "Module",
+    "Spec",
+    "SpecError",
+    "ToolchainError",
+    "default_cache_dir",
+    "load_inline",
+    "parse_signature",
+]

@@ -1,0 +1,78 @@
+"""The spec's Python front doors: signature strings and the ``Spec`` builder.
+
+Both go through the same C++ parser and validator, so they accept and reject the
+same things and produce the same canonical signature.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+from ._lib import api
+
+
+def parse_signature(signature: str, *, name: str = "fn", device: str = "cpu") -> str:
+    """Validates ``signature`` and returns its canonical text; raises SpecError."""
+    if not isinstance(signature, str):
+        raise TypeError(f"signature must be a str, got {type(signature).__name__}")
+    return str(api.parse_signature(name, signature, device))
+
+
+class Spec:
+    """Builds a signature in code.
+
+    >>> Spec("axpy").tensor("x", "float32", ["n"]).tensor("y", "float32", ["n"], out=True) \\
+    ...     .scalar("alpha", "float32").signature()
+    'x: float32[n], y: float32[n] out, alpha: float32'
+    """
+
+    def __init__(self, name: str = "fn") -> None:
+        self.name = name
+        self._ops: list[list[str]] = []
+
+    def tensor(
+        self,
+        name: str,
+        dtype: str,
+        shape: Sequence[Union[int, str]],
+        *,
+        out: bool = False,
+        optional: bool = False,
+        strided: bool = False,
+        strides: Optional[Sequence[Union[int, str]]] = None,
+        align: Optional[int] = None,
+        device: Optional[str] = None,
+    ) -> "Spec":
+        self._ops.append(["tensor", name, dtype, *[str(d) for d in shape]])
+        if out:
+            self._ops.append(["out"])
+        if optional:
+            self._ops.append(["optional"])
+        if strided:
+            self._ops.append(["strided"])
+        if strides is not None:
+            self._ops.append(["strides", *[str(s) for s in strides]])
+        if align is not None:
+            self._ops.append(["align", str(int(align))])
+        if device is not None:
+            self._ops.append(["device", device])
+        return self
+
+    def scalar(self, name: str, type: str) -> "Spec":  # noqa: A002 (mirrors the grammar)
+        self._ops.append(["scalar", name, type])
+        return self
+
+    def stream(self, name: str = "stream") -> "Spec":
+        self._ops.append(["stream", name])
+        return self
+
+    def constraint(self, text: str) -> "Spec":
+        self._ops.append(["constraint", text])
+        return self
+
+    def signature(self, name: Optional[str] = None) -> str:
+        """The canonical signature string; raises SpecError if the spec is invalid."""
+        return str(api.spec_from_builder(name or self.name, self._ops))
+
+    def __repr__(self) -> str:
+        return f"Spec({self.name!r}: {self.signature()})"

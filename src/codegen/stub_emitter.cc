@@ -1,0 +1,441 @@
+// Emits one function's checked safe call from its spec and binding plan.
+//
+// The stub reads in the order a user debugs in: count, kinds, rank and dtype,
+// shapes and strides (binding symbols), layout and placement, constraints, call.
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "../spec/binding_plan.h"
+#include "cpp_text.h"
+#include "kjit/codegen.h"
+#include "kjit/errors.h"
+
+namespace kjit {
+namespace {
+
+std::string type_text(const Param& p) {
+  std::string full = to_string(p);
+  return full.substr(p.name.size() + 2);
+}
+
+std::string tensor_var(const Param& p) { return "t_" + p.name; }
+std::string scalar_var(const Param& p) { return "v_" + p.name; }
+
+std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
+  std::string dt = t + "->dtype";
+  std::string lanes = dt + ".lanes == 1";
+  auto code_is = [&](int c) { return dt + ".code == " + std::to_string(c); };
+  if (d.dl.code == kDLBool) {
+    // Seed 000's tolerance: kDLBool of 8 or 1 bits, int8/uint8, or any 1-bit type.
+    return "(" + lanes + " && ((" + code_is(kDLBool) + " && (" + dt + ".bits == 8 || " + dt + ".bits == 1)) || ((" +
+           code_is(kDLInt) + " || " + code_is(kDLUInt) + ") && " + dt + ".bits == 8) || " + dt + ".bits == 1))";
+  }
+  std::vector<int> family = {d.dl.code};
+  if (d.dl.code == kDLFloat8_e4m3 || d.dl.code == kDLFloat8_e4m3fn || d.dl.code == kDLFloat8_e4m3fnuz) {
+    family = {kDLFloat8_e4m3, kDLFloat8_e4m3fn, kDLFloat8_e4m3fnuz};
+  } else if (d.dl.code == kDLFloat8_e5m2 || d.dl.code == kDLFloat8_e5m2fnuz) {
+    family = {kDLFloat8_e5m2, kDLFloat8_e5m2fnuz};
+  }
+  std::string codes;
+  for (int c : family) codes += (codes.empty() ? "" : " || ") + code_is(c);
+  if (family.size() > 1) codes = "(" + codes + ")";
+  return "(" + codes + " && " + dt + ".bits == " + std::to_string(d.dl.bits) + " && " + lanes + ")";
+}
+
+std::string expected_dtype_text(const TensorSpec& t) {
+  if (t.dtypes.size() == 1) return t.dtypes[0].name;
+  std::string out = "one of ";
+  for (size_t i = 0; i < t.dtypes.size(); ++i) out += (i ? ", " : "") + std::string(t.dtypes[i].name);
+  return out;
+}
+
+std::string element_type(const TensorSpec& t) {
+  if (t.dtypes.size() == 1 && t.dtypes[0].cpp_type != nullptr) return t.dtypes[0].cpp_type;
+  return "void";
+}
+
+class StubEmitter {
+ public:
+  explicit StubEmitter(const FunctionSpec& spec) : spec_(spec), plan_(make_binding_plan(spec)) {
+    int i = 0;
+    for (const Param* p : spec_.call_args()) arg_index_[p->name] = i++;
+  }
+
+  std::string emit() {
+    header();
+    count_check();
+    decode_args();
+    rank_and_dtype();
+    shapes_and_strides();
+    layout_and_placement();
+    constraints();
+    call();
+    return out_.str();
+  }
+
+ private:
+  // ---- sections ----
+  void header() {
+    out_ << "// " << spec_.name << "(" << to_string(spec_) << ")\n"
+         << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_" << spec_.name
+         << "(void* self, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
+         << "  using namespace kjit_stub;\n"
+         << "  (void)self;\n"
+         << "  static const char kFn[] = " << c_string(spec_.name) << ";\n";
+  }
+
+  void count_check() {
+    size_t n = spec_.call_args().size();
+    std::string sig;
+    for (const Param* p : spec_.call_args()) sig += (sig.empty() ? "" : ", ") + to_string(*p);
+    out_ << "\n  // 1. argument count\n"
+         << "  if (num_args != " << n << ") return fail_count(kFn, " << c_string(sig) << ", " << n << ", num_args);\n";
+  }
+
+  void decode_args() {
+    out_ << "\n  // 2. argument kinds (tensors: exactly Tensor or DLTensor*), scalar values\n";
+    for (const Param* p : spec_.call_args()) {
+      int i = arg_index_[p->name];
+      std::string a = "&args[" + std::to_string(i) + "]";
+      if (p->kind == ParamKind::kTensor) {
+        decode_tensor(*p, i, a);
+      } else {
+        decode_scalar(*p, i, a);
+      }
+    }
+  }
+
+  void decode_tensor(const Param& p, int i, const std::string& a) {
+    std::string v = tensor_var(p);
+    std::string fail = "return fail_tensor_kind(kFn, " + std::to_string(i) + ", " + c_string(p.name) + ", " +
+                       c_string(type_text(p)) + ", " + a + ", " + (p.tensor.optional ? "true" : "false") + ");";
+    if (p.tensor.optional) {
+      out_ << "  const DLTensor* " << v << " = nullptr;\n"
+           << "  if (!is_none(" << a << ")) {\n"
+           << "    " << v << " = as_tensor(" << a << ");\n"
+           << "    if (" << v << " == nullptr) " << fail << "\n"
+           << "  }\n";
+    } else {
+      out_ << "  const DLTensor* " << v << " = is_none(" << a << ") ? nullptr : as_tensor(" << a << ");\n"
+           << "  if (" << v << " == nullptr) " << fail << "\n";
+    }
+  }
+
+  void decode_scalar(const Param& p, int i, const std::string& a) {
+    std::string v = scalar_var(p);
+    std::string idx = std::to_string(i);
+    std::string name = c_string(p.name);
+    std::string type = c_string(scalar_type_name(p.scalar));
+    std::string ti = "args[" + idx + "].type_index";
+    std::string int_or_bool = ti + " == kTVMFFIInt || " + ti + " == kTVMFFIBool";
+    if (is_float(p.scalar)) {
+      out_ << "  double " << v << ";\n"
+           << "  if (" << ti << " == kTVMFFIFloat) " << v << " = args[" << idx << "].v_float64;\n"
+           << "  else if (" << int_or_bool << ") " << v << " = static_cast<double>(args[" << idx << "].v_int64);\n"
+           << "  else return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type << ", \"a float\", " << a
+           << ");\n";
+      return;
+    }
+    out_ << "  if (!(" << int_or_bool << ")) return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type
+         << ", " << (p.scalar == ScalarType::kBool ? "\"a bool\"" : "\"an int\"") << ", " << a << ");\n"
+         << "  const int64_t " << v << " = args[" << idx << "].v_int64;\n";
+    if (p.scalar == ScalarType::kBool) {
+      out_ << "  if (" << v << " != 0 && " << v << " != 1) return fail_bool_value(kFn, " << idx << ", " << name << ", "
+           << v << ");\n";
+      return;
+    }
+    static const std::map<ScalarType, std::pair<std::string, std::string>> kRanges = {
+        {ScalarType::kInt8, {"-128", "127"}},
+        {ScalarType::kInt16, {"-32768", "32767"}},
+        {ScalarType::kInt32, {"-2147483648", "2147483647"}},
+        {ScalarType::kUInt8, {"0", "255"}},
+        {ScalarType::kUInt16, {"0", "65535"}},
+        {ScalarType::kUInt32, {"0", "4294967295"}},
+        {ScalarType::kUInt64, {"0", ""}},
+    };
+    auto it = kRanges.find(p.scalar);
+    if (it == kRanges.end()) return;
+    const auto& [lo, hi] = it->second;
+    std::string cond = v + " < INT64_C(" + lo + ")";
+    if (!hi.empty()) cond += " || " + v + " > INT64_C(" + hi + ")";
+    std::string range = "[" + lo + ", " + (hi.empty() ? "18446744073709551615" : hi) + "]";
+    out_ << "  if (" << cond << ") return fail_int_range(kFn, " << idx << ", " << name << ", " << type << ", " << v
+         << ", " << c_string(range) << ");\n";
+  }
+
+  void rank_and_dtype() {
+    out_ << "\n  // 3. rank and dtype\n";
+    for (const Param* p : spec_.call_args()) {
+      if (p->kind != ParamKind::kTensor) continue;
+      int i = arg_index_[p->name];
+      std::string t = tensor_var(*p);
+      std::string idx = std::to_string(i);
+      std::string body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) +
+                         ") return fail_ndim(kFn, " + idx + ", " + c_string(p->name) + ", " +
+                         c_string(type_text(*p)) + ", " + std::to_string(p->tensor.shape.size()) + ", " + t +
+                         "->ndim);\n";
+      if (!p->tensor.dtypes.empty()) {
+        std::string pred;
+        for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
+        body += "  if (!(" + pred + "))\n    return fail_dtype(kFn, " + idx + ", " + c_string(p->name) + ", " +
+                c_string(expected_dtype_text(p->tensor)) + ", " + t + "->dtype);\n";
+      }
+      emit_guarded(*p, body);
+    }
+  }
+
+  void shapes_and_strides() {
+    if (plan_.steps.empty()) return;
+    out_ << "\n  // 4. shapes and strides: bind symbols at first sight, solve linear dims, check the rest\n";
+    for (const std::string& s : plan_.symbols) {
+      out_ << "  int64_t s_" << s << " = 0;\n  const char* by_" << s << " = nullptr;\n";
+    }
+    for (const BindingStep& step : plan_.steps) emit_step(step);
+  }
+
+  void layout_and_placement() {
+    out_ << "\n  // 5. layout and placement: strides, byte_offset, alignment, device, data pointer\n";
+    std::set<DeviceKind> kinds;
+    for (const Param* p : spec_.call_args()) {
+      if (p->kind == ParamKind::kTensor) kinds.insert(p->tensor.device);
+    }
+    for (DeviceKind k : kinds) {
+      std::string d = device_kind_name(k);
+      out_ << "  DLDevice dev_" << d << "{" << (k == DeviceKind::kCUDA ? "kDLCUDA" : "kDLCPU") << ", 0};\n"
+           << "  const char* dev_" << d << "_by = nullptr;\n";
+    }
+    for (const Param* p : spec_.call_args()) {
+      if (p->kind == ParamKind::kTensor) emit_guarded(*p, layout_checks(*p));
+    }
+  }
+
+  std::string layout_checks(const Param& p) {
+    const TensorSpec& ts = p.tensor;
+    std::string t = tensor_var(p);
+    std::string head = "kFn, " + std::to_string(arg_index_[p.name]) + ", " + c_string(p.name);
+    std::ostringstream b;
+    if (!ts.strided && ts.strides.empty()) {
+      b << "  { const int d = first_noncompact_dim(" << t << "); if (d >= 0) return fail_compact(" << head << ", " << t
+        << ", d); }\n";
+    }
+    b << "  if (" << t << "->byte_offset != 0 && (element_bytes(" << t << "->dtype) == 0 || " << t
+      << "->byte_offset % static_cast<uint64_t>(element_bytes(" << t << "->dtype)) != 0))\n"
+      << "    return fail_byte_offset(" << head << ", " << t << ");\n";
+    if (ts.align > 0) {
+      b << "  if (" << t << "->data != nullptr && (reinterpret_cast<uintptr_t>(" << t << "->data) + " << t
+        << "->byte_offset) % " << ts.align << " != 0)\n"
+        << "    return fail_align(" << head << ", static_cast<const char*>(" << t << "->data) + " << t
+        << "->byte_offset, " << ts.align << ");\n";
+    }
+    std::string d = device_kind_name(ts.device);
+    if (ts.device == DeviceKind::kCUDA) {
+      b << "  if (" << t << "->device.device_type != kDLCUDA) return fail_device_type(" << head << ", \"cuda\", " << t
+        << "->device);\n";
+    } else {
+      b << "  if (" << t << "->device.device_type != kDLCPU && " << t
+        << "->device.device_type != kDLCUDAHost) return fail_device_type(" << head << ", \"cpu\", " << t
+        << "->device);\n";
+    }
+    b << "  if (dev_" << d << "_by == nullptr) { dev_" << d << " = " << t << "->device; dev_" << d
+      << "_by = " << c_string(p.name) << "; }\n"
+      << "  else if (" << t << "->device.device_id != dev_" << d << ".device_id) return fail_device_id(" << head
+      << ", dev_" << d << ", dev_" << d << "_by, " << t << "->device);\n";
+    b << "  if (" << t << "->data == nullptr && !has_zero_extent(" << t << ")) return fail_null_data(" << head
+      << ");\n";
+    return b.str();
+  }
+
+  void constraints() {
+    if (spec_.constraints.empty()) return;
+    out_ << "\n  // 6. constraints\n";
+    for (const std::string& s : plan_.constraint_guards) emit_unbound_guard(s, "  ");
+    for (const Constraint& c : spec_.constraints) {
+      std::string text = to_string(c.lhs) + " " + cmp_op_text(c.op) + " " + to_string(c.rhs);
+      Expr both = make_binary(ExprOp::kAdd, c.lhs, c.rhs);
+      emit_divisor_guards(both, "constraint '" + text + "'", "  ");
+      out_ << "  if (!(" << to_cpp(c.lhs, "s_") << " " << cmp_op_text(c.op) << " " << to_cpp(c.rhs, "s_") << ")) {\n"
+           << sym_array(symbols_of(both), "    ") << "    return fail_constraint(kFn, " << c_string(text)
+           << ", syms, nsyms);\n  }\n";
+    }
+  }
+
+  void call() {
+    out_ << "\n  // 7. call\n";
+    std::string stream_expr;
+    for (const Param& p : spec_.params) {
+      if (p.kind != ParamKind::kStream) continue;
+      bool cuda = std::any_of(spec_.params.begin(), spec_.params.end(), [](const Param& q) {
+        return q.kind == ParamKind::kTensor && q.tensor.device == DeviceKind::kCUDA;
+      });
+      out_ << "  void* stream = TVMFFIEnvGetStream("
+           << (cuda ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
+    }
+    std::string args;
+    for (const Param& p : spec_.params) {
+      if (!args.empty()) args += ", ";
+      if (p.kind == ParamKind::kTensor) {
+        args += "TensorArg<" + element_type(p.tensor) + ">{" + tensor_var(p) + "}";
+      } else if (p.kind == ParamKind::kStream) {
+        args += "StreamArg{stream}";
+      } else if (p.scalar == ScalarType::kBool) {
+        args += scalar_var(p) + " != 0";
+      } else {
+        args += "static_cast<" + std::string(scalar_cpp_type(p.scalar)) + ">(" + scalar_var(p) + ")";
+      }
+    }
+    out_ << "  try {\n"
+         << "    call_and_store(result, [&]() { return ::" << spec_.name << "(" << args << "); });\n"
+         << "  } catch (...) {\n"
+         << "    return raise_current_exception(kFn);\n"
+         << "  }\n"
+         << "  return 0;\n"
+         << "}\n";
+  }
+
+  // ---- pieces ----
+  void emit_guarded(const Param& p, const std::string& body) {
+    if (!p.tensor.optional) {
+      out_ << body;
+      return;
+    }
+    out_ << "  if (" << tensor_var(p) << " != nullptr) {\n";
+    std::istringstream lines(body);
+    std::string line;
+    while (std::getline(lines, line)) out_ << "  " << line << "\n";
+    out_ << "  }\n";
+  }
+
+  std::string sym_array(const std::set<std::string>& syms, const std::string& ind) {
+    if (syms.empty()) return ind + "const SymVal* syms = nullptr;\n" + ind + "const int nsyms = 0;\n";
+    std::string out = ind + "const SymVal syms[] = {";
+    bool first = true;
+    for (const std::string& s : syms) {
+      out += std::string(first ? "" : ", ") + "{\"" + s + "\", s_" + s + ", by_" + s + "}";
+      first = false;
+    }
+    return out + "};\n" + ind + "const int nsyms = " + std::to_string(syms.size()) + ";\n";
+  }
+
+  void emit_unbound_guard(const std::string& sym, const std::string& ind) {
+    size_t k = std::find(plan_.symbols.begin(), plan_.symbols.end(), sym) - plan_.symbols.begin();
+    std::string carriers;
+    if (k < plan_.carriers.size()) {
+      for (const std::string& c : plan_.carriers[k]) carriers += (carriers.empty() ? "" : ", ") + c;
+    }
+    out_ << ind << "if (by_" << sym << " == nullptr) return fail_unbound(kFn, " << c_string(sym) << ", "
+         << c_string(carriers) << ");\n";
+  }
+
+  void emit_divisor_guards(const Expr& e, const std::string& where, const std::string& ind) {
+    std::set<std::string> texts;
+    std::vector<Expr> divisors;
+    collect_divisors(e, &texts, &divisors);
+    for (const Expr& d : divisors) {
+      out_ << ind << "if ((" << to_cpp(d, "s_") << ") == 0) {\n"
+           << sym_array(symbols_of(d), ind + "  ") << ind << "  return fail_div_zero(kFn, " << c_string(where) << ", "
+           << c_string(to_string(d)) << ", syms, nsyms);\n"
+           << ind << "}\n";
+    }
+  }
+
+  std::string step_value(const BindingStep& s) {
+    const Param& p = spec_.params[s.param];
+    switch (s.field) {
+      case BindingStep::Field::kShape:
+        return tensor_var(p) + "->shape[" + std::to_string(s.dim) + "]";
+      case BindingStep::Field::kStride:
+        return "stride_of(" + tensor_var(p) + ", " + std::to_string(s.dim) + ")";
+      case BindingStep::Field::kScalar:
+        return scalar_var(p);
+    }
+    throw InternalError("kjit internal error: unknown step field");
+  }
+
+  std::string step_field(const BindingStep& s) {
+    switch (s.field) {
+      case BindingStep::Field::kShape:
+        return "shape[" + std::to_string(s.dim) + "]";
+      case BindingStep::Field::kStride:
+        return "strides[" + std::to_string(s.dim) + "]";
+      case BindingStep::Field::kScalar:
+        return "value";
+    }
+    throw InternalError("kjit internal error: unknown step field");
+  }
+
+  void emit_step(const BindingStep& s) {
+    const Param& p = spec_.params[s.param];
+    std::string ind = s.in_optional ? "    " : "  ";
+    std::string label = field_label(spec_, s);
+    out_ << "  // " << label << " == " << to_string(s.expr) << (s.deferred ? " (after all parameters)" : "") << "\n";
+    if (s.in_optional) out_ << "  if (" << tensor_var(p) << " != nullptr) {\n";
+    for (const std::string& g : s.guard_symbols) emit_unbound_guard(g, ind);
+    emit_divisor_guards(s.expr, label, ind);
+    std::string v = step_value(s);
+    std::string bind = "s_" + s.unknown + " = " + v + "; by_" + s.unknown + " = " + c_string(label) + ";";
+    // Strides of dims with extent 0 or 1 are arbitrary (torch), so they never fail.
+    std::string skip = s.field == BindingStep::Field::kStride
+                           ? tensor_var(p) + "->shape[" + std::to_string(s.dim) + "] > 1 && "
+                           : "";
+    switch (s.action) {
+      case BindingStep::Action::kBind:
+        out_ << ind << bind << "\n";
+        break;
+      case BindingStep::Action::kCheckOrBind:
+        out_ << ind << "if (by_" << s.unknown << " == nullptr) { " << bind << " }\n";
+        out_ << ind << "else ";
+        emit_check(s, v, skip, ind, false);
+        break;
+      case BindingStep::Action::kSolve:
+        emit_solve(s, v, ind);
+        emit_check(s, v, skip, ind, true);
+        break;
+      case BindingStep::Action::kCheck:
+        emit_check(s, v, skip, ind, true);
+        break;
+    }
+    if (s.in_optional) out_ << "  }\n";
+  }
+
+  void emit_check(const BindingStep& s, const std::string& v, const std::string& skip, const std::string& ind,
+                  bool indent_first) {
+    const Param& p = spec_.params[s.param];
+    std::string e = to_cpp(s.expr, "s_");
+    std::string hint = s.field == BindingStep::Field::kStride && !p.tensor.strides.empty() ? "" : "";
+    out_ << (indent_first ? ind : "") << "if (" << skip << v << " != " << e << ") {\n"
+         << sym_array(symbols_of(s.expr), ind + "  ") << ind << "  return fail_field(kFn, "
+         << arg_index_[p.name] << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", "
+         << c_string(to_string(s.expr)) << ", " << e << ", syms, nsyms, " << v << ", " << c_string(hint) << ");\n"
+         << ind << "}\n";
+  }
+
+  void emit_solve(const BindingStep& s, const std::string& v, const std::string& ind) {
+    const Param& p = spec_.params[s.param];
+    std::set<std::string> others = symbols_of(s.expr);
+    others.erase(s.unknown);
+    out_ << ind << "{  // solve " << s.unknown << " = (" << field_label(spec_, s) << " - ("
+         << to_string(simplify(s.form.rest)) << ")) / " << to_string(simplify(s.form.coef)) << "\n"
+         << ind << "  const int64_t coef = " << to_cpp(simplify(s.form.coef), "s_") << ";\n"
+         << ind << "  const int64_t rest = " << v << " - (" << to_cpp(simplify(s.form.rest), "s_") << ");\n"
+         << ind << "  if (coef == 0 || kjit_floormod(rest, coef) != 0 || kjit_floordiv(rest, coef) < 0) {\n"
+         << sym_array(others, ind + "    ") << ind << "    return fail_solve(kFn, " << arg_index_[p.name] << ", "
+         << c_string(p.name) << ", " << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", "
+         << c_string(s.unknown) << ", syms, nsyms, " << v << ");\n"
+         << ind << "  }\n"
+         << ind << "  s_" << s.unknown << " = kjit_floordiv(rest, coef); by_" << s.unknown << " = "
+         << c_string(field_label(spec_, s)) << ";\n"
+         << ind << "}\n";
+  }
+
+  const FunctionSpec& spec_;
+  BindingPlan plan_;
+  std::map<std::string, int> arg_index_;
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+std::string emit_stub(const FunctionSpec& spec) { return StubEmitter(spec).emit(); }
+
+}  // namespace kjit

@@ -1,0 +1,394 @@
+// The helpers every generated stub calls: argument decoding and the out-of-line,
+// cold error paths that format messages. Emitted once per translation unit.
+#include "kjit/codegen.h"
+
+namespace kjit {
+
+std::string emit_stub_prelude() {
+  return R"KJIT(// ---- kjit stub prelude: decoding helpers and cold error paths ----
+#include <tvm/ffi/c_api.h>
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
+
+// Error paths are out of line and cold so the checks stay a few branches.
+#define KJIT_COLD __attribute__((noinline, cold, unused))
+
+namespace kjit_stub {
+namespace {
+
+/// Floor division and modulo, as in Python (callers rule out b == 0 first).
+inline int64_t kjit_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t kjit_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/// A tensor argument: a DLTensor behind a Tensor object or a raw DLTensor*.
+inline const DLTensor* as_tensor(const TVMFFIAny* a) {
+  if (a->type_index == kTVMFFITensor) {
+    return reinterpret_cast<const DLTensor*>(reinterpret_cast<const char*>(a->v_obj) + sizeof(TVMFFIObject));
+  }
+  if (a->type_index == kTVMFFIDLTensorPtr) return static_cast<const DLTensor*>(a->v_ptr);
+  return nullptr;
+}
+
+inline bool is_none(const TVMFFIAny* a) {
+  return a->type_index == kTVMFFINone || (a->type_index == kTVMFFIDLTensorPtr && a->v_ptr == nullptr);
+}
+
+inline int64_t stride_of(const DLTensor* t, int d) {
+  if (t->strides != nullptr) return t->strides[d];
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i > d; --i) s *= t->shape[i];
+  return s;
+}
+
+inline bool has_zero_extent(const DLTensor* t) {
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] == 0) return true;
+  }
+  return false;
+}
+
+/// Compact row-major, ignoring dims of extent 1; an empty tensor always passes.
+inline int first_noncompact_dim(const DLTensor* t) {
+  if (t->strides == nullptr) return -1;
+  int64_t expected = 1;
+  int bad = -1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    if (t->shape[i] == 0) return -1;
+    if (bad < 0 && t->shape[i] != 1 && t->strides[i] != expected) bad = i;
+    expected *= t->shape[i];
+  }
+  return bad;
+}
+
+inline int64_t element_bytes(DLDataType d) { return (static_cast<int64_t>(d.bits) * d.lanes + 7) / 8; }
+
+/// One bound symbol, for messages: "n = 1024 (bound by a.shape[0])".
+struct SymVal {
+  const char* name;
+  int64_t value;
+  const char* bound_by;
+};
+
+/// The device stream, convertible to whatever the kernel declares (void*,
+/// cudaStream_t, kjit::Stream, or int64_t as brainevent kernels take it).
+struct StreamArg {
+  void* ptr;
+  template <typename T>
+  operator T*() const { return static_cast<T*>(ptr); }
+  operator int64_t() const { return reinterpret_cast<int64_t>(ptr); }
+};
+
+/// A tensor argument, convertible to kjit::TensorView or to a typed data pointer
+/// (`const float*`); E is the element type the spec fixes, or void when it does not.
+template <typename E>
+struct TensorArg {
+  const DLTensor* t;
+  operator kjit::TensorView() const { return kjit::TensorView(t); }
+  template <typename T>
+  operator T*() const {
+    static_assert(std::is_void<E>::value || std::is_same<typename std::remove_cv<T>::type, E>::value ||
+                      std::is_void<typename std::remove_cv<T>::type>::value,
+                  "kjit: a typed pointer parameter must match the element type of the spec");
+    return t == nullptr ? nullptr : static_cast<T*>(kjit::TensorView(t).data_ptr());
+  }
+};
+
+__attribute__((format(printf, 2, 3))) KJIT_COLD int raise(const char* kind, const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  TVMFFIErrorSetRaisedFromCStr(kind, buf);
+  return -1;
+}
+
+KJIT_COLD const char* kind_name(const TVMFFIAny* a, char* buf, size_t n) {
+  switch (a->type_index) {
+    case kTVMFFINone: return "None";
+    case kTVMFFIInt: std::snprintf(buf, n, "int %" PRId64, a->v_int64); return buf;
+    case kTVMFFIBool: return a->v_int64 ? "bool True" : "bool False";
+    case kTVMFFIFloat: std::snprintf(buf, n, "float %g", a->v_float64); return buf;
+    case kTVMFFIOpaquePtr: return "an opaque pointer";
+    case kTVMFFIDataType: return "a dtype";
+    case kTVMFFIDevice: return "a device";
+    case kTVMFFIDLTensorPtr: return "a tensor";
+    case kTVMFFIRawStr: case kTVMFFISmallStr: case kTVMFFIStr: return "a string";
+    case kTVMFFIByteArrayPtr: case kTVMFFISmallBytes: case kTVMFFIBytes: return "bytes";
+    case kTVMFFIFunction: return "a function";
+    case kTVMFFIShape: return "a shape";
+    case kTVMFFITensor: return "a tensor";
+    case kTVMFFIArray: case kTVMFFIList: return "a list";
+    case kTVMFFIMap: case kTVMFFIDict: return "a dict";
+    case kTVMFFIModule: return "a module";
+    default: std::snprintf(buf, n, "an object of FFI type index %d", a->type_index); return buf;
+  }
+}
+
+KJIT_COLD const char* dtype_name(DLDataType d, char* buf, size_t n) {
+  const char* base = nullptr;
+  switch (d.code) {
+    case kDLInt: base = "int"; break;
+    case kDLUInt: base = "uint"; break;
+    case kDLFloat: base = "float"; break;
+    case kDLBfloat: base = "bfloat"; break;
+    case kDLComplex: base = "complex"; break;
+    case kDLBool: base = "bool"; break;
+    case kDLOpaqueHandle: base = "handle"; break;
+    case kDLFloat8_e3m4: base = "float8_e3m4"; break;
+    case kDLFloat8_e4m3: base = "float8_e4m3"; break;
+    case kDLFloat8_e4m3b11fnuz: base = "float8_e4m3b11fnuz"; break;
+    case kDLFloat8_e4m3fn: base = "float8_e4m3fn"; break;
+    case kDLFloat8_e4m3fnuz: base = "float8_e4m3fnuz"; break;
+    case kDLFloat8_e5m2: base = "float8_e5m2"; break;
+    case kDLFloat8_e5m2fnuz: base = "float8_e5m2fnuz"; break;
+    case kDLFloat8_e8m0fnu: base = "float8_e8m0fnu"; break;
+    case kDLFloat6_e2m3fn: base = "float6_e2m3fn"; break;
+    case kDLFloat6_e3m2fn: base = "float6_e3m2fn"; break;
+    case kDLFloat4_e2m1fn: base = "float4_e2m1fn"; break;
+    default: break;
+  }
+  int used;
+  if (base == nullptr) {
+    used = std::snprintf(buf, n, "dtype(code=%d, bits=%d)", d.code, d.bits);
+  } else if (d.code >= kDLFloat8_e3m4 || (d.code == kDLBool && d.bits == 8)) {
+    used = std::snprintf(buf, n, "%s", base);
+  } else {
+    used = std::snprintf(buf, n, "%s%d", base, d.bits);
+  }
+  if (d.lanes != 1 && used > 0 && static_cast<size_t>(used) < n) {
+    std::snprintf(buf + used, n - used, "x%d", d.lanes);
+  }
+  return buf;
+}
+
+KJIT_COLD const char* device_name(DLDevice d, char* buf, size_t n) {
+  const char* name = "device";
+  switch (d.device_type) {
+    case kDLCPU: name = "cpu"; break;
+    case kDLCUDA: name = "cuda"; break;
+    case kDLCUDAHost: name = "cuda_host"; break;
+    case kDLOpenCL: name = "opencl"; break;
+    case kDLVulkan: name = "vulkan"; break;
+    case kDLMetal: name = "metal"; break;
+    case kDLROCM: name = "rocm"; break;
+    case kDLCUDAManaged: name = "cuda_managed"; break;
+    case kDLOneAPI: name = "oneapi"; break;
+    case kDLWebGPU: name = "webgpu"; break;
+    default: std::snprintf(buf, n, "device_type %d:%d", d.device_type, d.device_id); return buf;
+  }
+  if (d.device_type == kDLCPU) return name;
+  std::snprintf(buf, n, "%s:%d", name, d.device_id);
+  return buf;
+}
+
+/// "n = 4 (bound by a.shape[0]), k = 8 (bound by b.shape[1])"
+KJIT_COLD const char* describe_syms(const SymVal* syms, int count, char* buf, size_t n) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < count && used < n; ++i) {
+    int w = std::snprintf(buf + used, n - used, "%s%s = %" PRId64 " (bound by %s)", i ? ", " : "",
+                          syms[i].name, syms[i].value, syms[i].bound_by);
+    if (w < 0) break;
+    used += static_cast<size_t>(w);
+  }
+  return buf;
+}
+
+KJIT_COLD int fail_count(const char* fn, const char* sig, int expected, int got) {
+  return raise("TypeError", "%s: expected %d argument%s (%s), got %d", fn, expected, expected == 1 ? "" : "s",
+               sig, got);
+}
+
+KJIT_COLD int fail_tensor_kind(const char* fn, int i, const char* name, const char* type,
+                                                     const TVMFFIAny* a, bool optional) {
+  char buf[96];
+  return raise("TypeError", "%s: argument #%d '%s': expected a tensor%s (%s), got %s%s", fn, i, name,
+               optional ? " or None" : "", type, kind_name(a, buf, sizeof(buf)),
+               (a->type_index == kTVMFFINone && !optional) ? " (declare it 'optional' to accept None)" : "");
+}
+
+KJIT_COLD int fail_scalar_kind(const char* fn, int i, const char* name, const char* type,
+                                                     const char* accepted, const TVMFFIAny* a) {
+  char buf[96];
+  return raise("TypeError", "%s: argument #%d '%s': expected %s (%s), got %s", fn, i, name, accepted, type,
+               kind_name(a, buf, sizeof(buf)));
+}
+
+KJIT_COLD int fail_int_range(const char* fn, int i, const char* name, const char* type,
+                                                   int64_t value, const char* range) {
+  return raise("ValueError", "%s: argument #%d '%s': %" PRId64 " is out of range for %s %s", fn, i, name, value,
+               type, range);
+}
+
+KJIT_COLD int fail_bool_value(const char* fn, int i, const char* name, int64_t value) {
+  return raise("ValueError", "%s: argument #%d '%s': expected a bool (True/False or 0/1), got int %" PRId64, fn, i,
+               name, value);
+}
+
+KJIT_COLD int fail_ndim(const char* fn, int i, const char* name, const char* type,
+                                              int expected, int got) {
+  return raise("TypeError", "%s: argument #%d '%s': ndim must be %d (%s), got %d", fn, i, name, expected, type, got);
+}
+
+KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* expected,
+                                               DLDataType got) {
+  char buf[64];
+  return raise("TypeError", "%s: argument #%d '%s': dtype must be %s, got %s", fn, i, name, expected,
+               dtype_name(got, buf, sizeof(buf)));
+}
+
+/// A field that had to equal an expression of bound symbols (or a literal).
+KJIT_COLD int fail_field(const char* fn, int i, const char* name, const char* field,
+                                               const char* expr, int64_t expected, const SymVal* syms, int nsyms,
+                                               int64_t got, const char* hint) {
+  char bound[512];
+  if (nsyms == 0) {
+    return raise("ValueError", "%s: argument #%d '%s': %s must equal %" PRId64 " (fixed by the signature), got %" PRId64 "%s",
+                 fn, i, name, field, expected, got, hint);
+  }
+  describe_syms(syms, nsyms, bound, sizeof(bound));
+  if (nsyms == 1 && std::strcmp(syms[0].name, expr) == 0) {
+    return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64 "%s", fn, i, name, field,
+                 bound, got, hint);
+  }
+  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s = %" PRId64 " with %s, got %" PRId64 "%s", fn, i,
+               name, field, expr, expected, bound, got, hint);
+}
+
+/// A dim that should have determined one unknown symbol but fits no valid value.
+KJIT_COLD int fail_solve(const char* fn, int i, const char* name, const char* field,
+                                               const char* expr, const char* unknown, const SymVal* syms, int nsyms,
+                                               int64_t got) {
+  char bound[512];
+  describe_syms(syms, nsyms, bound, sizeof(bound));
+  return raise("ValueError", "%s: argument #%d '%s': %s = %" PRId64 " does not match %s for any integer %s >= 0%s%s%s",
+               fn, i, name, field, got, expr, unknown, nsyms ? " (with " : "", bound, nsyms ? ")" : "");
+}
+
+KJIT_COLD int fail_unbound(const char* fn, const char* sym, const char* carriers) {
+  return raise("ValueError", "%s: symbol '%s' is needed but unbound: every tensor that carries it (%s) was None", fn,
+               sym, carriers);
+}
+
+KJIT_COLD int fail_div_zero(const char* fn, const char* where, const char* divisor,
+                                                  const SymVal* syms, int nsyms) {
+  char bound[512];
+  describe_syms(syms, nsyms, bound, sizeof(bound));
+  return raise("ValueError", "%s: %s divides by %s = 0 (%s)", fn, where, divisor, bound);
+}
+
+KJIT_COLD int fail_compact(const char* fn, int i, const char* name, const DLTensor* t, int d) {
+  int64_t expected = 1;
+  for (int k = t->ndim - 1; k > d; --k) expected *= t->shape[k];
+  return raise("ValueError",
+               "%s: argument #%d '%s': strides[%d] must be %" PRId64 " for a compact row-major tensor, got %" PRId64
+               " (pass a contiguous copy, or declare '%s' strided to accept any layout)",
+               fn, i, name, d, expected, t->strides[d], name);
+}
+
+KJIT_COLD int fail_byte_offset(const char* fn, int i, const char* name, const DLTensor* t) {
+  return raise("ValueError", "%s: argument #%d '%s': byte_offset must be a multiple of the element size %" PRId64
+               ", got %" PRIu64, fn, i, name, element_bytes(t->dtype), t->byte_offset);
+}
+
+KJIT_COLD int fail_align(const char* fn, int i, const char* name, const void* p, int64_t align) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uintptr_t actual = v & (~v + 1);
+  return raise("ValueError", "%s: argument #%d '%s': data pointer %p must be aligned to %" PRId64
+               " bytes, but is aligned to %" PRIuPTR, fn, i, name, p, align, actual);
+}
+
+KJIT_COLD int fail_device_type(const char* fn, int i, const char* name, const char* expected,
+                                                     DLDevice got) {
+  char buf[64];
+  return raise("ValueError", "%s: argument #%d '%s': device must be %s, got %s", fn, i, name, expected,
+               device_name(got, buf, sizeof(buf)));
+}
+
+KJIT_COLD int fail_device_id(const char* fn, int i, const char* name, DLDevice expected,
+                                                   const char* bound_by, DLDevice got) {
+  char a[64], b[64];
+  return raise("ValueError", "%s: argument #%d '%s': device must be %s (the device of '%s'), got %s", fn, i, name,
+               device_name(expected, a, sizeof(a)), bound_by, device_name(got, b, sizeof(b)));
+}
+
+KJIT_COLD int fail_null_data(const char* fn, int i, const char* name) {
+  return raise("ValueError", "%s: argument #%d '%s': data pointer is NULL but the tensor is not empty", fn, i, name);
+}
+
+KJIT_COLD int fail_constraint(const char* fn, const char* text, const SymVal* syms, int nsyms) {
+  char bound[512];
+  describe_syms(syms, nsyms, bound, sizeof(bound));
+  return raise("ValueError", "%s: constraint '%s' failed with %s", fn, text, bound);
+}
+
+/// Maps the exception in flight to an FFI error; the one place C++ exceptions
+/// cross into the C ABI.
+KJIT_COLD int raise_current_exception(const char* fn) {
+  try {
+    throw;
+  } catch (const kjit::Error& e) {
+    TVMFFIErrorSetRaisedFromCStr(e.kind(), e.what());
+  } catch (const std::invalid_argument& e) {
+    TVMFFIErrorSetRaisedFromCStr("ValueError", e.what());
+  } catch (const std::domain_error& e) {
+    TVMFFIErrorSetRaisedFromCStr("ValueError", e.what());
+  } catch (const std::out_of_range& e) {
+    TVMFFIErrorSetRaisedFromCStr("IndexError", e.what());
+  } catch (const std::bad_alloc& e) {
+    TVMFFIErrorSetRaisedFromCStr("MemoryError", e.what());
+  } catch (const std::exception& e) {
+    TVMFFIErrorSetRaisedFromCStr("RuntimeError", e.what());
+  } catch (...) {
+    return raise("RuntimeError", "%s: the kernel threw an exception that is not a std::exception", fn);
+  }
+  return -1;
+}
+
+/// Calls the kernel and stores what it returns (nothing, a bool, an integer or a
+/// floating-point number) as the FFI result.
+template <typename F>
+inline void call_and_store(TVMFFIAny* result, F&& f) {
+  using R = decltype(f());
+  result->zero_padding = 0;
+  if constexpr (std::is_void<R>::value) {
+    f();
+    result->type_index = kTVMFFINone;
+    result->v_int64 = 0;
+  } else if constexpr (std::is_same<R, bool>::value) {
+    result->v_int64 = f() ? 1 : 0;
+    result->type_index = kTVMFFIBool;
+  } else if constexpr (std::is_integral<R>::value) {
+    result->v_int64 = static_cast<int64_t>(f());
+    result->type_index = kTVMFFIInt;
+  } else if constexpr (std::is_floating_point<R>::value) {
+    result->v_float64 = static_cast<double>(f());
+    result->type_index = kTVMFFIFloat;
+  } else {
+    static_assert(std::is_void<R>::value,
+                  "kjit: a kernel returns void, bool, an integer or a floating-point number");
+  }
+}
+
+}  // namespace
+}  // namespace kjit_stub
+#undef KJIT_COLD
+// ---- end of kjit stub prelude ----
+)KJIT";
+}
+
+}  // namespace kjit

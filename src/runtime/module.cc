@@ -1,0 +1,143 @@
+// load_inline: the pipeline spec -> codegen -> build -> load, read top to bottom.
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "../spec/validate.h"
+#include "kjit/build.h"
+#include "kjit/codegen.h"
+#include "kjit/errors.h"
+#include "kjit/runtime.h"
+
+namespace kjit {
+
+struct Module::State {
+  std::string name;
+  BuildResult build;
+  std::vector<FunctionSpec> specs;
+  std::vector<std::string> host_sources;
+  std::string full_source;
+  std::optional<tvm::ffi::Module> ffi_module;  // set right after construction
+  std::vector<tvm::ffi::Function> functions;
+};
+
+namespace {
+
+/// Modules loaded by this process, by cache key: a repeated load is a lookup.
+std::mutex g_loaded_mu;
+std::map<std::string, std::shared_ptr<const Module::State>> g_loaded;
+
+std::vector<UserSource> label_sources(const Sources& sources) {
+  std::vector<UserSource> out;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    out.push_back({sources.size() == 1 ? "cpp_sources" : "cpp_sources[" + std::to_string(i) + "]", sources[i]});
+  }
+  return out;
+}
+
+void check_module_request(const std::string& name, const std::vector<FunctionSpec>& specs) {
+  if (!is_c_identifier(name)) {
+    throw SpecError("module name '" + name + "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+  }
+  if (specs.empty()) throw SpecError("module '" + name + "': no functions given; pass functions={name: signature}");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (specs[i].name == specs[j].name) throw SpecError("module '" + name + "': function '" + specs[i].name + "' is given twice");
+    }
+  }
+}
+
+std::shared_ptr<Module::State> load_built(const std::string& name, const BuildResult& build,
+                                          const std::vector<FunctionSpec>& specs) {
+  auto state = std::make_shared<Module::State>();
+  state->name = name;
+  state->build = build;
+  state->ffi_module = tvm::ffi::Module::LoadFromFile(build.library_path);
+  for (const FunctionSpec& spec : specs) {
+    auto f = (*state->ffi_module)->GetFunction(spec.name);
+    internal_check(f.has_value(), "a generated stub is missing from the built library");
+    state->functions.push_back(*f);
+  }
+  return state;
+}
+
+}  // namespace
+
+Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,
+                   const InlineOptions& options) {
+  // 1. spec: already parsed and validated by the front door; check the module as a whole
+  check_module_request(name, specs);
+  // 2. codegen
+  ModuleSource source = emit_module_source(label_sources(cpp_sources), specs, name + ".cc");
+  // 3. build (or find in the cache)
+  BuildRequest request;
+  request.name = name;
+  request.source = source.text;
+  request.extra_cflags = options.extra_cflags;
+  request.extra_ldflags = options.extra_ldflags;
+  request.include_paths = options.extra_include_paths;
+  request.cache_dir = options.build_directory;
+  request.verbose = options.verbose;
+  std::string key = build_key(request);
+  {
+    std::lock_guard<std::mutex> lock(g_loaded_mu);
+    auto it = g_loaded.find(request.cache_dir + '\0' + key);
+    if (it != g_loaded.end()) {
+      if (options.verbose) std::fprintf(stderr, "[kjit] module '%s': already loaded in this process\n", name.c_str());
+      return Module(it->second);
+    }
+  }
+  BuildResult build = build_shared_library(request);
+  // 4. load; a cached library that no longer loads is evicted and rebuilt once
+  std::shared_ptr<Module::State> state;
+  try {
+    state = load_built(name, build, specs);
+  } catch (const tvm::ffi::Error& e) {
+    if (!build.cache_hit) throw;
+    if (options.verbose) std::fprintf(stderr, "[kjit] cached '%s' failed to load (%s); rebuilding\n", build.library_path.c_str(), e.what());
+    evict(build);
+    build = build_shared_library(request);
+    state = load_built(name, build, specs);
+  }
+  state->specs = specs;
+  state->host_sources = source.stubs;
+  state->full_source = source.text;
+  std::lock_guard<std::mutex> lock(g_loaded_mu);
+  auto& slot = g_loaded[request.cache_dir + '\0' + key];
+  if (!slot) slot = state;
+  return Module(slot);
+}
+
+Module load_inline(const std::string& name, const Sources& cpp_sources, const SignatureList& functions,
+                   const InlineOptions& options) {
+  std::vector<FunctionSpec> specs;
+  for (const auto& [fn, signature] : functions) {
+    if (!is_c_identifier(fn)) {
+      throw SpecError("function name '" + fn + "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+    }
+    specs.push_back(parse_signature(fn, signature));
+  }
+  return load_inline(name, cpp_sources, specs, options);
+}
+
+const std::string& Module::name() const { return state_->name; }
+const std::string& Module::path() const { return state_->build.library_path; }
+const std::vector<FunctionSpec>& Module::specs() const { return state_->specs; }
+const std::string& Module::full_source() const { return state_->full_source; }
+bool Module::cache_hit() const { return state_->build.cache_hit; }
+tvm::ffi::Module Module::ffi_module() const { return *state_->ffi_module; }
+
+size_t Module::index_of(const std::string& fn) const {
+  std::string known;
+  for (size_t i = 0; i < state_->specs.size(); ++i) {
+    if (state_->specs[i].name == fn) return i;
+    known += (known.empty() ? "" : ", ") + state_->specs[i].name;
+  }
+  throw SpecError("module '" + state_->name + "' has no function '" + fn + "' (it has: " + known + ")");
+}
+
+tvm::ffi::Function Module::function(const std::string& fn) const { return state_->functions[index_of(fn)]; }
+const std::string& Module::host_source(const std::string& fn) const { return state_->host_sources[index_of(fn)]; }
+
+}  // namespace kjit

@@ -1,0 +1,58 @@
+// Canonical signature text of a spec (also part of the cache key).
+#include "kjit/spec.h"
+
+namespace kjit {
+namespace {
+
+std::string join_exprs(const std::vector<Expr>& exprs) {
+  std::string out;
+  for (const Expr& e : exprs) {
+    if (!out.empty()) out += ", ";
+    out += to_string(e);
+  }
+  return out;
+}
+
+std::string dtype_text(const TensorSpec& t) {
+  if (t.dtypes.empty()) return "any";
+  std::string out;
+  for (const DTypeInfo& d : t.dtypes) {
+    if (!out.empty()) out += "|";
+    out += d.name;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(const Param& p) {
+  std::string out = p.name + ": ";
+  if (p.kind == ParamKind::kStream) return out + "stream";
+  if (p.kind == ParamKind::kScalar) return out + scalar_type_name(p.scalar);
+  const TensorSpec& t = p.tensor;
+  out += dtype_text(t) + "[" + join_exprs(t.shape) + "]";
+  if (t.out) out += " out";
+  if (t.optional) out += " optional";
+  if (t.strided) out += " strided";
+  if (!t.strides.empty()) out += " strides[" + join_exprs(t.strides) + "]";
+  if (t.align) out += " align(" + std::to_string(t.align) + ")";
+  // A defaulted device is left out: it follows the module (cpp or cuda sources).
+  if (t.device_given) out += std::string(" @") + device_kind_name(t.device);
+  return out;
+}
+
+std::string to_string(const FunctionSpec& spec) {
+  std::string out;
+  for (const Param& p : spec.params) {
+    if (!out.empty()) out += ", ";
+    out += to_string(p);
+  }
+  for (size_t i = 0; i < spec.constraints.size(); ++i) {
+    const Constraint& c = spec.constraints[i];
+    out += i == 0 ? "; " : ", ";
+    out += to_string(c.lhs) + " " + cmp_op_text(c.op) + " " + to_string(c.rhs);
+  }
+  return out;
+}
+
+}  // namespace kjit

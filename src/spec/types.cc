@@ -1,0 +1,120 @@
+// Name tables of the spec model: dtypes, scalar types, devices, comparison ops.
+#include <string>
+
+#include "kjit/errors.h"
+#include "kjit/spec.h"
+
+namespace kjit {
+namespace {
+
+constexpr DTypeInfo kDTypes[] = {
+    {"bool", {kDLBool, 8, 1}, "bool"},
+    {"int8", {kDLInt, 8, 1}, "int8_t"},
+    {"int16", {kDLInt, 16, 1}, "int16_t"},
+    {"int32", {kDLInt, 32, 1}, "int32_t"},
+    {"int64", {kDLInt, 64, 1}, "int64_t"},
+    {"uint8", {kDLUInt, 8, 1}, "uint8_t"},
+    {"uint16", {kDLUInt, 16, 1}, "uint16_t"},
+    {"uint32", {kDLUInt, 32, 1}, "uint32_t"},
+    {"uint64", {kDLUInt, 64, 1}, "uint64_t"},
+    {"float16", {kDLFloat, 16, 1}, nullptr},
+    {"bfloat16", {kDLBfloat, 16, 1}, nullptr},
+    {"float32", {kDLFloat, 32, 1}, "float"},
+    {"float64", {kDLFloat, 64, 1}, "double"},
+    {"complex64", {kDLComplex, 64, 1}, nullptr},
+    {"complex128", {kDLComplex, 128, 1}, nullptr},
+    {"float8_e3m4", {kDLFloat8_e3m4, 8, 1}, nullptr},
+    {"float8_e4m3", {kDLFloat8_e4m3, 8, 1}, nullptr},
+    {"float8_e4m3b11fnuz", {kDLFloat8_e4m3b11fnuz, 8, 1}, nullptr},
+    {"float8_e4m3fn", {kDLFloat8_e4m3fn, 8, 1}, nullptr},
+    {"float8_e4m3fnuz", {kDLFloat8_e4m3fnuz, 8, 1}, nullptr},
+    {"float8_e5m2", {kDLFloat8_e5m2, 8, 1}, nullptr},
+    {"float8_e5m2fnuz", {kDLFloat8_e5m2fnuz, 8, 1}, nullptr},
+    {"float8_e8m0fnu", {kDLFloat8_e8m0fnu, 8, 1}, nullptr},
+    {"float6_e2m3fn", {kDLFloat6_e2m3fn, 6, 1}, nullptr},
+    {"float6_e3m2fn", {kDLFloat6_e3m2fn, 6, 1}, nullptr},
+    {"float4_e2m1fn", {kDLFloat4_e2m1fn, 4, 1}, nullptr},
+};
+
+struct ScalarInfo {
+  ScalarType type;
+  const char* name;
+  const char* cpp;
+};
+
+constexpr ScalarInfo kScalars[] = {
+    {ScalarType::kBool, "bool", "bool"},         {ScalarType::kInt8, "int8", "int8_t"},
+    {ScalarType::kInt16, "int16", "int16_t"},    {ScalarType::kInt32, "int32", "int32_t"},
+    {ScalarType::kInt64, "int64", "int64_t"},    {ScalarType::kUInt8, "uint8", "uint8_t"},
+    {ScalarType::kUInt16, "uint16", "uint16_t"}, {ScalarType::kUInt32, "uint32", "uint32_t"},
+    {ScalarType::kUInt64, "uint64", "uint64_t"}, {ScalarType::kFloat32, "float32", "float"},
+    {ScalarType::kFloat64, "float64", "double"},
+};
+
+const ScalarInfo& scalar_info(ScalarType t) {
+  for (const ScalarInfo& s : kScalars) {
+    if (s.type == t) return s;
+  }
+  throw InternalError("kjit internal error: unknown ScalarType");
+}
+
+}  // namespace
+
+const DTypeInfo* find_dtype(const std::string& name) {
+  for (const DTypeInfo& d : kDTypes) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string known_dtype_names() {
+  std::string out;
+  for (const DTypeInfo& d : kDTypes) {
+    if (!out.empty()) out += ", ";
+    out += d.name;
+  }
+  return out + ", any";
+}
+
+std::optional<ScalarType> find_scalar_type(const std::string& name) {
+  for (const ScalarInfo& s : kScalars) {
+    if (name == s.name) return s.type;
+  }
+  return std::nullopt;
+}
+
+const char* scalar_type_name(ScalarType t) { return scalar_info(t).name; }
+const char* scalar_cpp_type(ScalarType t) { return scalar_info(t).cpp; }
+
+bool is_float(ScalarType t) { return t == ScalarType::kFloat32 || t == ScalarType::kFloat64; }
+bool is_integer(ScalarType t) { return !is_float(t) && t != ScalarType::kBool; }
+
+const char* device_kind_name(DeviceKind d) { return d == DeviceKind::kCUDA ? "cuda" : "cpu"; }
+
+const char* cmp_op_text(CmpOp op) {
+  switch (op) {
+    case CmpOp::kEq:
+      return "==";
+    case CmpOp::kNe:
+      return "!=";
+    case CmpOp::kLt:
+      return "<";
+    case CmpOp::kLe:
+      return "<=";
+    case CmpOp::kGt:
+      return ">";
+    case CmpOp::kGe:
+      return ">=";
+  }
+  throw InternalError("kjit internal error: unknown CmpOp");
+}
+
+std::vector<const Param*> FunctionSpec::call_args() const {
+  std::vector<const Param*> out;
+  for (const Param& p : params) {
+    if (p.kind != ParamKind::kStream) out.push_back(&p);
+  }
+  return out;
+}
+
+}  // namespace kjit
