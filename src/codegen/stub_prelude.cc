@@ -288,7 +288,10 @@ KJIT_COLD int fail_div_zero(const char* fn, const char* where, const char* divis
                                                   const SymVal* syms, int nsyms) {
   char bound[512];
   describe_syms(syms, nsyms, bound, sizeof(bound));
-  return raise("ValueError", "%s: %s divides by %s = 0 (%s)", fn, where, divisor, bound);
+  if (nsyms == 1 && std::strcmp(syms[0].name, divisor) == 0) {
+    return raise("ValueError", "%s: %s divides by zero: %s", fn, where, bound);
+  }
+  return raise("ValueError", "%s: %s divides by zero: %s = 0 with %s", fn, where, divisor, bound);
 }
 
 KJIT_COLD int fail_compact(const char* fn, int i, const char* name, const DLTensor* t, int d) {

@@ -1,0 +1,151 @@
+"""Python per-call overhead: a kjit function vs the same no-op exported by tvm-ffi.
+
+Target: the per-call overhead of a kjit function is within 10% of the tvm-ffi typed
+export (TVM_FFI_DLL_EXPORT_TYPED_FUNC over tvm::ffi::TensorView, built with
+tvm_ffi.cpp.load_inline), with NumPy and with PyTorch arguments.
+
+Both modules hold the same no-op kernel over three float32 (64, 64) tensors; the kjit
+stub checks count, kind, rank, dtype, shapes (m, n), strides, byte offset, device and
+data pointer, the tvm-ffi export checks only the value kinds. Each case is timed over
+N calls (timeit), repeats interleaved across cases, best of R reported.
+
+Run: /work/main/.venv/bin/python bench/bench_call_overhead.py [--number N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+import timeit
+
+KJIT_SIG = "a: float32[m, n], b: float32[m, n], c: float32[m, n] out"
+KJIT_SRC = "void noop(const kjit::TensorView a, const kjit::TensorView b, kjit::TensorView c) {}\n"
+# tvm_ffi.cpp.load_inline adds the includes and TVM_FFI_DLL_EXPORT_TYPED_FUNC(noop, noop)
+# for each name in functions=, as its documentation shows.
+TVM_FFI_SRC = "void noop(tvm::ffi::TensorView a, tvm::ffi::TensorView b, tvm::ffi::TensorView c) {}\n"
+
+TARGET_RATIO = 1.10
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--number", type=int, default=200_000, help="calls per timing (default 200000)")
+    ap.add_argument("--repeat", type=int, default=5, help="timings per case, best reported (default 5)")
+    args = ap.parse_args()
+    n, repeat = args.number, args.repeat
+
+    work = tempfile.mkdtemp(prefix="kjit-bench-call-")
+    os.environ["KJIT_CACHE_DIR"] = os.path.join(work, "kjit")
+    try:
+        # tvm_ffi imports torch itself when it is installed: that cost is tvm_ffi's, not kjit's.
+        t0 = time.perf_counter()
+        import tvm_ffi
+        import tvm_ffi.cpp
+
+        t_tvm_ffi = time.perf_counter() - t0
+        torch_by_tvm_ffi = "torch" in sys.modules
+        t0 = time.perf_counter()
+        import kjit
+
+        t_kjit = time.perf_counter() - t0
+        import numpy as np
+        import torch
+
+        print(
+            f"import tvm_ffi {t_tvm_ffi:.2f} s ({'includes' if torch_by_tvm_ffi else 'without'} torch), "
+            f"then import kjit {t_kjit * 1e3:.1f} ms"
+        )
+
+        t0 = time.perf_counter()
+        kmod = kjit.load_inline("bench_noop", cpp_sources=KJIT_SRC, functions={"noop": KJIT_SIG})
+        t_kbuild = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tmod = tvm_ffi.cpp.load_inline(
+            "bench_noop_tvm_ffi",
+            cpp_sources=TVM_FFI_SRC,
+            functions="noop",
+            build_directory=os.path.join(work, "tvm_ffi"),
+        )
+        t_tbuild = time.perf_counter() - t0
+        print(f"built: kjit {t_kbuild:.2f} s, tvm_ffi.cpp.load_inline {t_tbuild:.2f} s (cold)")
+
+        a_np, b_np, c_np = (np.ones((64, 64), dtype=np.float32) for _ in range(3))
+        a_t, b_t, c_t = (torch.ones(64, 64, dtype=torch.float32) for _ in range(3))
+        a_f, b_f, c_f = (tvm_ffi.from_dlpack(np.ones((64, 64), dtype=np.float32)) for _ in range(3))
+
+        # Each must accept its arguments, and kjit must reject a mismatched one.
+        for mod in (kmod, tmod):
+            mod.noop(a_np, b_np, c_np)
+            mod.noop(a_t, b_t, c_t)
+            mod.noop(a_f, b_f, c_f)
+        try:
+            kmod.noop(a_np, b_np, np.ones((64, 65), dtype=np.float32))
+        except Exception:
+            pass
+        else:
+            print("ERROR: kjit accepted a mismatched shape", file=sys.stderr)
+            return 1
+
+        def py_noop(a, b, c):
+            pass
+
+        x1, y1, z1 = (np.ones(1, dtype=np.float32) for _ in range(3))
+        tx1, ty1, tz1 = (torch.ones(1, dtype=torch.float32) for _ in range(3))
+        np_add = np.add
+        torch_add = torch.add
+
+        ns = dict(
+            kmod=kmod, tmod=tmod, py_noop=py_noop, np_add=np_add, torch_add=torch_add,
+            a_np=a_np, b_np=b_np, c_np=c_np, a_t=a_t, b_t=b_t, c_t=c_t, a_f=a_f, b_f=b_f, c_f=c_f,
+            x1=x1, y1=y1, z1=z1, tx1=tx1, ty1=ty1, tz1=tz1,
+        )  # fmt: skip
+        # (row label, kjit statement, tvm-ffi statement); a reference anchor has one statement.
+        rows = [
+            ("python def f(a, b, c): pass", "py_noop(a_np, b_np, c_np)", None),
+            ("np.add(x, y, out=z), 1 elem", "np_add(x1, y1, out=z1)", None),
+            ("torch.add(x, y, out=z), 1 elem", "torch_add(tx1, ty1, out=tz1)", None),
+            ("numpy float32 (64,64) x3", "kmod.noop(a_np, b_np, c_np)", "tmod.noop(a_np, b_np, c_np)"),
+            ("torch float32 (64,64) x3", "kmod.noop(a_t, b_t, c_t)", "tmod.noop(a_t, b_t, c_t)"),
+            ("tvm_ffi.from_dlpack x3", "kmod.noop(a_f, b_f, c_f)", "tmod.noop(a_f, b_f, c_f)"),
+        ]
+        timers = {}
+        for label, ks, ts in rows:
+            timers[(label, "k")] = timeit.Timer(ks, globals=ns)
+            if ts:
+                timers[(label, "t")] = timeit.Timer(ts, globals=ns)
+        for t in timers.values():  # warm-up
+            t.timeit(number=min(n, 20_000))
+        best = {key: float("inf") for key in timers}
+        t_start = time.perf_counter()
+        for _ in range(repeat):  # interleaved: a load spike hits every case alike
+            for key, t in timers.items():
+                best[key] = min(best[key], t.timeit(number=n) / n)
+        t_total = time.perf_counter() - t_start
+
+        print(f"\n== per-call time, us (best of {repeat} x {n} calls, interleaved; {t_total:.1f} s) ==")
+        hdr = f"{'anchor':34s} {'kjit us/call':>13s} {'tvm-ffi us/call':>16s} {'ratio':>7s}  target (<= {TARGET_RATIO:.2f})"
+        print(hdr)
+        print("-" * len(hdr))
+        all_met = True
+        for label, _ks, ts in rows:
+            k = best[(label, "k")] * 1e6
+            if ts is None:
+                print(f"{label:34s} {k:13.3f} {'(reference)':>16s} {'':>7s}")
+                continue
+            t = best[(label, "t")] * 1e6
+            ratio = k / t
+            met = ratio <= TARGET_RATIO
+            all_met &= met
+            print(f"{label:34s} {k:13.3f} {t:16.3f} {ratio:7.3f}  {'MET' if met else 'NOT MET'}")
+        print(f"\ntarget (kjit within 10% of the tvm-ffi export, every argument kind): {'MET' if all_met else 'NOT MET'}")
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+// The C++ API end to end: spec -> stub -> build -> load -> call, and its errors.
+#include <gtest/gtest.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "kjit/build.h"
+#include "kjit/errors.h"
+#include "kjit/runtime.h"
+
+namespace kjit {
+namespace {
+
+const char* kAxpy = R"(
+#include <kjit/kernel.h>
+void axpy(const kjit::TensorView x, kjit::TensorView y, float alpha) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] += alpha * x.data<float>()[i];
+}
+double total(const float* x, int64_t n) {  // typed pointer and a symbol passed as a scalar
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+void boom(int how) {
+  if (how == 0) throw std::out_of_range("index 7 is past the end");
+  if (how == 1) throw kjit::TypeError("wrong layout");
+  throw 42;
+}
+)";
+
+struct Vec {
+  std::vector<float> data;
+  int64_t shape[1];
+  DLTensor t{};
+  explicit Vec(std::vector<float> v) : data(std::move(v)) {
+    shape[0] = static_cast<int64_t>(data.size());
+    t.data = data.data();
+    t.ndim = 1;
+    t.shape = shape;
+    t.dtype = {kDLFloat, 32, 1};
+    t.device = {kDLCPU, 0};
+  }
+};
+
+Module axpy_module() {
+  return load_inline("cpp_axpy", {kAxpy},
+                     SignatureList{{"axpy", "x: float32[n], y: float32[n] out, alpha: float32"},
+                                   {"total", "x: float32[n], n: int64"},
+                                   {"boom", "how: int32"}});
+}
+
+/// Calls f and returns the FFI error's "kind: message", or "" on success.
+template <typename... Args>
+std::string error_of(const tvm::ffi::Function& f, Args&&... args) {
+  try {
+    f(std::forward<Args>(args)...);
+  } catch (const tvm::ffi::Error& e) {
+    return e.kind() + ": " + e.message();
+  }
+  return "";
+}
+
+TEST(LoadInline, CallsACheckedKernel) {
+  Module m = axpy_module();
+  Vec x({1, 2, 3}), y({10, 10, 10});
+  m.function("axpy")(&x.t, &y.t, 2.0);
+  EXPECT_EQ(y.data, (std::vector<float>{12, 14, 16}));
+  double total = m.function("total")(&x.t, 3).cast<double>();
+  EXPECT_EQ(total, 6.0);
+}
+
+TEST(LoadInline, RejectsBadArgumentsWithFullMessages) {
+  Module m = axpy_module();
+  Vec x({1, 2, 3}), short_y({1, 2});
+  EXPECT_EQ(error_of(m.function("axpy"), &x.t, &short_y.t, 1.0),
+            "ValueError: axpy: argument #1 'y': shape[0] must equal n = 3 (bound by x.shape[0]), got 2");
+  EXPECT_EQ(error_of(m.function("total"), &x.t, 4),
+            "ValueError: total: argument #1 'n': value must equal n = 3 (bound by x.shape[0]), got 4");
+  EXPECT_EQ(error_of(m.function("axpy"), &x.t),
+            "TypeError: axpy: expected 3 arguments (x: float32[n], y: float32[n] out, alpha: float32), got 1");
+}
+
+TEST(LoadInline, MapsKernelExceptionsToErrorKinds) {
+  Module m = axpy_module();
+  EXPECT_EQ(error_of(m.function("boom"), 0), "IndexError: index 7 is past the end");
+  EXPECT_EQ(error_of(m.function("boom"), 1), "TypeError: wrong layout");
+  EXPECT_EQ(error_of(m.function("boom"), 2),
+            "RuntimeError: boom: the kernel threw an exception that is not a std::exception");
+}
+
+TEST(LoadInline, RepeatedLoadIsALookup) {
+  Module a = axpy_module();
+  Module b = axpy_module();
+  EXPECT_EQ(a.path(), b.path());
+  EXPECT_NE(a.host_source("axpy").find("__tvm_ffi_axpy"), std::string::npos);
+  EXPECT_THROW(a.function("nope"), SpecError);
+}
+
+TEST(LoadInline, CompileErrorsPointIntoTheUserSource) {
+  try {
+    load_inline("cpp_broken", {"#include <kjit/kernel.h>\n\nvoid f(kjit::TensorView a) { undefined_name(); }\n"},
+                SignatureList{{"f", "a: float32[n]"}});
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("cpp_sources:3:"), std::string::npos) << e.log();
+    EXPECT_NE(e.command().find("-O2"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("compiling module 'cpp_broken' failed"), std::string::npos);
+  }
+}
+
+TEST(LoadInline, SpecErrorsComeBeforeAnyCompile) {
+  EXPECT_THROW(load_inline("bad", {""}, SignatureList{{"f", "a: float33[n]"}}), SpecError);
+  EXPECT_THROW(load_inline("bad name", {""}, SignatureList{{"f", "a: float32[n]"}}), SpecError);
+  EXPECT_THROW(load_inline("bad", {""}, SignatureList{}), SpecError);
+  EXPECT_THROW(load_inline("bad", {""}, SignatureList{{"f-g", "a: float32[n]"}}), SpecError);
+}
+
+TEST(Toolchain, MissingCompilerIsAToolchainErrorNamingTheSearch) {
+  const char* old = std::getenv("CXX");
+  std::string saved = old ? old : "";
+  setenv("CXX", "/nonexistent/c++", 1);
+  try {
+    find_toolchain();
+    FAIL() << "expected ToolchainError";
+  } catch (const ToolchainError& e) {
+    EXPECT_NE(std::string(e.what()).find("CXX='/nonexistent/c++'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("searched PATH="), std::string::npos) << e.what();
+  }
+  if (old) {
+    setenv("CXX", saved.c_str(), 1);
+  } else {
+    unsetenv("CXX");
+  }
+}
+
+// Every generated stub compiles warning-free under -Wall -Wextra -Werror.
+TEST(GeneratedStubs, CompileWithWerror) {
+  const char* kernels = R"(
+#include <kjit/kernel.h>
+void k1(const kjit::TensorView, kjit::TensorView, float, double, bool) {}
+void k2(const kjit::TensorView, const kjit::TensorView, kjit::TensorView, int8_t, int16_t, int32_t, int64_t) {}
+void k3(const kjit::TensorView, uint8_t, uint16_t, uint32_t, uint64_t, kjit::Stream) {}
+void k4(const kjit::TensorView, const kjit::TensorView, const kjit::TensorView) {}
+void k5(const kjit::TensorView, kjit::TensorView) {}
+int64_t k6(const int8_t*, const float*) { return 0; }
+void k7(const kjit::TensorView, const kjit::TensorView) {}
+)";
+  SignatureList sigs = {
+      {"k1", "a: float16|bfloat16[m, n] align(16), b: any[] out optional, x: float32, y: float64, f: bool"},
+      {"k2", "a: float32[m], b: float32[m + n] strided, c: float32[2*n + 1] out, p: int8, q: int16, r: int32, "
+             "s: int64; m % 4 == 0, n <= 4096, m / (n + 1) >= 0"},
+      {"k3", "a: bool[n] @cpu, p: uint8, q: uint16, r: uint32, s: uint64, st: stream"},
+      {"k4", "a: float32[n, ld] strides[ld, 1], b: float8_e4m3fn[n*k], c: complex64[k]"},
+      {"k5", "a: int32[m] optional, b: int32[m] optional; m > 0"},
+      {"k6", "a: int8[n], b: float32[n]"},
+      {"k7", "a: float64[m + n], b: float64[m]"},
+  };
+  InlineOptions opts;
+  opts.extra_cflags = {"-Wall", "-Wextra", "-Werror"};
+  Module m = load_inline("cpp_werror", {kernels}, sigs, opts);
+  EXPECT_EQ(m.specs().size(), sigs.size());
+}
+
+}  // namespace
+}  // namespace kjit

@@ -1,0 +1,135 @@
+// The signature grammar: what parses, its canonical form, and how errors point.
+#include <gtest/gtest.h>
+
+#include "kjit/errors.h"
+#include "kjit/spec.h"
+
+namespace kjit {
+namespace {
+
+std::string canonical(const std::string& sig) { return to_string(parse_signature("f", sig)); }
+
+/// The SpecError message for `sig`, or "" if it parsed.
+std::string error_of(const std::string& sig) {
+  try {
+    parse_signature("f", sig);
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SignatureParser, ParsesTheIssueExample) {
+  FunctionSpec s = parse_signature("gemm", "a: float16[m, k], b: float16[k, n], c: float16[m, n] out, alpha: float32; k % 8 == 0");
+  ASSERT_EQ(s.params.size(), 4u);
+  EXPECT_EQ(s.params[0].kind, ParamKind::kTensor);
+  EXPECT_EQ(s.params[0].tensor.shape.size(), 2u);
+  EXPECT_TRUE(s.params[2].tensor.out);
+  EXPECT_EQ(s.params[3].kind, ParamKind::kScalar);
+  EXPECT_EQ(s.params[3].scalar, ScalarType::kFloat32);
+  ASSERT_EQ(s.constraints.size(), 1u);
+  EXPECT_EQ(s.constraints[0].op, CmpOp::kEq);
+}
+
+TEST(SignatureParser, RoundTripsCanonicalText) {
+  for (const char* sig : {
+           "a: float32[n], b: float32[n] out",
+           "x: float16|bfloat16[m, 2*k + 1] optional strided align(16) @cpu",
+           "x: any[] out",
+           "a: int8[n, ld] strides[ld, 1], s: stream, alpha: float64; n <= 4096, ld >= n",
+           "flag: bool, q: uint64, x: float8_e4m3fn[n]",
+       }) {
+    std::string once = canonical(sig);
+    EXPECT_EQ(canonical(once), once) << sig;
+  }
+  EXPECT_EQ(canonical("a:float32[ n ,m ]"), "a: float32[n, m]");
+}
+
+TEST(SignatureParser, RankZeroAndStream) {
+  FunctionSpec s = parse_signature("f", "x: float32[], s: stream");
+  EXPECT_TRUE(s.params[0].tensor.shape.empty());
+  EXPECT_EQ(s.params[1].kind, ParamKind::kStream);
+  EXPECT_EQ(s.call_args().size(), 1u);  // the stream is not a caller argument
+}
+
+TEST(SignatureParser, DefaultDeviceFollowsTheModule) {
+  FunctionSpec s = parse_signature("f", "x: float32[n]", DeviceKind::kCUDA);
+  EXPECT_EQ(s.params[0].tensor.device, DeviceKind::kCUDA);
+  FunctionSpec t = parse_signature("f", "x: float32[n] @cpu", DeviceKind::kCUDA);
+  EXPECT_EQ(t.params[0].tensor.device, DeviceKind::kCPU);
+}
+
+TEST(SignatureParser, UnknownDtypeListsKnownOnesAndPointsAtIt) {
+  std::string e = error_of("a: float32[n], b: flaot32[n]");
+  EXPECT_NE(e.find("unknown dtype 'flaot32'"), std::string::npos) << e;
+  EXPECT_NE(e.find("bfloat16"), std::string::npos) << e;
+  // The caret line sits under "flaot32" (2 spaces of indent + its offset).
+  std::string caret = "\n  " + std::string(std::string("a: float32[n], b: ").size(), ' ') + "^~~~~~~";
+  EXPECT_NE(e.find(caret), std::string::npos) << e;
+}
+
+TEST(SignatureParser, SyntaxErrorsNameWhatWasExpected) {
+  EXPECT_NE(error_of("a float32[n]").find("expected ':' after parameter name 'a'"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n").find("expected ']' to close the shape"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n] b: float32[n]").find("unknown attribute 'b'"), std::string::npos);
+  EXPECT_NE(error_of("").find("empty signature"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[2k]").find("write 2*k"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n] $").find("unexpected character '$'"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n]; n").find("expected a comparison"), std::string::npos);
+}
+
+TEST(SignatureParser, TypeErrorsExplainScalarsAndTensors) {
+  EXPECT_NE(error_of("a: float16").find("'float16' without a shape is not a scalar type"), std::string::npos);
+  EXPECT_NE(error_of("a: tensor").find("unknown type 'tensor'"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n] @tpu").find("unknown device 'tpu'"), std::string::npos);
+}
+
+TEST(SignatureParser, AttributeErrors) {
+  EXPECT_NE(error_of("a: float32[n] align(3)").find("power of two"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n, m] strides[1]").find("strides[...] has 1 entries but the shape has rank 2"),
+            std::string::npos);
+  EXPECT_NE(error_of("a: float32[n] strided strides[1]").find("conflicts with 'strided'"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[-1]").find("must not be negative"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n / 0]").find("division by zero"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[99999999999999999999]").find("does not fit in int64"), std::string::npos);
+}
+
+TEST(SignatureParser, ValidationErrors) {
+  EXPECT_NE(error_of("a: float32[n], a: float32[n]").find("duplicate parameter name 'a'"), std::string::npos);
+  EXPECT_NE(error_of("s: stream, t: stream").find("a second stream parameter 't'"), std::string::npos);
+  EXPECT_NE(error_of("n: float32[n]").find("shape symbol 'n' has the name of tensor parameter 'n'"),
+            std::string::npos);
+  EXPECT_NE(error_of("a: float32[n]; k > 0").find("constraint uses 'k', which no parameter or dimension binds"),
+            std::string::npos);
+  EXPECT_NE(error_of("a: float32[m + n]").find("can never be solved"), std::string::npos);
+  EXPECT_NE(error_of("a: float32[n], n: float32").find("must be an integer type"), std::string::npos);
+}
+
+TEST(SignatureParser, ErrorsAreSpecErrorsWhichAreInvalidArgument) {
+  EXPECT_THROW(parse_signature("f", "a: nope[n]"), SpecError);
+  EXPECT_THROW(parse_signature("f", "a: nope[n]"), std::invalid_argument);
+}
+
+TEST(SpecBuilder, BuildsTheSameSpecAsTheString) {
+  FunctionSpec built = SpecBuilder("gemm")
+                           .tensor("a", "float16", {"m", "k"})
+                           .tensor("b", "float16", {"k", "n"})
+                           .tensor("c", "float16", {"m", "n"})
+                           .out()
+                           .scalar("alpha", "float32")
+                           .constraint("k % 8 == 0")
+                           .build();
+  EXPECT_EQ(to_string(built), canonical("a: float16[m, k], b: float16[k, n], c: float16[m, n] out, alpha: float32; k % 8 == 0"));
+}
+
+TEST(SpecBuilder, ModifiersApplyToTheLastTensor) {
+  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n", "ld"}).strides({"ld", "1"}).align(64).optional().build();
+  EXPECT_EQ(to_string(s), "x: float32[n, ld] optional strides[ld, 1] align(64)");
+  EXPECT_THROW(SpecBuilder("f").scalar("a", "int32").out(), SpecError);
+  EXPECT_THROW(SpecBuilder("f").out(), SpecError);
+  EXPECT_THROW(SpecBuilder("f").scalar("a", "int3"), SpecError);
+  EXPECT_THROW(SpecBuilder("f").tensor("a", "float32", {"m + n"}).build(), SpecError);
+}
+
+}  // namespace
+}  // namespace kjit

@@ -1,0 +1,96 @@
+// The emitted stub: its shape, its checks' order, and its light includes.
+#include <gtest/gtest.h>
+
+#include "kjit/codegen.h"
+#include "kjit/spec.h"
+
+namespace kjit {
+namespace {
+
+std::string stub_of(const std::string& sig) { return emit_stub(parse_signature("add", sig)); }
+
+size_t pos(const std::string& text, const std::string& needle) {
+  size_t p = text.find(needle);
+  EXPECT_NE(p, std::string::npos) << "missing: " << needle;
+  return p;
+}
+
+TEST(StubEmitter, ExportsTheSafeCallSymbol) {
+  std::string s = stub_of("a: float32[n]");
+  EXPECT_NE(s.find("extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_add(void* self, const "
+                   "TVMFFIAny* args, int32_t num_args, TVMFFIAny* result)"),
+            std::string::npos);
+}
+
+TEST(StubEmitter, ChecksInReadingOrder) {
+  std::string s = stub_of("a: float32[m, k] align(16), b: float32[k]; k % 4 == 0");
+  size_t count = pos(s, "num_args != 2");
+  size_t kind = pos(s, "as_tensor(&args[0])");
+  size_t ndim = pos(s, "t_a->ndim != 2");
+  size_t dtype = pos(s, "fail_dtype(kFn, 0");
+  size_t shape = pos(s, "by_m = \"a.shape[0]\"");
+  size_t strides = pos(s, "first_noncompact_dim(t_a)");
+  size_t align = pos(s, "% 16 != 0");
+  size_t device = pos(s, "fail_device_type(kFn, 0");
+  size_t constraint = pos(s, "fail_constraint");
+  size_t call = pos(s, "::add(");
+  EXPECT_LT(count, kind);
+  EXPECT_LT(kind, ndim);
+  EXPECT_LT(ndim, dtype);
+  EXPECT_LT(dtype, shape);
+  EXPECT_LT(shape, strides);
+  EXPECT_LT(strides, align);
+  EXPECT_LT(align, device);
+  EXPECT_LT(device, constraint);
+  EXPECT_LT(constraint, call);
+}
+
+TEST(StubEmitter, AcceptsExactlyTensorKinds) {
+  std::string prelude = emit_stub_prelude();
+  EXPECT_NE(prelude.find("a->type_index == kTVMFFITensor"), std::string::npos);
+  EXPECT_NE(prelude.find("a->type_index == kTVMFFIDLTensorPtr"), std::string::npos);
+  EXPECT_EQ(prelude.find(">= kTVMFFIStaticObjectBegin"), std::string::npos);
+}
+
+TEST(StubEmitter, IncludesOnlyTheCAbi) {
+  ModuleSource m = emit_module_source({{"cpp_sources", "void add(kjit::TensorView) {}\n"}},
+                                      {parse_signature("add", "a: float32[n]")}, "m.cc");
+  EXPECT_NE(m.text.find("#include <tvm/ffi/c_api.h>"), std::string::npos);
+  EXPECT_EQ(m.text.find("tvm/ffi/function.h"), std::string::npos);
+  EXPECT_EQ(m.text.find("tvm/ffi/container"), std::string::npos);
+  EXPECT_NE(m.text.find("#line 1 \"cpp_sources\"\nvoid add"), std::string::npos);
+}
+
+TEST(StubEmitter, OptionalTensorsAreGuarded) {
+  std::string s = stub_of("a: float32[n], bias: float32[n] optional");
+  EXPECT_NE(s.find("if (!is_none(&args[1]))"), std::string::npos);
+  EXPECT_NE(s.find("if (t_bias != nullptr) {"), std::string::npos);
+}
+
+TEST(StubEmitter, StridedSkipsTheCompactCheckAndExtentOneStridesNeverFail) {
+  EXPECT_EQ(stub_of("a: float32[n] strided").find("first_noncompact_dim"), std::string::npos);
+  std::string s = stub_of("a: float32[n, m] strides[m, 1]");
+  EXPECT_NE(s.find("t_a->shape[0] > 1 && stride_of(t_a, 0) != s_m"), std::string::npos);
+}
+
+TEST(StubEmitter, NarrowIntegersGetRangeChecks) {
+  std::string s = stub_of("a: float32[n], k: int32, u: uint8");
+  EXPECT_NE(s.find("v_k < INT64_C(-2147483648) || v_k > INT64_C(2147483647)"), std::string::npos);
+  EXPECT_NE(s.find("v_u < INT64_C(0) || v_u > INT64_C(255)"), std::string::npos);
+}
+
+TEST(StubEmitter, SolvesLinearDimsAndRechecks) {
+  std::string s = stub_of("a: float32[k], b: float32[2*k + 1], c: float32[m], d: float32[m + n]");
+  EXPECT_NE(s.find("by_n = \"d.shape[0]\""), std::string::npos);
+  EXPECT_NE(s.find("kjit_floormod(rest, coef) != 0"), std::string::npos);
+  EXPECT_NE(s.find("fail_field(kFn, 3, \"d\", \"shape[0]\", \"m + n\""), std::string::npos);
+}
+
+TEST(StubEmitter, PassesTheStreamFromTheEnvironment) {
+  std::string s = stub_of("a: float32[n], s: stream");
+  EXPECT_NE(s.find("TVMFFIEnvGetStream(kDLCPU, 0)"), std::string::npos);
+  EXPECT_NE(s.find("StreamArg{stream}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kjit

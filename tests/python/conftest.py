@@ -1,0 +1,31 @@
+"""Shared fixtures: an isolated build cache and a small helper to build modules."""
+
+import os
+
+import pytest
+
+import kjit
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kjit_cache_dir(tmp_path_factory):
+    """Every test builds into a private cache, never ~/.cache/kjit."""
+    path = tmp_path_factory.mktemp("kjit-cache")
+    old = os.environ.get("KJIT_CACHE_DIR")
+    os.environ["KJIT_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("KJIT_CACHE_DIR", None)
+    else:
+        os.environ["KJIT_CACHE_DIR"] = old
+
+
+def build(name, source, functions, **kwargs):
+    """kjit.load_inline with the test suite's defaults (one call = one compile)."""
+    return kjit.load_inline(name, cpp_sources=source, functions=functions, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def build_module():
+    """The `build` helper as a fixture, for tests that prefer injection."""
+    return build
