@@ -40,13 +40,13 @@ const SystemPaths& system_paths();
 std::string default_cache_dir();
 
 struct BuildRequest {
-  std::string name;                       ///< module name (a C identifier)
-  std::string source;                     ///< the whole translation unit
+  std::string name;    ///< module name (a C identifier)
+  std::string source;  ///< the whole translation unit
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_ldflags;
   std::vector<std::string> include_paths;
-  std::string cache_dir;                  ///< empty: default_cache_dir()
-  bool verbose = false;                   ///< print commands and timings to stderr
+  std::string cache_dir;  ///< empty: default_cache_dir()
+  bool verbose = false;   ///< print commands and timings to stderr
 };
 
 struct BuildResult {

@@ -28,14 +28,13 @@ struct UserSource {
 
 /// A generated translation unit and the parts of it a user may want to read.
 struct ModuleSource {
-  std::string text;                  ///< what the compiler gets
-  std::vector<std::string> stubs;    ///< emit_stub() of each spec, in order
+  std::string text;                ///< what the compiler gets
+  std::vector<std::string> stubs;  ///< emit_stub() of each spec, in order
 };
 
 /// kernel.h, the prelude, the user's sources (each under #line 1 "<file_name>")
 /// and every stub; `generated_name` is the file the stubs' line numbers refer to.
-ModuleSource emit_module_source(const std::vector<UserSource>& sources,
-                                const std::vector<FunctionSpec>& specs,
+ModuleSource emit_module_source(const std::vector<UserSource>& sources, const std::vector<FunctionSpec>& specs,
                                 const std::string& generated_name);
 
 }  // namespace kjit

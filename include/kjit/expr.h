@@ -19,9 +19,9 @@ enum class ExprOp { kConst, kSymbol, kAdd, kSub, kMul, kDiv, kMod, kNeg };
 
 struct ExprNode {
   ExprOp op;
-  int64_t value = 0;   ///< kConst only
-  std::string name;    ///< kSymbol only
-  Expr lhs, rhs;       ///< operands (kNeg uses lhs)
+  int64_t value = 0;  ///< kConst only
+  std::string name;   ///< kSymbol only
+  Expr lhs, rhs;      ///< operands (kNeg uses lhs)
 };
 
 Expr make_const(int64_t value);
@@ -50,8 +50,7 @@ std::optional<LinearForm> linearize(const Expr& e, const std::string& unknown);
 /// Folds constants and drops neutral terms (x + 0, 1 * x).
 Expr simplify(const Expr& e);
 /// Sub-expressions used as divisors (rhs of / and %) that are not constants.
-void collect_divisors(const Expr& e, std::set<std::string>* divisor_texts,
-                      std::vector<Expr>* divisors);
+void collect_divisors(const Expr& e, std::set<std::string>* divisor_texts, std::vector<Expr>* divisors);
 
 }  // namespace kjit
 

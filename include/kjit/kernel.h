@@ -34,9 +34,7 @@ class TensorView {
   const DLTensor* dltensor() const { return tensor_; }
 
   /// Address of the first element (byte_offset already applied).
-  void* data_ptr() const {
-    return static_cast<char*>(tensor_->data) + tensor_->byte_offset;
-  }
+  void* data_ptr() const { return static_cast<char*>(tensor_->data) + tensor_->byte_offset; }
   template <typename T>
   T* data() const {
     return static_cast<T*>(data_ptr());
@@ -56,9 +54,7 @@ class TensorView {
   DataType dtype() const { return tensor_->dtype; }
   Device device() const { return tensor_->device; }
   /// Size of one element in bytes (rounded up for sub-byte types).
-  int64_t element_size() const {
-    return (static_cast<int64_t>(tensor_->dtype.bits) * tensor_->dtype.lanes + 7) / 8;
-  }
+  int64_t element_size() const { return (static_cast<int64_t>(tensor_->dtype.bits) * tensor_->dtype.lanes + 7) / 8; }
 
   /// True when the elements are laid out in compact row-major order.
   /// Dimensions of extent 1 may have any stride, as in PyTorch.
@@ -88,17 +84,16 @@ class TensorView {
 /// an FFI error of kind `kind()`, which reaches Python as the builtin of that name.
 class Error : public std::runtime_error {
  public:
-  Error(const char* kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+  Error(const char* kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   const char* kind() const noexcept { return kind_; }
 
  private:
   const char* kind_;
 };
 
-#define KJIT_DEFINE_KERNEL_ERROR(Kind) \
-  class Kind : public Error {          \
-   public:                             \
+#define KJIT_DEFINE_KERNEL_ERROR(Kind)                                   \
+  class Kind : public Error {                                            \
+   public:                                                               \
     explicit Kind(const std::string& message) : Error(#Kind, message) {} \
   };
 KJIT_DEFINE_KERNEL_ERROR(ValueError)

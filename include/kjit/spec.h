@@ -29,8 +29,7 @@ const DTypeInfo* find_dtype(const std::string& name);
 std::string known_dtype_names();
 
 /// Scalar parameter types.
-enum class ScalarType { kBool, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64,
-                        kFloat32, kFloat64 };
+enum class ScalarType { kBool, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64, kFloat32, kFloat64 };
 std::optional<ScalarType> find_scalar_type(const std::string& name);
 const char* scalar_type_name(ScalarType t);
 const char* scalar_cpp_type(ScalarType t);
@@ -110,8 +109,7 @@ class SpecBuilder {
  public:
   explicit SpecBuilder(std::string name);
   /// Adds a tensor; `dtype` may be "float16|bfloat16" or "any"; dims are expressions.
-  SpecBuilder& tensor(const std::string& name, const std::string& dtype,
-                      const std::vector<std::string>& dims);
+  SpecBuilder& tensor(const std::string& name, const std::string& dtype, const std::vector<std::string>& dims);
   SpecBuilder& scalar(const std::string& name, const std::string& type);
   SpecBuilder& stream(const std::string& name = "stream");
   /// Modifiers of the last tensor added.

@@ -31,3 +31,8 @@ class CacheError(RuntimeError):
 @tvm_ffi.register_error("InternalError")
 class InternalError(RuntimeError):
     """A bug in kjit itself; please report it with the message."""
+
+
+# Kernels may throw kjit::NotImplementedError; tvm-ffi maps only some builtin kinds
+# by itself, so name this one too.
+tvm_ffi.register_error("NotImplementedError", NotImplementedError)

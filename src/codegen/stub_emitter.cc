@@ -172,9 +172,8 @@ class StubEmitter {
       std::string t = tensor_var(*p);
       std::string idx = std::to_string(i);
       std::string body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) +
-                         ") return fail_ndim(kFn, " + idx + ", " + c_string(p->name) + ", " +
-                         c_string(type_text(*p)) + ", " + std::to_string(p->tensor.shape.size()) + ", " + t +
-                         "->ndim);\n";
+                         ") return fail_ndim(kFn, " + idx + ", " + c_string(p->name) + ", " + c_string(type_text(*p)) +
+                         ", " + std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
@@ -270,8 +269,7 @@ class StubEmitter {
       bool cuda = std::any_of(spec_.params.begin(), spec_.params.end(), [](const Param& q) {
         return q.kind == ParamKind::kTensor && q.tensor.device == DeviceKind::kCUDA;
       });
-      out_ << "  void* stream = TVMFFIEnvGetStream("
-           << (cuda ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
+      out_ << "  void* stream = TVMFFIEnvGetStream(" << (cuda ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
     }
     std::string args;
     for (const Param& p : spec_.params) {
@@ -377,9 +375,8 @@ class StubEmitter {
     std::string v = step_value(s);
     std::string bind = "s_" + s.unknown + " = " + v + "; by_" + s.unknown + " = " + c_string(label) + ";";
     // Strides of dims with extent 0 or 1 are arbitrary (torch), so they never fail.
-    std::string skip = s.field == BindingStep::Field::kStride
-                           ? tensor_var(p) + "->shape[" + std::to_string(s.dim) + "] > 1 && "
-                           : "";
+    std::string skip =
+        s.field == BindingStep::Field::kStride ? tensor_var(p) + "->shape[" + std::to_string(s.dim) + "] > 1 && " : "";
     switch (s.action) {
       case BindingStep::Action::kBind:
         out_ << ind << bind << "\n";
@@ -393,6 +390,11 @@ class StubEmitter {
         emit_solve(s, v, ind);
         emit_check(s, v, skip, ind, true);
         break;
+      case BindingStep::Action::kCheckOrSolve:
+        out_ << ind << "if (by_" << s.unknown << " == nullptr)\n";
+        emit_solve(s, v, ind + "  ");
+        emit_check(s, v, skip, ind, true);
+        break;
       case BindingStep::Action::kCheck:
         emit_check(s, v, skip, ind, true);
         break;
@@ -404,11 +406,11 @@ class StubEmitter {
                   bool indent_first) {
     const Param& p = spec_.params[s.param];
     std::string e = to_cpp(s.expr, "s_");
-    std::string hint = s.field == BindingStep::Field::kStride && !p.tensor.strides.empty() ? "" : "";
+    const std::string hint;  // no extra advice for field mismatches yet
     out_ << (indent_first ? ind : "") << "if (" << skip << v << " != " << e << ") {\n"
-         << sym_array(symbols_of(s.expr), ind + "  ") << ind << "  return fail_field(kFn, "
-         << arg_index_[p.name] << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", "
-         << c_string(to_string(s.expr)) << ", " << e << ", syms, nsyms, " << v << ", " << c_string(hint) << ");\n"
+         << sym_array(symbols_of(s.expr), ind + "  ") << ind << "  return fail_field(kFn, " << arg_index_[p.name]
+         << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", "
+         << e << ", syms, nsyms, " << v << ", " << c_string(hint) << ");\n"
          << ind << "}\n";
   }
 
@@ -416,17 +418,20 @@ class StubEmitter {
     const Param& p = spec_.params[s.param];
     std::set<std::string> others = symbols_of(s.expr);
     others.erase(s.unknown);
+    // coef == 0 (n*k with n = 0) fixes nothing: the dim must equal rest and the
+    // symbol stays open for a later argument to determine.
     out_ << ind << "{  // solve " << s.unknown << " = (" << field_label(spec_, s) << " - ("
          << to_string(simplify(s.form.rest)) << ")) / " << to_string(simplify(s.form.coef)) << "\n"
          << ind << "  const int64_t coef = " << to_cpp(simplify(s.form.coef), "s_") << ";\n"
          << ind << "  const int64_t rest = " << v << " - (" << to_cpp(simplify(s.form.rest), "s_") << ");\n"
-         << ind << "  if (coef == 0 || kjit_floormod(rest, coef) != 0 || kjit_floordiv(rest, coef) < 0) {\n"
+         << ind
+         << "  if (coef == 0 ? rest != 0 : (kjit_floormod(rest, coef) != 0 || kjit_floordiv(rest, coef) < 0)) {\n"
          << sym_array(others, ind + "    ") << ind << "    return fail_solve(kFn, " << arg_index_[p.name] << ", "
          << c_string(p.name) << ", " << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", "
          << c_string(s.unknown) << ", syms, nsyms, " << v << ");\n"
          << ind << "  }\n"
-         << ind << "  s_" << s.unknown << " = kjit_floordiv(rest, coef); by_" << s.unknown << " = "
-         << c_string(field_label(spec_, s)) << ";\n"
+         << ind << "  if (coef != 0) { s_" << s.unknown << " = kjit_floordiv(rest, coef); by_" << s.unknown << " = "
+         << c_string(field_label(spec_, s)) << "; }\n"
          << ind << "}\n";
   }
 

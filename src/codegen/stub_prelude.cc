@@ -280,8 +280,10 @@ KJIT_COLD int fail_solve(const char* fn, int i, const char* name, const char* fi
 }
 
 KJIT_COLD int fail_unbound(const char* fn, const char* sym, const char* carriers) {
-  return raise("ValueError", "%s: symbol '%s' is needed but unbound: every tensor that carries it (%s) was None", fn,
-               sym, carriers);
+  return raise("ValueError",
+               "%s: symbol '%s' is needed but no argument determined it (it is carried by %s; a None tensor "
+               "or a zero factor such as n = 0 in n*k leaves it open)",
+               fn, sym, carriers);
 }
 
 KJIT_COLD int fail_div_zero(const char* fn, const char* where, const char* divisor,

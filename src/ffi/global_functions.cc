@@ -108,8 +108,8 @@ Array<Any> load_inline_entry(const String& name, const Array<String>& sources, c
       stubs.push_back(String(m.host_source(s.name)));
       fns.push_back(m.function(s.name));
     }
-    return Array<Any>{m.ffi_module(), String(m.path()), names, signatures, stubs, fns, String(m.full_source()),
-                      m.cache_hit()};
+    return Array<Any>{m.ffi_module(),          String(m.path()), names, signatures, stubs, fns,
+                      String(m.full_source()), m.cache_hit()};
   });
 }
 
@@ -130,7 +130,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("kjit.emit_stub",
            [](const String& name, const String& sig) {
-             return at_ffi_boundary([&] { return String(emit_stub(parse_signature(std::string(name), std::string(sig)))); });
+             return at_ffi_boundary(
+                 [&] { return String(emit_stub(parse_signature(std::string(name), std::string(sig)))); });
            })
       .def("kjit.emit_stub_prelude", []() { return String(emit_stub_prelude()); })
       .def("kjit.load_inline", load_inline_entry)

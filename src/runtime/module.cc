@@ -38,12 +38,15 @@ std::vector<UserSource> label_sources(const Sources& sources) {
 
 void check_module_request(const std::string& name, const std::vector<FunctionSpec>& specs) {
   if (!is_c_identifier(name)) {
-    throw SpecError("module name '" + name + "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+    throw SpecError("module name '" + name +
+                    "' is not a C identifier (letters, digits and '_', not starting with a digit)");
   }
+  if (is_cpp_keyword(name)) throw SpecError("module name '" + name + "' is a C++ keyword");
   if (specs.empty()) throw SpecError("module '" + name + "': no functions given; pass functions={name: signature}");
   for (size_t i = 0; i < specs.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (specs[i].name == specs[j].name) throw SpecError("module '" + name + "': function '" + specs[i].name + "' is given twice");
+      if (specs[i].name == specs[j].name)
+        throw SpecError("module '" + name + "': function '" + specs[i].name + "' is given twice");
     }
   }
 }
@@ -95,7 +98,9 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
     state = load_built(name, build, specs);
   } catch (const tvm::ffi::Error& e) {
     if (!build.cache_hit) throw;
-    if (options.verbose) std::fprintf(stderr, "[kjit] cached '%s' failed to load (%s); rebuilding\n", build.library_path.c_str(), e.what());
+    if (options.verbose)
+      std::fprintf(stderr, "[kjit] cached '%s' failed to load (%s); rebuilding\n", build.library_path.c_str(),
+                   e.what());
     evict(build);
     build = build_shared_library(request);
     state = load_built(name, build, specs);
@@ -114,7 +119,8 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const Si
   std::vector<FunctionSpec> specs;
   for (const auto& [fn, signature] : functions) {
     if (!is_c_identifier(fn)) {
-      throw SpecError("function name '" + fn + "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+      throw SpecError("function name '" + fn +
+                      "' is not a C identifier (letters, digits and '_', not starting with a digit)");
     }
     specs.push_back(parse_signature(fn, signature));
   }

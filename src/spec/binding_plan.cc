@@ -14,8 +14,7 @@ enum class SymState { kUnbound, kMaybe, kBound };
 
 class PlanBuilder {
  public:
-  PlanBuilder(const FunctionSpec& spec, const std::string& signature)
-      : spec_(spec), signature_(signature) {}
+  PlanBuilder(const FunctionSpec& spec, const std::string& signature) : spec_(spec), signature_(signature) {}
 
   BindingPlan build() {
     collect_carriers();
@@ -70,6 +69,11 @@ class PlanBuilder {
     return s;
   }
 
+  static bool always_determines(const LinearForm& f) {
+    auto c = constant_value(f.coef);
+    return c.has_value() && *c != 0;
+  }
+
   SymState state(const std::string& sym) const {
     auto it = state_.find(sym);
     return it == state_.end() ? SymState::kUnbound : it->second;
@@ -99,8 +103,18 @@ class PlanBuilder {
       step.unknown = sym;
       mark_bound(sym, step.in_optional);
     } else if (unknown.empty()) {
-      step.action = BindingStep::Action::kCheck;
-      step.guard_symbols = maybe;
+      // One symbol that may be unbound (its carriers were optional): solve for it
+      // at run time if it is, check otherwise.
+      auto form = maybe.size() == 1 ? linearize(step.expr, maybe[0]) : std::nullopt;
+      if (form && constant_value(form->coef) != std::optional<int64_t>(0)) {
+        step.action = BindingStep::Action::kCheckOrSolve;
+        step.unknown = maybe[0];
+        step.form = *form;
+        mark_bound(maybe[0], step.in_optional || !always_determines(*form));
+      } else {
+        step.action = BindingStep::Action::kCheck;
+        step.guard_symbols = maybe;
+      }
     } else if (unknown.size() == 1) {
       auto form = linearize(step.expr, unknown[0]);
       if (!form || constant_value(form->coef) == std::optional<int64_t>(0)) {
@@ -111,7 +125,8 @@ class PlanBuilder {
       step.unknown = unknown[0];
       step.form = *form;
       step.guard_symbols = maybe;
-      mark_bound(unknown[0], step.in_optional);
+      // A run-time coefficient (n in n*k) may be 0 and then fixes nothing.
+      mark_bound(unknown[0], step.in_optional || !always_determines(*form));
     } else {
       if (!deferred) pending_.push_back(step);
       return false;
@@ -161,9 +176,8 @@ class PlanBuilder {
         if (st == SymState::kUnbound) {
           fail_at(c.span, "constraint uses '" + s + "', which no parameter or dimension binds");
         }
-        if (st == SymState::kMaybe &&
-            std::find(plan_.constraint_guards.begin(), plan_.constraint_guards.end(), s) ==
-                plan_.constraint_guards.end()) {
+        if (st == SymState::kMaybe && std::find(plan_.constraint_guards.begin(), plan_.constraint_guards.end(), s) ==
+                                          plan_.constraint_guards.end()) {
           plan_.constraint_guards.push_back(s);
         }
       }

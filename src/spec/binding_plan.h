@@ -15,18 +15,19 @@ namespace kjit {
 struct BindingStep {
   enum class Field { kShape, kStride, kScalar };
   enum class Action {
-    kCheck,        ///< every symbol is bound: compare
-    kBind,         ///< expr is a bare unbound symbol: bind it
-    kCheckOrBind,  ///< bare symbol that may be bound (by an optional tensor): decide at run time
-    kSolve,        ///< one unbound symbol, linear: solve for it, then compare
+    kCheck,         ///< every symbol is bound: compare
+    kBind,          ///< expr is a bare unbound symbol: bind it
+    kCheckOrBind,   ///< bare symbol that may be bound (by an optional tensor): decide at run time
+    kSolve,         ///< one unbound symbol, linear: solve for it, then compare
+    kCheckOrSolve,  ///< one symbol that may be bound: solve if it is not, then compare
   };
-  size_t param;   ///< index into FunctionSpec::params
+  size_t param;  ///< index into FunctionSpec::params
   Field field;
-  int dim = 0;    ///< shape/stride index
+  int dim = 0;  ///< shape/stride index
   Expr expr;
   Action action = Action::kCheck;
-  std::string unknown;   ///< kBind, kCheckOrBind, kSolve
-  LinearForm form;       ///< kSolve: expr == coef * unknown + rest
+  std::string unknown;       ///< kBind, kCheckOrBind, kSolve
+  LinearForm form;           ///< kSolve: expr == coef * unknown + rest
   bool in_optional = false;  ///< inside `if (tensor present)`
   bool deferred = false;     ///< had two unknowns at first sight; placed after all params
   /// Symbols that may be unbound at run time (bound only by optional tensors);

@@ -79,8 +79,7 @@ const char* op_text(ExprOp op, bool spaced) {
 
 std::string print(const Expr& e, const std::string& prefix, bool cpp);
 
-std::string print_operand(const Expr& operand, int parent_prec, bool right,
-                          const std::string& prefix, bool cpp) {
+std::string print_operand(const Expr& operand, int parent_prec, bool right, const std::string& prefix, bool cpp) {
   std::string s = print(operand, prefix, cpp);
   int p = precedence(operand->op);
   // Right operands of - / % need parentheses at equal precedence: a - (b - c).
@@ -201,8 +200,7 @@ std::optional<LinearForm> linearize(const Expr& e, const std::string& unknown) {
       auto a = linearize(e->lhs, unknown);
       auto b = linearize(e->rhs, unknown);
       if (!a || !b) return std::nullopt;
-      return LinearForm{simplify(make_binary(e->op, a->coef, b->coef)),
-                        simplify(make_binary(e->op, a->rest, b->rest))};
+      return LinearForm{simplify(make_binary(e->op, a->coef, b->coef)), simplify(make_binary(e->op, a->rest, b->rest))};
     }
     case ExprOp::kMul: {
       bool in_lhs = mentions(e->lhs, unknown);
@@ -220,8 +218,7 @@ std::optional<LinearForm> linearize(const Expr& e, const std::string& unknown) {
   }
 }
 
-void collect_divisors(const Expr& e, std::set<std::string>* divisor_texts,
-                      std::vector<Expr>* divisors) {
+void collect_divisors(const Expr& e, std::set<std::string>* divisor_texts, std::vector<Expr>* divisors) {
   if (!e) return;
   if ((e->op == ExprOp::kDiv || e->op == ExprOp::kMod) && !constant_value(e->rhs)) {
     if (divisor_texts->insert(to_string(e->rhs)).second) divisors->push_back(e->rhs);

@@ -8,8 +8,8 @@
 namespace kjit {
 namespace spec_detail {
 
-std::string spec_error_message(const std::string& context, const std::string& text,
-                               size_t begin, size_t end, const std::string& what) {
+std::string spec_error_message(const std::string& context, const std::string& text, size_t begin, size_t end,
+                               const std::string& what) {
   std::string msg = context + ": " + what + "\n  " + text + "\n  ";
   if (begin > text.size()) begin = text.size();
   if (end <= begin) end = begin + 1;
@@ -36,8 +36,8 @@ std::vector<Token> tokenize(const std::string& text, const std::string& context)
     if (std::isdigit(c)) {
       while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
       if (i < text.size() && (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_')) {
-        throw SpecError(spec_error_message(context, text, start, i + 1,
-                                           "a number cannot run into a name; write 2*k, not 2k"));
+        throw SpecError(
+            spec_error_message(context, text, start, i + 1, "a number cannot run into a name; write 2*k, not 2k"));
       }
       out.push_back({Tok::kInt, text.substr(start, i - start), start, i});
       continue;
@@ -57,8 +57,7 @@ std::vector<Token> tokenize(const std::string& text, const std::string& context)
       ++i;
       continue;
     }
-    throw SpecError(spec_error_message(context, text, i, i + 1,
-                                       std::string("unexpected character '") + text[i] + "'"));
+    throw SpecError(spec_error_message(context, text, i, i + 1, std::string("unexpected character '") + text[i] + "'"));
   }
   out.push_back({Tok::kEnd, "", text.size(), text.size()});
   return out;

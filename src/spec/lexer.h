@@ -22,8 +22,8 @@ struct Token {
 std::vector<Token> tokenize(const std::string& text, const std::string& context);
 
 /// Formats "<context>: <what>" plus the text with a caret under [begin, end).
-std::string spec_error_message(const std::string& context, const std::string& text,
-                               size_t begin, size_t end, const std::string& what);
+std::string spec_error_message(const std::string& context, const std::string& text, size_t begin, size_t end,
+                               const std::string& what);
 
 }  // namespace spec_detail
 }  // namespace kjit

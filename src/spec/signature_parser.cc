@@ -34,7 +34,8 @@ class SignatureParser {
       while (accept(",")) spec.constraints.push_back(parse_constraint());
     }
     if (peek().kind != Tok::kEnd) {
-      fail(peek(), "unexpected '" + peek().text + "': expected ',' before the next parameter or ';' before constraints");
+      fail(peek(),
+           "unexpected '" + peek().text + "': expected ',' before the next parameter or ';' before constraints");
     }
     return spec;
   }
@@ -114,7 +115,8 @@ class SignatureParser {
       }
       if (find_dtype(first.text) || first.text == "any") {
         fail(first, "'" + first.text + "' without a shape is not a scalar type: a tensor needs one, e.g. '" +
-                        first.text + "[n]' ('" + first.text + "[]' for rank 0); scalar types are bool, int8..int64, uint8..uint64, float32, float64");
+                        first.text + "[n]' ('" + first.text +
+                        "[]' for rank 0); scalar types are bool, int8..int64, uint8..uint64, float32, float64");
       }
       fail(first, "unknown type '" + first.text + "': expected a dtype with a shape (" + known_dtype_names() +
                       "), a scalar type or 'stream'");
@@ -152,7 +154,9 @@ class SignatureParser {
     size_t begin = peek().begin;
     Expr e = parse_expr();
     auto v = constant_value(e);
-    if (v && *v < 0) fail_span(begin, tokens_[pos_ - 1].end, std::string(what) + " dimension must not be negative, got " + std::to_string(*v));
+    if (v && *v < 0)
+      fail_span(begin, tokens_[pos_ - 1].end,
+                std::string(what) + " dimension must not be negative, got " + std::to_string(*v));
     return e;
   }
 
@@ -283,14 +287,12 @@ class SignatureParser {
 
 }  // namespace
 
-FunctionSpec parse_signature_syntax(const std::string& name, const std::string& signature,
-                                    DeviceKind default_device) {
+FunctionSpec parse_signature_syntax(const std::string& name, const std::string& signature, DeviceKind default_device) {
   SignatureParser parser("signature of '" + name + "'", signature, default_device);
   return parser.parse_function(name);
 }
 
-FunctionSpec parse_signature(const std::string& name, const std::string& signature,
-                             DeviceKind default_device) {
+FunctionSpec parse_signature(const std::string& name, const std::string& signature, DeviceKind default_device) {
   FunctionSpec spec = parse_signature_syntax(name, signature, default_device);
   validate_with_text(spec, signature);
   return spec;

@@ -31,11 +31,31 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
     fail_param(spec, signature, p, "tensor '" + p.name + "' is both 'strided' and has explicit strides[...]");
   }
   if (t.align < 0 || (t.align & (t.align - 1)) != 0) {
-    fail_param(spec, signature, p, "tensor '" + p.name + "': align(" + std::to_string(t.align) + ") must be a power of two");
+    fail_param(spec, signature, p,
+               "tensor '" + p.name + "': align(" + std::to_string(t.align) + ") must be a power of two");
   }
 }
 
 }  // namespace
+
+bool is_cpp_keyword(const std::string& name) {
+  static const std::set<std::string> kKeywords = {
+      "alignas",     "alignof",   "and",       "and_eq",    "asm",      "auto",         "bitand",
+      "bitor",       "bool",      "break",     "case",      "catch",    "char",         "char16_t",
+      "char32_t",    "char8_t",   "class",     "compl",     "concept",  "const",        "const_cast",
+      "consteval",   "constexpr", "constinit", "continue",  "co_await", "co_return",    "co_yield",
+      "decltype",    "default",   "delete",    "do",        "double",   "dynamic_cast", "else",
+      "enum",        "explicit",  "export",    "extern",    "false",    "float",        "for",
+      "friend",      "goto",      "if",        "inline",    "int",      "long",         "mutable",
+      "namespace",   "new",       "noexcept",  "not",       "not_eq",   "nullptr",      "operator",
+      "or",          "or_eq",     "private",   "protected", "public",   "register",     "reinterpret_cast",
+      "requires",    "return",    "short",     "signed",    "sizeof",   "static",       "static_assert",
+      "static_cast", "struct",    "switch",    "template",  "this",     "thread_local", "throw",
+      "true",        "try",       "typedef",   "typeid",    "typename", "union",        "unsigned",
+      "using",       "virtual",   "void",      "volatile",  "wchar_t",  "while",        "xor",
+      "xor_eq"};
+  return kKeywords.count(name) != 0;
+}
 
 bool is_c_identifier(const std::string& name) {
   if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
@@ -50,6 +70,9 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
     throw SpecError("function name '" + spec.name +
                     "' is not a C identifier (letters, digits and '_', not starting with a digit)");
   }
+  if (is_cpp_keyword(spec.name)) {
+    throw SpecError("function name '" + spec.name + "' is a C++ keyword; the kernel needs a name it can be called by");
+  }
   std::set<std::string> names;
   const Param* stream = nullptr;
   for (const Param& p : spec.params) {
@@ -60,7 +83,10 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
       fail_param(spec, signature, p, "duplicate parameter name '" + p.name + "'");
     }
     if (p.kind == ParamKind::kStream) {
-      if (stream) fail_param(spec, signature, p, "a second stream parameter '" + p.name + "' (the first is '" + stream->name + "'); a kernel gets one stream");
+      if (stream)
+        fail_param(spec, signature, p,
+                   "a second stream parameter '" + p.name + "' (the first is '" + stream->name +
+                       "'); a kernel gets one stream");
       stream = &p;
     }
     if (p.kind == ParamKind::kTensor) check_tensor(spec, signature, p);
@@ -74,9 +100,10 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
         for (const std::string& s : symbols_of(e)) {
           for (const Param& q : spec.params) {
             if (q.name == s && q.kind != ParamKind::kScalar) {
-              fail_param(spec, signature, p, "shape symbol '" + s + "' has the name of " +
-                                                 (q.kind == ParamKind::kTensor ? "tensor" : "stream") +
-                                                 " parameter '" + s + "'; rename one of them");
+              fail_param(spec, signature, p,
+                         "shape symbol '" + s + "' has the name of " +
+                             (q.kind == ParamKind::kTensor ? "tensor" : "stream") + " parameter '" + s +
+                             "'; rename one of them");
             }
           }
         }

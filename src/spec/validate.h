@@ -12,8 +12,10 @@ namespace kjit {
 void validate_with_text(const FunctionSpec& spec, const std::string& signature);
 
 /// parse_signature() without validation (the builder validates the whole spec later).
-FunctionSpec parse_signature_syntax(const std::string& name, const std::string& signature,
-                                    DeviceKind default_device);
+FunctionSpec parse_signature_syntax(const std::string& name, const std::string& signature, DeviceKind default_device);
+
+/// True for C++ keywords ("class", "int"), which cannot name a kernel.
+bool is_cpp_keyword(const std::string& name);
 
 /// True for [A-Za-z_][A-Za-z0-9_]*.
 bool is_c_identifier(const std::string& name);

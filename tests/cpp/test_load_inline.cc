@@ -149,8 +149,9 @@ void k7(const kjit::TensorView, const kjit::TensorView) {}
 )";
   SignatureList sigs = {
       {"k1", "a: float16|bfloat16[m, n] align(16), b: any[] out optional, x: float32, y: float64, f: bool"},
-      {"k2", "a: float32[m], b: float32[m + n] strided, c: float32[2*n + 1] out, p: int8, q: int16, r: int32, "
-             "s: int64; m % 4 == 0, n <= 4096, m / (n + 1) >= 0"},
+      {"k2",
+       "a: float32[m], b: float32[m + n] strided, c: float32[2*n + 1] out, p: int8, q: int16, r: int32, "
+       "s: int64; m % 4 == 0, n <= 4096, m / (n + 1) >= 0"},
       {"k3", "a: bool[n] @cpu, p: uint8, q: uint16, r: uint32, s: uint64, st: stream"},
       {"k4", "a: float32[n, ld] strides[ld, 1], b: float8_e4m3fn[n*k], c: complex64[k]"},
       {"k5", "a: int32[m] optional, b: int32[m] optional; m > 0"},

@@ -20,7 +20,8 @@ std::string error_of(const std::string& sig) {
 }
 
 TEST(SignatureParser, ParsesTheIssueExample) {
-  FunctionSpec s = parse_signature("gemm", "a: float16[m, k], b: float16[k, n], c: float16[m, n] out, alpha: float32; k % 8 == 0");
+  FunctionSpec s =
+      parse_signature("gemm", "a: float16[m, k], b: float16[k, n], c: float16[m, n] out, alpha: float32; k % 8 == 0");
   ASSERT_EQ(s.params.size(), 4u);
   EXPECT_EQ(s.params[0].kind, ParamKind::kTensor);
   EXPECT_EQ(s.params[0].tensor.shape.size(), 2u);
@@ -97,8 +98,7 @@ TEST(SignatureParser, AttributeErrors) {
 TEST(SignatureParser, ValidationErrors) {
   EXPECT_NE(error_of("a: float32[n], a: float32[n]").find("duplicate parameter name 'a'"), std::string::npos);
   EXPECT_NE(error_of("s: stream, t: stream").find("a second stream parameter 't'"), std::string::npos);
-  EXPECT_NE(error_of("n: float32[n]").find("shape symbol 'n' has the name of tensor parameter 'n'"),
-            std::string::npos);
+  EXPECT_NE(error_of("n: float32[n]").find("shape symbol 'n' has the name of tensor parameter 'n'"), std::string::npos);
   EXPECT_NE(error_of("a: float32[n]; k > 0").find("constraint uses 'k', which no parameter or dimension binds"),
             std::string::npos);
   EXPECT_NE(error_of("a: float32[m + n]").find("can never be solved"), std::string::npos);
@@ -119,11 +119,13 @@ TEST(SpecBuilder, BuildsTheSameSpecAsTheString) {
                            .scalar("alpha", "float32")
                            .constraint("k % 8 == 0")
                            .build();
-  EXPECT_EQ(to_string(built), canonical("a: float16[m, k], b: float16[k, n], c: float16[m, n] out, alpha: float32; k % 8 == 0"));
+  EXPECT_EQ(to_string(built),
+            canonical("a: float16[m, k], b: float16[k, n], c: float16[m, n] out, alpha: float32; k % 8 == 0"));
 }
 
 TEST(SpecBuilder, ModifiersApplyToTheLastTensor) {
-  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n", "ld"}).strides({"ld", "1"}).align(64).optional().build();
+  FunctionSpec s =
+      SpecBuilder("f").tensor("x", "float32", {"n", "ld"}).strides({"ld", "1"}).align(64).optional().build();
   EXPECT_EQ(to_string(s), "x: float32[n, ld] optional strides[ld, 1] align(64)");
   EXPECT_THROW(SpecBuilder("f").scalar("a", "int32").out(), SpecError);
   EXPECT_THROW(SpecBuilder("f").out(), SpecError);

@@ -23,6 +23,7 @@ int64_t thrower(int64_t which) {
     case 9: kjit::check_value(false, "check_value failed");
     case 10: throw kjit::NotImplementedError("not there yet");
     case 11: throw std::logic_error("some logic error");
+    case 12: throw kjit::RuntimeError("kjit runtime error");
   }
   return which;
 }
@@ -47,12 +48,9 @@ def mod():
         (7, RuntimeError, "plain runtime error"),
         (8, RuntimeError, "thrower: the kernel threw an exception that is not a std::exception"),
         (9, ValueError, "check_value failed"),
-        pytest.param(
-            10, NotImplementedError, "not there yet",
-            marks=pytest.mark.xfail(reason="kjit bug: kjit::NotImplementedError (kernel.h) arrives as RuntimeError",
-                                    strict=True),
-        ),
+        (10, NotImplementedError, "not there yet"),
         (11, RuntimeError, "some logic error"),
+        (12, RuntimeError, "kjit runtime error"),
     ],
 )
 def test_exception_maps_to_python(mod, which, exc, message):

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs kjit's three benchmarks: C++ stub call cost, Python call overhead, build/load time.
+# Usage: bench/run_all.sh            (from anywhere; PYTHON overrides the interpreter)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+BUILD="$ROOT/build/bench"
+JOBS="${JOBS:-2}"
+
+# Every benchmark uses its own temp cache dirs; this keeps anything stray out of ~/.cache.
+KJIT_CACHE_DIR="$(mktemp -d -t kjit-bench-cache-XXXXXX)"
+export KJIT_CACHE_DIR
+trap 'rm -rf "$KJIT_CACHE_DIR"' EXIT
+
+echo "== [1/3] C++: generated stub vs tvm-ffi typed export (Google Benchmark) =="
+TVM_FFI_CMAKEDIR="$("$PY" -m tvm_ffi.config --cmakedir)"
+cmake -S "$ROOT" -B "$BUILD" \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DKJIT_BUILD_BENCH=ON \
+  -DPython_EXECUTABLE="$PY" \
+  -Dtvm_ffi_ROOT="$TVM_FFI_CMAKEDIR" >/dev/null
+cmake --build "$BUILD" -j"$JOBS" --target bench_stub_call
+"$BUILD/bench/cpp/bench_stub_call" --benchmark_color=false
+
+echo
+echo "== [2/3] Python: per-call overhead, kjit vs tvm_ffi.cpp.load_inline export =="
+"$PY" "$ROOT/bench/bench_call_overhead.py"
+
+echo
+echo "== [3/3] Python: cold and cached load_inline, kjit vs tvm_ffi.cpp.load_inline =="
+"$PY" "$ROOT/bench/bench_compile.py"
