@@ -90,6 +90,40 @@ TEST(LoadInline, MapsKernelExceptionsToErrorKinds) {
             "RuntimeError: boom: the kernel threw an exception that is not a std::exception");
 }
 
+// Device checks need no GPU: the stub reads only DLTensor fields, and a kernel
+// that never touches the data can be handed descriptors of "CUDA" tensors.
+TEST(LoadInline, ChecksDeviceTypeAndId) {
+  std::string src =
+      "#include <kjit/kernel.h>\nvoid cpu_only(const kjit::TensorView, const kjit::TensorView) {}\n"
+      "void on_cuda(const kjit::TensorView, const kjit::TensorView) {}\n";
+  Module d = load_inline("cpp_devices2", {src},
+                         SignatureList{{"cpu_only", "a: float32[n], b: float32[n]"},
+                                       {"on_cuda", "a: float32[n] @cuda, b: float32[n] @cuda"}});
+  Vec a({1, 2}), b({3, 4});
+  b.t.device = {kDLCUDA, 0};
+  EXPECT_EQ(error_of(d.function("cpu_only"), &a.t, &b.t),
+            "ValueError: cpu_only: argument #1 'b': device must be cpu, got cuda:0");
+  EXPECT_EQ(error_of(d.function("on_cuda"), &a.t, &b.t),
+            "ValueError: on_cuda: argument #0 'a': device must be cuda, got cpu");
+  a.t.device = {kDLCUDA, 1};
+  EXPECT_EQ(error_of(d.function("on_cuda"), &a.t, &b.t),
+            "ValueError: on_cuda: argument #1 'b': device must be cuda:1 (the device of 'a'), got cuda:0");
+  b.t.device = {kDLCUDA, 1};
+  EXPECT_EQ(error_of(d.function("on_cuda"), &a.t, &b.t), "");  // same device: the (empty) kernel runs
+}
+
+TEST(LoadInline, RejectsNullDataAndBadByteOffset) {
+  Module m = axpy_module();
+  Vec x({1, 2, 3}), y({1, 2, 3});
+  y.t.data = nullptr;
+  EXPECT_EQ(error_of(m.function("axpy"), &x.t, &y.t, 1.0),
+            "ValueError: axpy: argument #1 'y': data pointer is NULL but the tensor is not empty");
+  y.t.data = y.data.data();
+  y.t.byte_offset = 2;
+  EXPECT_EQ(error_of(m.function("axpy"), &x.t, &y.t, 1.0),
+            "ValueError: axpy: argument #1 'y': byte_offset must be a multiple of the element size 4, got 2");
+}
+
 TEST(LoadInline, RepeatedLoadIsALookup) {
   Module a = axpy_module();
   Module b = axpy_module();
