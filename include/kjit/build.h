@@ -64,6 +64,8 @@ std::string build_key(const BuildRequest& request);
 /// lock, so concurrent processes compile a module once and readers never see a
 /// partial file. Throws CompileError, ToolchainError or CacheError.
 BuildResult build_shared_library(const BuildRequest& request);
+/// Same, with the request's build_key() already computed.
+BuildResult build_shared_library(const BuildRequest& request, const std::string& key);
 
 /// Drops a published build (used when a cached library fails to load).
 void evict(const BuildResult& result);

@@ -160,8 +160,9 @@ std::string build_key(const BuildRequest& r) {
   return key;
 }
 
-BuildResult build_shared_library(const BuildRequest& r) {
-  std::string key = build_key(r);
+BuildResult build_shared_library(const BuildRequest& r) { return build_shared_library(r, build_key(r)); }
+
+BuildResult build_shared_library(const BuildRequest& r, const std::string& key) {
   fs::path root = cache_root(r);
   fs::path dir = root / (r.name + "-" + key);
   fs::path lib = dir / (r.name + ".so");

@@ -117,7 +117,8 @@ class StubEmitter {
            << "    if (" << v << " == nullptr) " << fail << "\n"
            << "  }\n";
     } else {
-      out_ << "  const DLTensor* " << v << " = is_none(" << a << ") ? nullptr : as_tensor(" << a << ");\n"
+      // as_tensor() is nullptr for None too; fail_tensor_kind tells the two apart.
+      out_ << "  const DLTensor* " << v << " = as_tensor(" << a << ");\n"
            << "  if (" << v << " == nullptr) " << fail << "\n";
     }
   }
@@ -177,7 +178,8 @@ class StubEmitter {
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
-        body += "  if (!(" + pred + "))\n    return fail_dtype(kFn, " + idx + ", " + c_string(p->name) + ", " +
+        if (p->tensor.dtypes.size() > 1) pred = "(" + pred + ")";
+        body += "  if (!" + pred + ")\n    return fail_dtype(kFn, " + idx + ", " + c_string(p->name) + ", " +
                 c_string(expected_dtype_text(p->tensor)) + ", " + t + "->dtype);\n";
       }
       emit_guarded(*p, body);
@@ -188,9 +190,9 @@ class StubEmitter {
     if (plan_.steps.empty()) return;
     out_ << "\n  // 4. shapes and strides: bind symbols at first sight, solve linear dims, check the rest\n";
     for (const std::string& s : plan_.symbols) {
-      // (void): a symbol only bound, never checked, must not warn under -Werror.
-      out_ << "  int64_t s_" << s << " = 0;\n  const char* by_" << s << " = nullptr;\n"
-           << "  (void)s_" << s << ";\n  (void)by_" << s << ";\n";
+      // A symbol only bound, never checked, must not warn under -Werror.
+      out_ << "  [[maybe_unused]] int64_t s_" << s << " = 0;\n  [[maybe_unused]] const char* by_" << s
+           << " = nullptr;\n";
     }
     for (const BindingStep& step : plan_.steps) emit_step(step);
   }
@@ -203,15 +205,23 @@ class StubEmitter {
     }
     for (DeviceKind k : kinds) {
       std::string d = device_kind_name(k);
-      out_ << "  DLDevice dev_" << d << "{" << (k == DeviceKind::kCUDA ? "kDLCUDA" : "kDLCPU") << ", 0};\n"
-           << "  const char* dev_" << d << "_by = nullptr;\n";
+      out_ << "  [[maybe_unused]] DLDevice dev_" << d << "{" << (k == DeviceKind::kCUDA ? "kDLCUDA" : "kDLCPU") << ", 0};\n"
+           << "  [[maybe_unused]] const char* dev_" << d << "_by = nullptr;\n";
     }
+    std::map<DeviceKind, Binding> device_bound;  // per device kind, in parameter order
     for (const Param* p : spec_.call_args()) {
-      if (p->kind == ParamKind::kTensor) emit_guarded(*p, layout_checks(*p));
+      if (p->kind != ParamKind::kTensor) continue;
+      Binding& state = device_bound[p->tensor.device];
+      emit_guarded(*p, layout_checks(*p, state));
+      if (state != Binding::kBound) state = p->tensor.optional ? Binding::kMaybe : Binding::kBound;
     }
   }
 
-  std::string layout_checks(const Param& p) {
+  /// Whether the device of a kind is bound when a tensor's checks run: known at
+  /// generation time unless an optional tensor came first.
+  enum class Binding { kUnbound, kMaybe, kBound };
+
+  std::string layout_checks(const Param& p, Binding device) {
     const TensorSpec& ts = p.tensor;
     std::string t = tensor_var(p);
     std::string head = "kFn, " + std::to_string(arg_index_[p.name]) + ", " + c_string(p.name);
@@ -238,10 +248,16 @@ class StubEmitter {
         << "->device.device_type != kDLCUDAHost) return fail_device_type(" << head << ", \"cpu\", " << t
         << "->device);\n";
     }
-    b << "  if (dev_" << d << "_by == nullptr) { dev_" << d << " = " << t << "->device; dev_" << d
-      << "_by = " << c_string(p.name) << "; }\n"
-      << "  else if (" << t << "->device.device_id != dev_" << d << ".device_id) return fail_device_id(" << head
-      << ", dev_" << d << ", dev_" << d << "_by, " << t << "->device);\n";
+    std::string bind = "dev_" + d + " = " + t + "->device; dev_" + d + "_by = " + c_string(p.name) + ";";
+    std::string check = "if (" + t + "->device.device_id != dev_" + d + ".device_id) return fail_device_id(" + head +
+                        ", dev_" + d + ", dev_" + d + "_by, " + t + "->device);";
+    if (device == Binding::kUnbound) {
+      b << "  " << bind << "\n";
+    } else if (device == Binding::kBound) {
+      b << "  " << check << "\n";
+    } else {
+      b << "  if (dev_" << d << "_by == nullptr) { " << bind << " }\n  else " << check << "\n";
+    }
     b << "  if (" << t << "->data == nullptr && !has_zero_extent(" << t << ")) return fail_null_data(" << head
       << ");\n";
     return b.str();
@@ -406,11 +422,10 @@ class StubEmitter {
                   bool indent_first) {
     const Param& p = spec_.params[s.param];
     std::string e = to_cpp(s.expr, "s_");
-    const std::string hint;  // no extra advice for field mismatches yet
     out_ << (indent_first ? ind : "") << "if (" << skip << v << " != " << e << ") {\n"
          << sym_array(symbols_of(s.expr), ind + "  ") << ind << "  return fail_field(kFn, " << arg_index_[p.name]
          << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", "
-         << e << ", syms, nsyms, " << v << ", " << c_string(hint) << ");\n"
+         << e << ", syms, nsyms, " << v << ");\n"
          << ind << "}\n";
   }
 

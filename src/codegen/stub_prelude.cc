@@ -17,24 +17,25 @@ std::string emit_stub_prelude() {
 #include <stdexcept>
 #include <type_traits>
 
-// Error paths are out of line and cold so the checks stay a few branches.
+// Error paths are out of line and cold so the checks stay a few branches. Helpers
+// a given stub does not use must not warn (clang warns on unused inline ones too).
 #define KJIT_COLD __attribute__((noinline, cold, unused))
 
 namespace kjit_stub {
 namespace {
 
 /// Floor division and modulo, as in Python (callers rule out b == 0 first).
-inline int64_t kjit_floordiv(int64_t a, int64_t b) {
+[[maybe_unused]] inline int64_t kjit_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-inline int64_t kjit_floormod(int64_t a, int64_t b) {
+[[maybe_unused]] inline int64_t kjit_floormod(int64_t a, int64_t b) {
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 /// A tensor argument: a DLTensor behind a Tensor object or a raw DLTensor*.
-inline const DLTensor* as_tensor(const TVMFFIAny* a) {
+[[maybe_unused]] inline const DLTensor* as_tensor(const TVMFFIAny* a) {
   if (a->type_index == kTVMFFITensor) {
     return reinterpret_cast<const DLTensor*>(reinterpret_cast<const char*>(a->v_obj) + sizeof(TVMFFIObject));
   }
@@ -42,18 +43,18 @@ inline const DLTensor* as_tensor(const TVMFFIAny* a) {
   return nullptr;
 }
 
-inline bool is_none(const TVMFFIAny* a) {
+[[maybe_unused]] inline bool is_none(const TVMFFIAny* a) {
   return a->type_index == kTVMFFINone || (a->type_index == kTVMFFIDLTensorPtr && a->v_ptr == nullptr);
 }
 
-inline int64_t stride_of(const DLTensor* t, int d) {
+[[maybe_unused]] inline int64_t stride_of(const DLTensor* t, int d) {
   if (t->strides != nullptr) return t->strides[d];
   int64_t s = 1;
   for (int i = t->ndim - 1; i > d; --i) s *= t->shape[i];
   return s;
 }
 
-inline bool has_zero_extent(const DLTensor* t) {
+[[maybe_unused]] inline bool has_zero_extent(const DLTensor* t) {
   for (int i = 0; i < t->ndim; ++i) {
     if (t->shape[i] == 0) return true;
   }
@@ -61,7 +62,7 @@ inline bool has_zero_extent(const DLTensor* t) {
 }
 
 /// Compact row-major, ignoring dims of extent 1; an empty tensor always passes.
-inline int first_noncompact_dim(const DLTensor* t) {
+[[maybe_unused]] inline int first_noncompact_dim(const DLTensor* t) {
   if (t->strides == nullptr) return -1;
   int64_t expected = 1;
   int bad = -1;
@@ -73,7 +74,7 @@ inline int first_noncompact_dim(const DLTensor* t) {
   return bad;
 }
 
-inline int64_t element_bytes(DLDataType d) { return (static_cast<int64_t>(d.bits) * d.lanes + 7) / 8; }
+[[maybe_unused]] inline int64_t element_bytes(DLDataType d) { return (static_cast<int64_t>(d.bits) * d.lanes + 7) / 8; }
 
 /// One bound symbol, for messages: "n = 1024 (bound by a.shape[0])".
 struct SymVal {
@@ -254,19 +255,19 @@ KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* ex
 /// A field that had to equal an expression of bound symbols (or a literal).
 KJIT_COLD int fail_field(const char* fn, int i, const char* name, const char* field,
                                                const char* expr, int64_t expected, const SymVal* syms, int nsyms,
-                                               int64_t got, const char* hint) {
+                                               int64_t got) {
   char bound[512];
   if (nsyms == 0) {
-    return raise("ValueError", "%s: argument #%d '%s': %s must equal %" PRId64 " (fixed by the signature), got %" PRId64 "%s",
-                 fn, i, name, field, expected, got, hint);
+    return raise("ValueError", "%s: argument #%d '%s': %s must equal %" PRId64 " (fixed by the signature), got %" PRId64,
+                 fn, i, name, field, expected, got);
   }
   describe_syms(syms, nsyms, bound, sizeof(bound));
   if (nsyms == 1 && std::strcmp(syms[0].name, expr) == 0) {
-    return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64 "%s", fn, i, name, field,
-                 bound, got, hint);
+    return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64, fn, i, name, field, bound,
+                 got);
   }
-  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s = %" PRId64 " with %s, got %" PRId64 "%s", fn, i,
-               name, field, expr, expected, bound, got, hint);
+  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s = %" PRId64 " with %s, got %" PRId64, fn, i,
+               name, field, expr, expected, bound, got);
 }
 
 /// A dim that should have determined one unknown symbol but fits no valid value.
@@ -367,7 +368,7 @@ KJIT_COLD int raise_current_exception(const char* fn) {
 /// Calls the kernel and stores what it returns (nothing, a bool, an integer or a
 /// floating-point number) as the FFI result.
 template <typename F>
-inline void call_and_store(TVMFFIAny* result, F&& f) {
+[[maybe_unused]] inline void call_and_store(TVMFFIAny* result, F&& f) {
   using R = decltype(f());
   result->zero_padding = 0;
   if constexpr (std::is_void<R>::value) {

@@ -91,7 +91,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
       return Module(it->second);
     }
   }
-  BuildResult build = build_shared_library(request);
+  BuildResult build = build_shared_library(request, key);
   // 4. load; a cached library that no longer loads is evicted and rebuilt once
   std::shared_ptr<Module::State> state;
   try {
@@ -102,7 +102,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
       std::fprintf(stderr, "[kjit] cached '%s' failed to load (%s); rebuilding\n", build.library_path.c_str(),
                    e.what());
     evict(build);
-    build = build_shared_library(request);
+    build = build_shared_library(request, key);
     state = load_built(name, build, specs);
   }
   state->specs = specs;
@@ -117,13 +117,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
 Module load_inline(const std::string& name, const Sources& cpp_sources, const SignatureList& functions,
                    const InlineOptions& options) {
   std::vector<FunctionSpec> specs;
-  for (const auto& [fn, signature] : functions) {
-    if (!is_c_identifier(fn)) {
-      throw SpecError("function name '" + fn +
-                      "' is not a C identifier (letters, digits and '_', not starting with a digit)");
-    }
-    specs.push_back(parse_signature(fn, signature));
-  }
+  for (const auto& [fn, signature] : functions) specs.push_back(parse_signature(fn, signature));
   return load_inline(name, cpp_sources, specs, options);
 }
 

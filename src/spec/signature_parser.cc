@@ -80,9 +80,7 @@ class SignatureParser {
 
   int64_t parse_int(const Token& t) {
     try {
-      size_t used = 0;
-      int64_t v = std::stoll(t.text, &used);
-      return v;
+      return std::stoll(t.text);
     } catch (const std::exception&) {
       fail(t, "number '" + t.text + "' does not fit in int64");
     }

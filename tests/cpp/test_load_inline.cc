@@ -169,8 +169,9 @@ TEST(Toolchain, MissingCompilerIsAToolchainErrorNamingTheSearch) {
   }
 }
 
-// Every generated stub compiles warning-free under -Wall -Wextra -Werror.
-TEST(GeneratedStubs, CompileWithWerror) {
+// Every generated stub compiles warning-free under -Wall -Wextra -Werror, with the
+// compiler CXX names (the default one when `cxx` is empty).
+void compile_stubs_with_werror(const std::string& module, const char* cxx) {
   const char* kernels = R"(
 #include <kjit/kernel.h>
 void k1(const kjit::TensorView, kjit::TensorView, float, double, bool) {}
@@ -194,8 +195,24 @@ void k7(const kjit::TensorView, const kjit::TensorView) {}
   };
   InlineOptions opts;
   opts.extra_cflags = {"-Wall", "-Wextra", "-Werror"};
-  Module m = load_inline("cpp_werror", {kernels}, sigs, opts);
+  const char* old = std::getenv("CXX");
+  std::string saved = old ? old : "";
+  if (cxx) setenv("CXX", cxx, 1);
+  Module m = load_inline(module, {kernels}, sigs, opts);
+  if (old) {
+    setenv("CXX", saved.c_str(), 1);
+  } else {
+    unsetenv("CXX");
+  }
   EXPECT_EQ(m.specs().size(), sigs.size());
+}
+
+TEST(GeneratedStubs, CompileWithWerror) { compile_stubs_with_werror("cpp_werror", nullptr); }
+
+// clang also warns on unused inline helpers, which g++ does not.
+TEST(GeneratedStubs, CompileWithWerrorUnderClang) {
+  if (std::system("clang++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "clang++ is not installed";
+  compile_stubs_with_werror("cpp_werror_clang", "clang++");
 }
 
 }  // namespace
