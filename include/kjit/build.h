@@ -47,6 +47,7 @@ struct BuildRequest {
   std::vector<std::string> include_paths;
   std::string cache_dir;  ///< empty: default_cache_dir()
   bool verbose = false;   ///< print commands and timings to stderr
+  bool force_rebuild = false;  ///< compile even on a cache hit and replace the entry
 };
 
 struct BuildResult {

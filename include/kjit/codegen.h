@@ -20,6 +20,10 @@ std::string emit_stub_prelude();
 /// The checked safe call of one function.
 std::string emit_stub(const FunctionSpec& spec);
 
+/// The inlined function behind a stub that holds every check; the XLA handler
+/// calls it too.
+std::string checked_function_name(const std::string& fn);
+
 /// One user source with the name the compiler should report for it (#line).
 struct UserSource {
   std::string file_name;
@@ -32,10 +36,27 @@ struct ModuleSource {
   std::vector<std::string> stubs;  ///< emit_stub() of each spec, in order
 };
 
+/// Helpers shared by the XLA FFI handlers of a translation unit.
+std::string emit_xla_prelude();
+
+/// The exported symbol of a function's XLA FFI handler ("__kjit_xla_<fn>").
+std::string xla_handler_symbol(const std::string& fn);
+
+/// `XLA_FFI_Error* __kjit_xla_<fn>(XLA_FFI_CallFrame*)`: turns XLA buffers (dense
+/// row-major) and scalar attrs into the stub's arguments, runs the same checks,
+/// and returns failures as XLA errors. Needs xla/ffi/api/c_api.h on the include path.
+std::string emit_xla_handler(const FunctionSpec& spec);
+
+/// What goes into a module's translation unit besides the stubs.
+struct ModuleSourceOptions {
+  bool xla_handlers = false;     ///< also emit an XLA FFI handler per function
+  bool brainevent_alias = false; ///< declare BE::Tensor as kjit::TensorView before the sources
+};
+
 /// kernel.h, the prelude, the user's sources (each under #line 1 "<file_name>")
 /// and every stub; `generated_name` is the file the stubs' line numbers refer to.
 ModuleSource emit_module_source(const std::vector<UserSource>& sources, const std::vector<FunctionSpec>& specs,
-                                const std::string& generated_name);
+                                const std::string& generated_name, const ModuleSourceOptions& options = {});
 
 }  // namespace kjit
 

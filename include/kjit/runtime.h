@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kjit/declare.h"
 #include "kjit/spec.h"
 
 namespace kjit {
@@ -22,6 +23,10 @@ struct InlineOptions {
   std::vector<std::string> extra_include_paths;
   std::string build_directory;  ///< cache root for this module; empty: default_cache_dir()
   bool verbose = false;
+  bool force_rebuild = false;  ///< compile even when the cache has the module
+  /// Directory holding xla/ffi/api/c_api.h (jax.ffi.include_dir()); when set, every
+  /// function also gets an XLA FFI handler `__kjit_xla_<fn>`.
+  std::string xla_include_dir;
 };
 
 /// A loaded module: its checked functions and what produced them.
@@ -41,6 +46,10 @@ class Module {
   /// The whole translation unit that was compiled.
   const std::string& full_source() const;
   bool cache_hit() const;
+  /// The content hash the build was cached under.
+  const std::string& key() const;
+  /// Whether the library has XLA FFI handlers (InlineOptions::xla_include_dir).
+  bool has_xla_handlers() const;
   tvm::ffi::Module ffi_module() const;
 
  private:
@@ -56,6 +65,11 @@ using SignatureList = std::vector<std::pair<std::string, std::string>>;
 /// Parses the signatures, emits the stubs, builds (or finds in the cache) and loads.
 /// Throws SpecError, CompileError, ToolchainError, CacheError.
 Module load_inline(const std::string& name, const Sources& cpp_sources, const SignatureList& functions,
+                   const InlineOptions& options = {});
+/// Same, with declarations in any front-door form (signature, arg_spec tokens, or
+/// inferred from the C++ definition); an empty list reads `// @kjit` / `// @BE`
+/// annotations from the sources.
+Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionDecl>& functions,
                    const InlineOptions& options = {});
 /// Same, with specs built in code (SpecBuilder).
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,

@@ -29,12 +29,33 @@ const DTypeInfo* find_dtype(const std::string& name);
 std::string known_dtype_names();
 
 /// Scalar parameter types.
-enum class ScalarType { kBool, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64, kFloat32, kFloat64 };
+/// Scalar parameter types. float16/bfloat16 reach the kernel as uint16_t raw bits
+/// (brainevent's convention); complex as std::complex<float|double>.
+enum class ScalarType {
+  kBool,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kComplex64,
+  kComplex128,
+};
 std::optional<ScalarType> find_scalar_type(const std::string& name);
 const char* scalar_type_name(ScalarType t);
 const char* scalar_cpp_type(ScalarType t);
 bool is_integer(ScalarType t);
-bool is_float(ScalarType t);
+bool is_float(ScalarType t);  ///< float16, bfloat16, float32, float64
+bool is_complex(ScalarType t);
+/// Every scalar type name, for error messages.
+std::string known_scalar_names();
 
 enum class DeviceKind { kCPU = kDLCPU, kCUDA = kDLCUDA };
 const char* device_kind_name(DeviceKind d);
@@ -48,6 +69,7 @@ struct SourceSpan {
 struct TensorSpec {
   std::vector<DTypeInfo> dtypes;  ///< accepted dtypes; empty means any
   std::vector<Expr> shape;
+  bool any_rank = false;  ///< "[...]": any rank and shape (shape is empty)
   bool out = false;
   bool optional = false;
   bool strided = false;
@@ -81,6 +103,8 @@ struct FunctionSpec {
   std::string name;
   std::vector<Param> params;
   std::vector<Constraint> constraints;
+  /// How the stub calls the C++ function ("ns::f"); empty means `name` at global scope.
+  std::string callee;
 
   /// Parameters the caller passes (everything but the stream), in order.
   std::vector<const Param*> call_args() const;

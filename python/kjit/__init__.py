@@ -7,7 +7,7 @@ with NumPy, PyTorch, JAX (DLPack) and tvm_ffi tensors.
 
 from ._lib import api as _api
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
-from .module import Module, load_inline
+from .module import Module, load_inline, normalize_arg_spec, resolve
 from .spec import Spec, parse_signature
 
 __version__ = str(_api.version())
@@ -16,6 +16,15 @@ __version__ = str(_api.version())
 def default_cache_dir() -> str:
     """KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else ~/.cache/kjit."""
     return str(_api.default_cache_dir())
+
+
+def __getattr__(attr):
+    # kjit.jax imports jax (slow, optional): only when first used.
+    if attr == "jax":
+        import importlib
+
+        return importlib.import_module(".jax", __name__)
+    raise AttributeError(f"module 'kjit' has no attribute {attr!r}")
 
 
 __all__ = [
@@ -28,5 +37,7 @@ __all__ = [
     "ToolchainError",
     "default_cache_dir",
     "load_inline",
+    "normalize_arg_spec",
+    "resolve",
     "parse_signature",
 ]

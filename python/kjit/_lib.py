@@ -29,6 +29,8 @@ class _Api:
             "emit_stub_prelude",
             "load_inline",
             "take_compile_error",
+            "resolve_functions",
+            "normalize_arg_spec",
         ):
             setattr(self, name, tvm_ffi.get_global_func("kjit." + name))
 

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, Mapping, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._lib import api
 from .errors import CompileError
 from .spec import Spec
 
-_RESERVED = {"name", "path", "functions", "get_host_source", "source", "cache_hit", "ffi_module"}
+_RESERVED = {
+    "name",
+    "path",
+    "functions",
+    "get_host_source",
+    "source",
+    "cache_hit",
+    "ffi_module",
+    "key",
+    "arg_specs",
+    "devices",
+    "has_xla_handlers",
+}
 
 
 class Module:
@@ -20,13 +32,27 @@ class Module:
     scalars. Each call runs the generated checks before the kernel.
     """
 
-    def __init__(self, name, path, ffi_module, names, signatures, stubs, functions, source, cache_hit):
-        self.name: str = name
-        self.path: str = path
+    def __init__(self, res, load_args):
+        ffi_module, path, names, signatures, stubs, functions, source, cache_hit, key, xla, arg_specs, devices = res
+        names = [str(n) for n in names]
+        self.name: str = load_args["name"]
+        self.path: str = str(path)
         self.ffi_module = ffi_module
-        self.functions: Dict[str, str] = dict(zip(names, signatures))
-        self.source: str = source
-        self.cache_hit: bool = cache_hit
+        #: function name -> canonical signature string (docs/spec.md)
+        self.functions: Dict[str, str] = {n: str(s) for n, s in zip(names, signatures)}
+        #: function name -> arg_spec tokens (arg, ret, attr.<name>:<type>, stream)
+        self.arg_specs: Dict[str, List[str]] = {n: [str(t) for t in a] for n, a in zip(names, arg_specs)}
+        #: function name -> device kind of its tensors ("cpu", "cuda", or "none")
+        self.devices: Dict[str, str] = {n: str(d) for n, d in zip(names, devices)}
+        self.source: str = str(source)
+        self.cache_hit: bool = bool(cache_hit)
+        #: content hash of the build (same sources, specs, flags and compiler: same key)
+        self.key: str = str(key)
+        #: whether the library also has XLA FFI handlers (load_inline(jax=True))
+        self.has_xla_handlers: bool = bool(xla)
+        self._load_args = load_args
+        stubs = [str(s) for s in stubs]
+        functions = list(functions)
         self._stubs = dict(zip(names, stubs))
         self._fns = dict(zip(names, functions))
         for fn_name, fn in self._fns.items():
@@ -81,73 +107,140 @@ def _string_list(value, what: str) -> list:
     return items
 
 
-def _function_pairs(functions) -> list:
-    if not isinstance(functions, Mapping):
-        raise TypeError(
-            "functions must be a dict {function name: signature string or kjit.Spec}, "
-            f"got {type(functions).__name__}"
-        )
-    pairs = []
-    for fn_name, sig in functions.items():
+_FUNCTIONS_FORMS = (
+    "functions must be a dict {name: signature string, kjit.Spec or list of arg_spec tokens}, "
+    "a list of function names (specs inferred from the C++ definitions), or None (read // @kjit annotations)"
+)
+
+
+def _declarations(functions) -> list:
+    """[name, form, origin, payload...] rows for the C++ side (see global_functions.cc)."""
+    if functions is None:
+        return []
+    if isinstance(functions, str):
+        raise TypeError(f"{_FUNCTIONS_FORMS}; got the str {functions!r} (did you mean [{functions!r}]?)")
+    if isinstance(functions, Mapping):
+        return [_declaration(fn_name, decl) for fn_name, decl in functions.items()]
+    try:
+        names = list(functions)
+    except TypeError:
+        raise TypeError(f"{_FUNCTIONS_FORMS}; got {type(functions).__name__}") from None
+    rows = []
+    for i, fn_name in enumerate(names):
         if not isinstance(fn_name, str):
-            raise TypeError(f"functions: a function name must be a str, got {type(fn_name).__name__}")
-        if isinstance(sig, Spec):
-            sig = sig.signature(fn_name)
-        elif not isinstance(sig, str):
-            raise TypeError(
-                f"functions['{fn_name}'] must be a signature string or a kjit.Spec, got {type(sig).__name__}"
-            )
-        pairs.append([fn_name, sig])
-    return pairs
+            raise TypeError(f"functions[{i}] must be a function name (str), got {type(fn_name).__name__}")
+        rows.append([fn_name, "infer", f"functions[{i}]"])
+    return rows
+
+
+def _declaration(fn_name, decl) -> list:
+    if not isinstance(fn_name, str):
+        raise TypeError(f"functions: a function name must be a str, got {type(fn_name).__name__}")
+    origin = f"functions['{fn_name}']"
+    if isinstance(decl, Spec):
+        return [fn_name, "signature", origin, decl.signature(fn_name)]
+    if isinstance(decl, str):
+        return [fn_name, "signature", origin, decl]
+    if isinstance(decl, (list, tuple)):
+        for i, tok in enumerate(decl):
+            if not isinstance(tok, str):
+                raise TypeError(f"{origin}[{i}] must be an arg_spec token (str), got {type(tok).__name__}")
+        return [fn_name, "tokens", origin, *decl]
+    raise TypeError(
+        f"{origin} must be a signature string, a kjit.Spec or a list of arg_spec tokens, got {type(decl).__name__}"
+    )
+
+
+def resolve(cpp_sources: Union[str, Sequence[str]], functions=None) -> Dict[str, str]:
+    """What kjit reads off the declarations without compiling: {name: signature}.
+
+    ``functions`` takes every form ``load_inline`` takes. Raises SpecError.
+    """
+    rows = api.resolve_functions(_string_list(cpp_sources, "cpp_sources"), _declarations(functions))
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def normalize_arg_spec(tokens: Sequence[str], *, name: str = "fn") -> List[str]:
+    """brainevent/kernix tokens in canonical form (``args`` -> ``arg``, ``attrs.x`` ->
+    ``attr.x``, ...); raises SpecError on an invalid list."""
+    toks = _string_list(tokens, "tokens")
+    return [str(t) for t in api.normalize_arg_spec(name, toks)]
 
 
 def load_inline(
     name: str,
     *,
     cpp_sources: Union[str, Sequence[str]],
-    functions: Mapping[str, Union[str, Spec]],
+    functions: Union[None, Mapping[str, Union[str, Spec, Sequence[str]]], Sequence[str]] = None,
     extra_cflags: Iterable[str] = (),
     extra_ldflags: Iterable[str] = (),
     extra_include_paths: Iterable[str] = (),
     build_directory: Optional[str] = None,
     verbose: bool = False,
+    force_rebuild: bool = False,
+    jax: bool = False,
 ) -> Module:
     """Compiles C++ kernels with generated, checked host stubs and loads them.
 
-    ``functions`` maps each function name to its signature (docs/spec.md). The build
-    is cached by content under ``build_directory`` (default: KJIT_CACHE_DIR or
-    ~/.cache/kjit). Raises SpecError, CompileError (with ``.command`` and ``.log``),
-    ToolchainError or CacheError.
+    ``functions`` declares the exported functions, in any of these forms:
+
+    - ``{"f": "x: float32[n], y: float32[n] out"}``: signature strings (docs/spec.md)
+      or ``kjit.Spec`` builders;
+    - ``{"f": ["arg", "ret", "attr.scale", "stream"]}``: brainevent arg_spec tokens;
+    - ``["f", "g"]``: names only, specs inferred from the C++ definitions;
+    - ``None``: read ``// @kjit NAME ...`` (or ``// @BE NAME ...``) lines in the sources.
+
+    The build is cached by content under ``build_directory`` (default: KJIT_CACHE_DIR
+    or ~/.cache/kjit); ``force_rebuild`` compiles anyway and replaces the entry.
+    ``jax=True`` also compiles an XLA FFI handler per function, for
+    ``kjit.jax.register``. Raises SpecError, CompileError (with ``.command`` and
+    ``.log``), ToolchainError or CacheError.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    sources = _string_list(cpp_sources, "cpp_sources")
-    pairs = _function_pairs(functions)
-    build_dir = "" if build_directory is None else os.fspath(build_directory)
+    load_args = dict(
+        name=name,
+        sources=_string_list(cpp_sources, "cpp_sources"),
+        decls=_declarations(functions),
+        cflags=_string_list(extra_cflags, "extra_cflags"),
+        ldflags=_string_list(extra_ldflags, "extra_ldflags"),
+        includes=_string_list(extra_include_paths, "extra_include_paths"),
+        build_dir="" if build_directory is None else os.fspath(build_directory),
+        verbose=bool(verbose),
+    )
+    return _load(load_args, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+
+
+def _xla_include_dir() -> str:
+    import jax.ffi  # noqa: PLC0415 (jax is optional and slow to import)
+
+    return jax.ffi.include_dir()
+
+
+def _load(load_args: dict, *, force_rebuild: bool, xla_include_dir: str) -> Module:
+    a = load_args
     try:
         res = api.load_inline(
-            name,
-            sources,
-            pairs,
-            _string_list(extra_cflags, "extra_cflags"),
-            _string_list(extra_ldflags, "extra_ldflags"),
-            _string_list(extra_include_paths, "extra_include_paths"),
-            build_dir,
-            bool(verbose),
+            a["name"],
+            a["sources"],
+            a["decls"],
+            a["cflags"],
+            a["ldflags"],
+            a["includes"],
+            a["build_dir"],
+            a["verbose"],
+            force_rebuild,
+            xla_include_dir,
         )
     except CompileError as err:
         command, log = api.take_compile_error()
         err.command, err.log = str(command), str(log)
         raise
-    ffi_module, path, names, signatures, stubs, fns, source, cache_hit = res
-    return Module(
-        name,
-        str(path),
-        ffi_module,
-        [str(n) for n in names],
-        [str(s) for s in signatures],
-        [str(s) for s in stubs],
-        list(fns),
-        str(source),
-        bool(cache_hit),
-    )
+    return Module(res, load_args)
+
+
+def with_xla_handlers(mod: Module) -> Module:
+    """``mod`` itself if it has XLA FFI handlers, else the same module built with them."""
+    if mod.has_xla_handlers:
+        return mod
+    return _load(mod._load_args, force_rebuild=False, xla_include_dir=_xla_include_dir())

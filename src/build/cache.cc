@@ -166,16 +166,23 @@ BuildResult build_shared_library(const BuildRequest& r, const std::string& key) 
   fs::path root = cache_root(r);
   fs::path dir = root / (r.name + "-" + key);
   fs::path lib = dir / (r.name + ".so");
-  if (fs::exists(lib)) {
+  if (!r.force_rebuild && fs::exists(lib)) {
     if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': cache hit %s\n", r.name.c_str(), lib.c_str());
     return published(dir, r, key, true);
   }
   make_dirs(root / "locks");
   FileLock lock(root / "locks" / (r.name + "-" + key + ".lock"), r.verbose);
-  if (fs::exists(lib)) return published(dir, r, key, true);  // another process built it meanwhile
-  std::error_code stale;
-  fs::remove_all(dir, stale);  // a damaged entry (library gone); we hold the lock
+  if (!r.force_rebuild && fs::exists(lib)) return published(dir, r, key, true);  // built by another process
   fs::path tmp = compile_private(r, root);
+  // A damaged entry (library gone), or the one a forced rebuild replaces: move it
+  // aside first so the rename below publishes atomically; we hold the lock.
+  std::error_code stale;
+  if (fs::exists(dir)) {
+    fs::path old = tmp;
+    old += ".old";
+    fs::rename(dir, old, stale);
+    fs::remove_all(stale ? dir : old, stale);
+  }
   std::error_code ec;
   fs::rename(tmp, dir, ec);
   if (ec) {

@@ -77,11 +77,13 @@ class StubEmitter {
  private:
   // ---- sections ----
   void header() {
+    // The checks live in one inlined function so the XLA handler (ctx != nullptr:
+    // its stream, complex attrs) runs exactly the checks the tvm-ffi safe call runs.
     out_ << "// " << spec_.name << "(" << to_string(spec_) << ")\n"
-         << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_" << spec_.name
-         << "(void* self, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
+         << "static inline __attribute__((always_inline)) int " << checked_function_name(spec_.name)
+         << "(const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result,\n"
+         << "    [[maybe_unused]] const kjit_stub::CallContext* ctx) {\n"
          << "  using namespace kjit_stub;\n"
-         << "  (void)self;\n"
          << "  static const char kFn[] = " << c_string(spec_.name) << ";\n";
   }
 
@@ -130,6 +132,20 @@ class StubEmitter {
     std::string type = c_string(scalar_type_name(p.scalar));
     std::string ti = "args[" + idx + "].type_index";
     std::string int_or_bool = ti + " == kTVMFFIInt || " + ti + " == kTVMFFIBool";
+    if (is_complex(p.scalar)) {
+      // tvm-ffi has no complex scalar: real numbers only, except from the XLA
+      // handler, which passes a std::complex<double> by pointer.
+      out_ << "  std::complex<double> " << v << ";\n"
+           << "  if (" << ti << " == kTVMFFIFloat) " << v << " = args[" << idx << "].v_float64;\n"
+           << "  else if (" << int_or_bool << ") " << v << " = static_cast<double>(args[" << idx << "].v_int64);\n"
+           << "  else if (ctx != nullptr && " << ti << " == kTVMFFIOpaquePtr) " << v
+           << " = {static_cast<const ComplexValue*>(args[" << idx << "].v_ptr)->re, static_cast<const ComplexValue*>(args["
+           << idx << "].v_ptr)->im};\n"
+           << "  else return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type
+           << ", \"a real number (tvm-ffi has no complex scalar; complex values arrive through JAX)\", " << a
+           << ");\n";
+      return;
+    }
     if (is_float(p.scalar)) {
       out_ << "  double " << v << ";\n"
            << "  if (" << ti << " == kTVMFFIFloat) " << v << " = args[" << idx << "].v_float64;\n"
@@ -172,7 +188,9 @@ class StubEmitter {
       int i = arg_index_[p->name];
       std::string t = tensor_var(*p);
       std::string idx = std::to_string(i);
-      std::string body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) +
+      std::string body;
+      if (!p->tensor.any_rank)
+        body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) +
                          ") return fail_ndim(kFn, " + idx + ", " + c_string(p->name) + ", " + c_string(type_text(*p)) +
                          ", " + std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
       if (!p->tensor.dtypes.empty()) {
@@ -285,7 +303,8 @@ class StubEmitter {
       bool cuda = std::any_of(spec_.params.begin(), spec_.params.end(), [](const Param& q) {
         return q.kind == ParamKind::kTensor && q.tensor.device == DeviceKind::kCUDA;
       });
-      out_ << "  void* stream = TVMFFIEnvGetStream(" << (cuda ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
+      out_ << "  void* stream = ctx != nullptr ? ctx->stream : TVMFFIEnvGetStream("
+           << (cuda ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
     }
     std::string args;
     for (const Param& p : spec_.params) {
@@ -296,16 +315,25 @@ class StubEmitter {
         args += "StreamArg{stream}";
       } else if (p.scalar == ScalarType::kBool) {
         args += scalar_var(p) + " != 0";
+      } else if (p.scalar == ScalarType::kFloat16) {
+        args += "float16_bits(" + scalar_var(p) + ")";
+      } else if (p.scalar == ScalarType::kBFloat16) {
+        args += "bfloat16_bits(" + scalar_var(p) + ")";
       } else {
         args += "static_cast<" + std::string(scalar_cpp_type(p.scalar)) + ">(" + scalar_var(p) + ")";
       }
     }
+    std::string callee = spec_.callee.empty() ? spec_.name : spec_.callee;
     out_ << "  try {\n"
-         << "    call_and_store(result, [&]() { return ::" << spec_.name << "(" << args << "); });\n"
+         << "    call_and_store(result, [&]() { return ::" << callee << "(" << args << "); });\n"
          << "  } catch (...) {\n"
          << "    return raise_current_exception(kFn);\n"
          << "  }\n"
          << "  return 0;\n"
+         << "}\n\n"
+         << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_" << spec_.name
+         << "(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
+         << "  return " << checked_function_name(spec_.name) << "(args, num_args, result, nullptr);\n"
          << "}\n";
   }
 
@@ -459,5 +487,7 @@ class StubEmitter {
 }  // namespace
 
 std::string emit_stub(const FunctionSpec& spec) { return StubEmitter(spec).emit(); }
+
+std::string checked_function_name(const std::string& fn) { return "kjit_checked_" + fn; }
 
 }  // namespace kjit

@@ -7,6 +7,7 @@
 
 #include "kjit/build.h"
 #include "kjit/codegen.h"
+#include "kjit/declare.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
 #include "kjit/version.h"
@@ -88,28 +89,89 @@ FunctionSpec replay_builder(const std::string& name, const Array<Array<String>>&
   return b.build();
 }
 
+/// Declarations from Python: each is [name, form, origin, payload...] with form
+/// "signature" (payload: the string), "tokens" (payload: the tokens) or "infer".
+std::vector<FunctionDecl> to_decls(const Array<Array<String>>& functions) {
+  std::vector<FunctionDecl> out;
+  for (const Array<String>& f : functions) {
+    std::vector<std::string> a = to_strings(f);
+    internal_check(a.size() >= 3, "a declaration is [name, form, origin, payload...]");
+    FunctionDecl d;
+    d.name = a[0];
+    d.origin = a[2];
+    if (a[1] == "signature") {
+      d.form = FunctionDecl::Form::kSignature;
+      d.signature = a.at(3);
+    } else if (a[1] == "tokens") {
+      d.form = FunctionDecl::Form::kTokens;
+      d.tokens.assign(a.begin() + 3, a.end());
+    } else {
+      internal_check(a[1] == "infer", "unknown declaration form");
+      d.form = FunctionDecl::Form::kInfer;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Array<String> strings(const std::vector<std::string>& v) {
+  Array<String> out;
+  for (const std::string& s : v) out.push_back(String(s));
+  return out;
+}
+
+/// [[name, signature, [arg_spec tokens]], ...] of resolved declarations, without
+/// compiling: what kjit read off the tokens, annotations and C++ definitions.
+Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>>& functions) {
+  return at_ffi_boundary([&] {
+    std::vector<SourceText> texts;
+    std::vector<std::string> src = to_strings(sources);
+    for (size_t i = 0; i < src.size(); ++i) {
+      texts.push_back({src.size() == 1 ? "cpp_sources" : "cpp_sources[" + std::to_string(i) + "]", src[i]});
+    }
+    std::vector<FunctionDecl> decls = to_decls(functions);
+    if (decls.empty()) decls = read_annotations(texts);
+    Array<Any> out;
+    for (const FunctionSpec& s : resolve_functions(decls, texts)) {
+      out.push_back(Array<Any>{String(s.name), String(to_string(s)), strings(to_arg_spec(s))});
+    }
+    return out;
+  });
+}
+
 Array<Any> load_inline_entry(const String& name, const Array<String>& sources, const Array<Array<String>>& functions,
                              const Array<String>& cflags, const Array<String>& ldflags, const Array<String>& includes,
-                             const String& build_directory, bool verbose) {
+                             const String& build_directory, bool verbose, bool force_rebuild,
+                             const String& xla_include_dir) {
   return at_ffi_boundary([&] {
-    SignatureList sigs;
-    for (const Array<String>& f : functions) sigs.emplace_back(std::string(f[0]), std::string(f[1]));
     InlineOptions opts;
     opts.extra_cflags = to_strings(cflags);
     opts.extra_ldflags = to_strings(ldflags);
     opts.extra_include_paths = to_strings(includes);
     opts.build_directory = std::string(build_directory);
     opts.verbose = verbose;
-    Module m = load_inline(std::string(name), to_strings(sources), sigs, opts);
-    Array<Any> names, signatures, stubs, fns;
+    opts.force_rebuild = force_rebuild;
+    opts.xla_include_dir = std::string(xla_include_dir);
+    Module m = load_inline(std::string(name), to_strings(sources), to_decls(functions), opts);
+    Array<Any> names, signatures, stubs, fns, arg_specs, devices;
     for (const FunctionSpec& s : m.specs()) {
+      std::string device = "none";
+      for (const Param& p : s.params) {
+        if (p.kind == ParamKind::kTensor) {
+          device = device_kind_name(p.tensor.device);
+          break;
+        }
+      }
+      devices.push_back(String(device));
       names.push_back(String(s.name));
       signatures.push_back(String(to_string(s)));
       stubs.push_back(String(m.host_source(s.name)));
       fns.push_back(m.function(s.name));
+      arg_specs.push_back(strings(to_arg_spec(s)));
     }
-    return Array<Any>{m.ffi_module(),          String(m.path()), names, signatures, stubs, fns,
-                      String(m.full_source()), m.cache_hit()};
+    return Array<Any>{m.ffi_module(),          String(m.path()), names,  signatures,          stubs, fns,
+                      String(m.full_source()), m.cache_hit(),    String(m.key()), m.has_xla_handlers(), arg_specs,
+                      devices};
   });
 }
 
@@ -135,6 +197,11 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("kjit.emit_stub_prelude", []() { return String(emit_stub_prelude()); })
       .def("kjit.load_inline", load_inline_entry)
+      .def("kjit.resolve_functions", resolve_entry)
+      .def("kjit.normalize_arg_spec",
+           [](const String& fn, const Array<String>& tokens) {
+             return at_ffi_boundary([&] { return strings(normalize_arg_spec(std::string(fn), to_strings(tokens))); });
+           })
       .def("kjit.take_compile_error", []() {
         Array<String> out{String(t_last_compile_error.first), String(t_last_compile_error.second)};
         t_last_compile_error = {};

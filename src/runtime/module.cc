@@ -20,6 +20,7 @@ struct Module::State {
   std::string full_source;
   std::optional<tvm::ffi::Module> ffi_module;  // set right after construction
   std::vector<tvm::ffi::Function> functions;
+  bool xla_handlers = false;
 };
 
 namespace {
@@ -28,11 +29,17 @@ namespace {
 std::mutex g_loaded_mu;
 std::map<std::string, std::shared_ptr<const Module::State>> g_loaded;
 
-std::vector<UserSource> label_sources(const Sources& sources) {
-  std::vector<UserSource> out;
+std::vector<SourceText> label_sources(const Sources& sources) {
+  std::vector<SourceText> out;
   for (size_t i = 0; i < sources.size(); ++i) {
     out.push_back({sources.size() == 1 ? "cpp_sources" : "cpp_sources[" + std::to_string(i) + "]", sources[i]});
   }
+  return out;
+}
+
+std::vector<UserSource> user_sources(const std::vector<SourceText>& sources) {
+  std::vector<UserSource> out;
+  for (const SourceText& s : sources) out.push_back({s.file, s.text});
   return out;
 }
 
@@ -42,7 +49,11 @@ void check_module_request(const std::string& name, const std::vector<FunctionSpe
                     "' is not a C identifier (letters, digits and '_', not starting with a digit)");
   }
   if (is_cpp_keyword(name)) throw SpecError("module name '" + name + "' is a C++ keyword");
-  if (specs.empty()) throw SpecError("module '" + name + "': no functions given; pass functions={name: signature}");
+  if (specs.empty()) {
+    throw SpecError("module '" + name +
+                    "': no functions given; pass functions={name: signature or arg_spec tokens}, a list of names, "
+                    "or annotate the sources with '// @kjit NAME [tokens...]'");
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (specs[i].name == specs[j].name)
@@ -72,7 +83,11 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   // 1. spec: already parsed and validated by the front door; check the module as a whole
   check_module_request(name, specs);
   // 2. codegen
-  ModuleSource source = emit_module_source(label_sources(cpp_sources), specs, name + ".cc");
+  std::vector<SourceText> sources = label_sources(cpp_sources);
+  ModuleSourceOptions source_options;
+  source_options.xla_handlers = !options.xla_include_dir.empty();
+  source_options.brainevent_alias = uses_brainevent_spelling(sources);
+  ModuleSource source = emit_module_source(user_sources(sources), specs, name + ".cc", source_options);
   // 3. build (or find in the cache)
   BuildRequest request;
   request.name = name;
@@ -80,10 +95,13 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.extra_cflags = options.extra_cflags;
   request.extra_ldflags = options.extra_ldflags;
   request.include_paths = options.extra_include_paths;
+  if (source_options.xla_handlers) request.include_paths.push_back(options.xla_include_dir);
+  if (source_options.brainevent_alias) request.include_paths.push_back(system_paths().kjit_include + "/kjit/compat");
   request.cache_dir = options.build_directory;
   request.verbose = options.verbose;
+  request.force_rebuild = options.force_rebuild;
   std::string key = build_key(request);
-  {
+  if (!options.force_rebuild) {
     std::lock_guard<std::mutex> lock(g_loaded_mu);
     auto it = g_loaded.find(request.cache_dir + '\0' + key);
     if (it != g_loaded.end()) {
@@ -108,17 +126,33 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   state->specs = specs;
   state->host_sources = source.stubs;
   state->full_source = source.text;
+  state->xla_handlers = source_options.xla_handlers;
   std::lock_guard<std::mutex> lock(g_loaded_mu);
   auto& slot = g_loaded[request.cache_dir + '\0' + key];
-  if (!slot) slot = state;
+  if (!slot || options.force_rebuild) slot = state;
   return Module(slot);
 }
 
 Module load_inline(const std::string& name, const Sources& cpp_sources, const SignatureList& functions,
                    const InlineOptions& options) {
-  std::vector<FunctionSpec> specs;
-  for (const auto& [fn, signature] : functions) specs.push_back(parse_signature(fn, signature));
-  return load_inline(name, cpp_sources, specs, options);
+  std::vector<FunctionDecl> decls;
+  for (const auto& [fn, signature] : functions) {
+    FunctionDecl d;
+    d.name = fn;
+    d.form = FunctionDecl::Form::kSignature;
+    d.signature = signature;
+    d.origin = "functions['" + fn + "']";
+    decls.push_back(std::move(d));
+  }
+  if (decls.empty()) return load_inline(name, cpp_sources, std::vector<FunctionSpec>{}, options);
+  return load_inline(name, cpp_sources, decls, options);
+}
+
+Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionDecl>& functions,
+                   const InlineOptions& options) {
+  std::vector<SourceText> sources = label_sources(cpp_sources);
+  std::vector<FunctionDecl> decls = functions.empty() ? read_annotations(sources) : functions;
+  return load_inline(name, cpp_sources, resolve_functions(decls, sources, DeviceKind::kCPU), options);
 }
 
 const std::string& Module::name() const { return state_->name; }
@@ -126,6 +160,8 @@ const std::string& Module::path() const { return state_->build.library_path; }
 const std::vector<FunctionSpec>& Module::specs() const { return state_->specs; }
 const std::string& Module::full_source() const { return state_->full_source; }
 bool Module::cache_hit() const { return state_->build.cache_hit; }
+const std::string& Module::key() const { return state_->build.key; }
+bool Module::has_xla_handlers() const { return state_->xla_handlers; }
 tvm::ffi::Module Module::ffi_module() const { return *state_->ffi_module; }
 
 size_t Module::index_of(const std::string& fn) const {

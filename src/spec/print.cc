@@ -30,7 +30,7 @@ std::string to_string(const Param& p) {
   if (p.kind == ParamKind::kStream) return out + "stream";
   if (p.kind == ParamKind::kScalar) return out + scalar_type_name(p.scalar);
   const TensorSpec& t = p.tensor;
-  out += dtype_text(t) + "[" + join_exprs(t.shape) + "]";
+  out += dtype_text(t) + "[" + (t.any_rank ? std::string("...") : join_exprs(t.shape)) + "]";
   if (t.out) out += " out";
   if (t.optional) out += " optional";
   if (t.strided) out += " strided";

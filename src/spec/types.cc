@@ -47,8 +47,10 @@ constexpr ScalarInfo kScalars[] = {
     {ScalarType::kInt16, "int16", "int16_t"},    {ScalarType::kInt32, "int32", "int32_t"},
     {ScalarType::kInt64, "int64", "int64_t"},    {ScalarType::kUInt8, "uint8", "uint8_t"},
     {ScalarType::kUInt16, "uint16", "uint16_t"}, {ScalarType::kUInt32, "uint32", "uint32_t"},
-    {ScalarType::kUInt64, "uint64", "uint64_t"}, {ScalarType::kFloat32, "float32", "float"},
-    {ScalarType::kFloat64, "float64", "double"},
+    {ScalarType::kUInt64, "uint64", "uint64_t"}, {ScalarType::kFloat16, "float16", "uint16_t"},
+    {ScalarType::kBFloat16, "bfloat16", "uint16_t"}, {ScalarType::kFloat32, "float32", "float"},
+    {ScalarType::kFloat64, "float64", "double"}, {ScalarType::kComplex64, "complex64", "std::complex<float>"},
+    {ScalarType::kComplex128, "complex128", "std::complex<double>"},
 };
 
 const ScalarInfo& scalar_info(ScalarType t) {
@@ -86,8 +88,18 @@ std::optional<ScalarType> find_scalar_type(const std::string& name) {
 const char* scalar_type_name(ScalarType t) { return scalar_info(t).name; }
 const char* scalar_cpp_type(ScalarType t) { return scalar_info(t).cpp; }
 
-bool is_float(ScalarType t) { return t == ScalarType::kFloat32 || t == ScalarType::kFloat64; }
-bool is_integer(ScalarType t) { return !is_float(t) && t != ScalarType::kBool; }
+bool is_float(ScalarType t) {
+  return t == ScalarType::kFloat16 || t == ScalarType::kBFloat16 || t == ScalarType::kFloat32 ||
+         t == ScalarType::kFloat64;
+}
+bool is_complex(ScalarType t) { return t == ScalarType::kComplex64 || t == ScalarType::kComplex128; }
+bool is_integer(ScalarType t) { return !is_float(t) && !is_complex(t) && t != ScalarType::kBool; }
+
+std::string known_scalar_names() {
+  std::string out;
+  for (const ScalarInfo& s : kScalars) out += (out.empty() ? "" : ", ") + std::string(s.name);
+  return out;
+}
 
 const char* device_kind_name(DeviceKind d) { return d == DeviceKind::kCUDA ? "cuda" : "cpu"; }
 

@@ -27,6 +27,9 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
                "tensor '" + p.name + "' has " + std::to_string(t.strides.size()) + " strides for rank " +
                    std::to_string(t.shape.size()));
   }
+  if (t.any_rank && !t.strides.empty()) {
+    fail_param(spec, signature, p, "tensor '" + p.name + "' has any rank ([...]) and cannot list strides[...]");
+  }
   if (!t.strides.empty() && t.strided) {
     fail_param(spec, signature, p, "tensor '" + p.name + "' is both 'strided' and has explicit strides[...]");
   }

@@ -80,7 +80,9 @@ TEST(SignatureParser, SyntaxErrorsNameWhatWasExpected) {
 }
 
 TEST(SignatureParser, TypeErrorsExplainScalarsAndTensors) {
-  EXPECT_NE(error_of("a: float16").find("'float16' without a shape is not a scalar type"), std::string::npos);
+  EXPECT_NE(error_of("a: float8_e4m3fn").find("'float8_e4m3fn' without a shape is not a scalar type"),
+            std::string::npos);
+  EXPECT_NE(error_of("a: any").find("'any[...]' for any rank"), std::string::npos);
   EXPECT_NE(error_of("a: tensor").find("unknown type 'tensor'"), std::string::npos);
   EXPECT_NE(error_of("a: float32[n] @tpu").find("unknown device 'tpu'"), std::string::npos);
 }

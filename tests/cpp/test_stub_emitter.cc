@@ -17,9 +17,12 @@ size_t pos(const std::string& text, const std::string& needle) {
 
 TEST(StubEmitter, ExportsTheSafeCallSymbol) {
   std::string s = stub_of("a: float32[n]");
-  EXPECT_NE(s.find("extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_add(void* self, const "
-                   "TVMFFIAny* args, int32_t num_args, TVMFFIAny* result)"),
+  EXPECT_NE(s.find("extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_add(void*, const "
+                   "TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
+                   "  return kjit_checked_add(args, num_args, result, nullptr);\n}"),
             std::string::npos);
+  // The checks live in one function the XLA handler shares, inlined into the safe call.
+  EXPECT_NE(s.find("static inline __attribute__((always_inline)) int kjit_checked_add("), std::string::npos);
 }
 
 TEST(StubEmitter, ChecksInReadingOrder) {

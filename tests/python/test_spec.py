@@ -93,7 +93,8 @@ def test_unknown_type():
 
 
 def test_dtype_without_shape_is_not_a_scalar():
-    assert "'float16' without a shape is not a scalar type" in spec_error("a: float16")
+    assert "'float8_e4m3fn' without a shape is not a scalar type" in spec_error("a: float8_e4m3fn")
+    assert "'any[...]' for any rank" in spec_error("a: any")
 
 
 @pytest.mark.parametrize(
@@ -224,8 +225,8 @@ def test_builder_raises_the_same_spec_errors(make, signature):
 
 
 def test_builder_specific_errors():
-    with pytest.raises(SpecError, match=r"^builder of 'f': scalar 'x' has unknown type 'float16': expected bool"):
-        Spec("f").scalar("x", "float16").signature()
+    with pytest.raises(SpecError, match=r"^builder of 'f': scalar 'x' has unknown type 'float8_e4m3fn': expected bool"):
+        Spec("f").scalar("x", "float8_e4m3fn").signature()
     with pytest.raises(SpecError, match=r"^builder of 'f': unknown device 'tpu': expected cpu or cuda$"):
         Spec("f").tensor("a", "float32", ["n"], device="tpu").signature()
     with pytest.raises(SpecError, match=r"^function name '1f' is not a C identifier"):
@@ -254,11 +255,15 @@ def test_load_inline_bad_names():
 
 
 def test_load_inline_argument_types():
-    with pytest.raises(TypeError, match=r"^functions must be a dict \{function name: signature string or "
-                                        r"kjit\.Spec\}, got list$"):
+    with pytest.raises(TypeError, match=r"^functions\[0\] must be a function name \(str\), got tuple$"):
         build("m", "", [("f", "a: int32")])
-    with pytest.raises(TypeError, match=r"^functions\['f'\] must be a signature string or a kjit\.Spec, got int$"):
+    with pytest.raises(TypeError, match=r"^functions\['f'\] must be a signature string, a kjit\.Spec or a list of "
+                                        r"arg_spec tokens, got int$"):
         build("m", "", {"f": 3})
+    with pytest.raises(TypeError, match=r"^functions must be a dict .*; got the str 'f' \(did you mean \['f'\]\?\)$"):
+        build("m", "", "f")
+    with pytest.raises(TypeError, match=r"^functions\['f'\]\[1\] must be an arg_spec token \(str\), got int$"):
+        build("m", "", {"f": ["arg", 1]})
     with pytest.raises(TypeError, match=r"^functions: a function name must be a str, got int$"):
         build("m", "", {1: "a: int32"})
     with pytest.raises(TypeError, match=r"^cpp_sources must be a str or a list of str, got int$"):
