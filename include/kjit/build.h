@@ -45,8 +45,8 @@ struct BuildRequest {
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_ldflags;
   std::vector<std::string> include_paths;
-  std::string cache_dir;  ///< empty: default_cache_dir()
-  bool verbose = false;   ///< print commands and timings to stderr
+  std::string cache_dir;       ///< empty: default_cache_dir()
+  bool verbose = false;        ///< print commands and timings to stderr
   bool force_rebuild = false;  ///< compile even on a cache hit and replace the entry
 };
 

@@ -17,8 +17,11 @@ namespace kjit {
 /// Helpers shared by all stubs of a translation unit (error formatting, decoding).
 std::string emit_stub_prelude();
 
-/// The checked safe call of one function.
-std::string emit_stub(const FunctionSpec& spec);
+/// The checked safe call of one function. With `shared_with_xla`, the checks are one
+/// out-of-line function the XLA handler calls too (one copy to compile instead of
+/// two, for one extra direct call on the tvm-ffi path); otherwise they are inlined
+/// into the safe call.
+std::string emit_stub(const FunctionSpec& spec, bool shared_with_xla = false);
 
 /// The inlined function behind a stub that holds every check; the XLA handler
 /// calls it too.
@@ -49,8 +52,8 @@ std::string emit_xla_handler(const FunctionSpec& spec);
 
 /// What goes into a module's translation unit besides the stubs.
 struct ModuleSourceOptions {
-  bool xla_handlers = false;     ///< also emit an XLA FFI handler per function
-  bool brainevent_alias = false; ///< declare BE::Tensor as kjit::TensorView before the sources
+  bool xla_handlers = false;      ///< also emit an XLA FFI handler per function
+  bool brainevent_alias = false;  ///< declare BE::Tensor as kjit::TensorView before the sources
 };
 
 /// kernel.h, the prelude, the user's sources (each under #line 1 "<file_name>")

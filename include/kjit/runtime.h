@@ -33,7 +33,9 @@ struct InlineOptions {
 class Module {
  public:
   struct State;
-  explicit Module(std::shared_ptr<const State> state) : state_(std::move(state)) {}
+  /// `cache_hit`: whether this load found the library built already (on disk or
+  /// loaded earlier in this process).
+  Module(std::shared_ptr<const State> state, bool cache_hit) : state_(std::move(state)), cache_hit_(cache_hit) {}
 
   const std::string& name() const;
   /// The shared library in the cache.
@@ -55,6 +57,7 @@ class Module {
  private:
   size_t index_of(const std::string& name) const;
   std::shared_ptr<const State> state_;
+  bool cache_hit_ = false;
 };
 
 /// One user source; a list of them is compiled as one translation unit.

@@ -98,6 +98,11 @@ def _encodable(value):
     dtype = getattr(value, "dtype", None)
     if isinstance(value, np.generic) and dtype is not None and dtype.name in ("float16", "bfloat16"):
         return np.float32(value)
+    if isinstance(value, (complex, np.complexfloating)):
+        raise TypeError(
+            f"kjit.jax: JAX cannot pass the complex attr value {value!r} (jax.ffi.ffi_call rejects complex "
+            "scalars when lowering); pass the real and imaginary parts as two float attrs"
+        )
     return value
 
 

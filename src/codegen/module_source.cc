@@ -41,7 +41,7 @@ ModuleSource emit_module_source(const std::vector<UserSource>& sources, const st
   text += "#line " + std::to_string(count_lines(text) + 2) + " " + c_string(generated_name) + "\n";
   text += "\n// ---- generated host stubs ----\n";
   for (const FunctionSpec& spec : specs) {
-    out.stubs.push_back(emit_stub(spec));
+    out.stubs.push_back(emit_stub(spec, options.xla_handlers));
     text += "\n" + out.stubs.back();
   }
   if (options.xla_handlers) {

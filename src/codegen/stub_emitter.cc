@@ -57,7 +57,8 @@ std::string element_type(const TensorSpec& t) {
 
 class StubEmitter {
  public:
-  explicit StubEmitter(const FunctionSpec& spec) : spec_(spec), plan_(make_binding_plan(spec)) {
+  StubEmitter(const FunctionSpec& spec, bool shared_with_xla)
+      : spec_(spec), plan_(make_binding_plan(spec)), shared_with_xla_(shared_with_xla) {
     int i = 0;
     for (const Param* p : spec_.call_args()) arg_index_[p->name] = i++;
   }
@@ -77,11 +78,12 @@ class StubEmitter {
  private:
   // ---- sections ----
   void header() {
-    // The checks live in one inlined function so the XLA handler (ctx != nullptr:
-    // its stream, complex attrs) runs exactly the checks the tvm-ffi safe call runs.
+    // The checks live in one function so the XLA handler (ctx != nullptr: its
+    // stream, complex attrs) runs exactly the checks the tvm-ffi safe call runs.
     out_ << "// " << spec_.name << "(" << to_string(spec_) << ")\n"
-         << "static inline __attribute__((always_inline)) int " << checked_function_name(spec_.name)
-         << "(const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result,\n"
+         << (shared_with_xla_ ? "static __attribute__((noinline)) int "
+                              : "static inline __attribute__((always_inline)) int ")
+         << checked_function_name(spec_.name) << "(const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result,\n"
          << "    [[maybe_unused]] const kjit_stub::CallContext* ctx) {\n"
          << "  using namespace kjit_stub;\n"
          << "  static const char kFn[] = " << c_string(spec_.name) << ";\n";
@@ -139,11 +141,10 @@ class StubEmitter {
            << "  if (" << ti << " == kTVMFFIFloat) " << v << " = args[" << idx << "].v_float64;\n"
            << "  else if (" << int_or_bool << ") " << v << " = static_cast<double>(args[" << idx << "].v_int64);\n"
            << "  else if (ctx != nullptr && " << ti << " == kTVMFFIOpaquePtr) " << v
-           << " = {static_cast<const ComplexValue*>(args[" << idx << "].v_ptr)->re, static_cast<const ComplexValue*>(args["
+           << " = {static_cast<const WideValue*>(args[" << idx << "].v_ptr)->re, static_cast<const WideValue*>(args["
            << idx << "].v_ptr)->im};\n"
            << "  else return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type
-           << ", \"a real number (tvm-ffi has no complex scalar; complex values arrive through JAX)\", " << a
-           << ");\n";
+           << ", \"a real number (tvm-ffi has no complex scalar)\", " << a << ");\n";
       return;
     }
     if (is_float(p.scalar)) {
@@ -152,6 +153,20 @@ class StubEmitter {
            << "  else if (" << int_or_bool << ") " << v << " = static_cast<double>(args[" << idx << "].v_int64);\n"
            << "  else return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type << ", \"a float\", " << a
            << ");\n";
+      return;
+    }
+    if (p.scalar == ScalarType::kUInt64) {
+      // Values above INT64_MAX only come from the XLA handler, by pointer; the
+      // int64 view saturates (it only matters if the scalar also names a symbol).
+      out_ << "  int64_t " << v << ";\n  uint64_t u_" << p.name << ";\n"
+           << "  if (" << int_or_bool << ") { " << v << " = args[" << idx << "].v_int64; u_" << p.name
+           << " = static_cast<uint64_t>(" << v << "); }\n"
+           << "  else if (ctx != nullptr && " << ti << " == kTVMFFIOpaquePtr) { u_" << p.name
+           << " = static_cast<const WideValue*>(args[" << idx << "].v_ptr)->u64; " << v << " = INT64_MAX; }\n"
+           << "  else return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type << ", \"an int\", " << a
+           << ");\n"
+           << "  if (" << v << " < 0) return fail_int_range(kFn, " << idx << ", " << name << ", " << type << ", " << v
+           << ", \"[0, 18446744073709551615]\");\n";
       return;
     }
     out_ << "  if (!(" << int_or_bool << ")) return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type
@@ -169,14 +184,12 @@ class StubEmitter {
         {ScalarType::kUInt8, {"0", "255"}},
         {ScalarType::kUInt16, {"0", "65535"}},
         {ScalarType::kUInt32, {"0", "4294967295"}},
-        {ScalarType::kUInt64, {"0", ""}},
     };
     auto it = kRanges.find(p.scalar);
     if (it == kRanges.end()) return;
     const auto& [lo, hi] = it->second;
-    std::string cond = v + " < INT64_C(" + lo + ")";
-    if (!hi.empty()) cond += " || " + v + " > INT64_C(" + hi + ")";
-    std::string range = "[" + lo + ", " + (hi.empty() ? "18446744073709551615" : hi) + "]";
+    std::string cond = v + " < INT64_C(" + lo + ") || " + v + " > INT64_C(" + hi + ")";
+    std::string range = "[" + lo + ", " + hi + "]";
     out_ << "  if (" << cond << ") return fail_int_range(kFn, " << idx << ", " << name << ", " << type << ", " << v
          << ", " << c_string(range) << ");\n";
   }
@@ -190,9 +203,9 @@ class StubEmitter {
       std::string idx = std::to_string(i);
       std::string body;
       if (!p->tensor.any_rank)
-        body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) +
-                         ") return fail_ndim(kFn, " + idx + ", " + c_string(p->name) + ", " + c_string(type_text(*p)) +
-                         ", " + std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
+        body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) + ") return fail_ndim(kFn, " + idx +
+               ", " + c_string(p->name) + ", " + c_string(type_text(*p)) + ", " +
+               std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
@@ -223,7 +236,8 @@ class StubEmitter {
     }
     for (DeviceKind k : kinds) {
       std::string d = device_kind_name(k);
-      out_ << "  [[maybe_unused]] DLDevice dev_" << d << "{" << (k == DeviceKind::kCUDA ? "kDLCUDA" : "kDLCPU") << ", 0};\n"
+      out_ << "  [[maybe_unused]] DLDevice dev_" << d << "{" << (k == DeviceKind::kCUDA ? "kDLCUDA" : "kDLCPU")
+           << ", 0};\n"
            << "  [[maybe_unused]] const char* dev_" << d << "_by = nullptr;\n";
     }
     std::map<DeviceKind, Binding> device_bound;  // per device kind, in parameter order
@@ -315,6 +329,8 @@ class StubEmitter {
         args += "StreamArg{stream}";
       } else if (p.scalar == ScalarType::kBool) {
         args += scalar_var(p) + " != 0";
+      } else if (p.scalar == ScalarType::kUInt64) {
+        args += "u_" + p.name;
       } else if (p.scalar == ScalarType::kFloat16) {
         args += "float16_bits(" + scalar_var(p) + ")";
       } else if (p.scalar == ScalarType::kBFloat16) {
@@ -480,13 +496,16 @@ class StubEmitter {
 
   const FunctionSpec& spec_;
   BindingPlan plan_;
+  bool shared_with_xla_;
   std::map<std::string, int> arg_index_;
   std::ostringstream out_;
 };
 
 }  // namespace
 
-std::string emit_stub(const FunctionSpec& spec) { return StubEmitter(spec).emit(); }
+std::string emit_stub(const FunctionSpec& spec, bool shared_with_xla) {
+  return StubEmitter(spec, shared_with_xla).emit();
+}
 
 std::string checked_function_name(const std::string& fn) { return "kjit_checked_" + fn; }
 

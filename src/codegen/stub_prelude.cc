@@ -89,10 +89,12 @@ struct CallContext {
   void* stream;
 };
 
-/// A complex attr from the XLA handler (tvm-ffi has no complex scalar).
-struct ComplexValue {
+/// An attr from the XLA handler that a TVMFFIAny cannot hold: a complex value
+/// (tvm-ffi has no complex scalar) or a uint64 above INT64_MAX.
+struct WideValue {
   double re;
   double im;
+  uint64_t u64;
 };
 
 /// float -> IEEE binary16 bits, round to nearest even (float16 scalars reach the
@@ -143,8 +145,11 @@ struct TensorArg {
   operator kjit::TensorView() const { return kjit::TensorView(t); }
   template <typename T>
   operator T*() const {
-    static_assert(std::is_void<E>::value || std::is_same<typename std::remove_cv<T>::type, E>::value ||
-                      std::is_void<typename std::remove_cv<T>::type>::value,
+    using U = typename std::remove_cv<T>::type;
+    // Integers match by width and signedness: char is int8, long long is int64.
+    static_assert(std::is_void<E>::value || std::is_same<U, E>::value || std::is_void<U>::value ||
+                      (std::is_integral<U>::value && std::is_integral<E>::value && sizeof(U) == sizeof(E) &&
+                       std::is_signed<U>::value == std::is_signed<E>::value),
                   "kjit: a typed pointer parameter must match the element type of the spec");
     return t == nullptr ? nullptr : static_cast<T*>(kjit::TensorView(t).data_ptr());
   }
@@ -178,6 +183,7 @@ KJIT_COLD const char* kind_name(const TVMFFIAny* a, char* buf, size_t n) {
     case kTVMFFIArray: case kTVMFFIList: return "a list";
     case kTVMFFIMap: case kTVMFFIDict: return "a dict";
     case kTVMFFIModule: return "a module";
+    case kTVMFFIOpaquePyObject: return "an opaque Python object (a type tvm-ffi does not convert, such as complex or numpy.bool_)";
     default: std::snprintf(buf, n, "an object of FFI type index %d", a->type_index); return buf;
   }
 }
@@ -268,6 +274,12 @@ KJIT_COLD int fail_tensor_kind(const char* fn, int i, const char* name, const ch
 KJIT_COLD int fail_scalar_kind(const char* fn, int i, const char* name, const char* type,
                                                      const char* accepted, const TVMFFIAny* a) {
   char buf[96];
+  if (a->type_index == kTVMFFIBigInt) {
+    return raise("ValueError",
+                 "%s: argument #%d '%s': the integer is out of range for %s (tvm-ffi carries Python ints as int64, "
+                 "so values outside [-2**63, 2**63 - 1] cannot reach a scalar)",
+                 fn, i, name, type);
+  }
   return raise("TypeError", "%s: argument #%d '%s': expected %s (%s), got %s", fn, i, name, accepted, type,
                kind_name(a, buf, sizeof(buf)));
 }

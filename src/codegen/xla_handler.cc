@@ -15,6 +15,7 @@ const char* attr_kind(ScalarType t) {
   if (t == ScalarType::kBFloat16) return "kAttrBFloat16";
   if (is_complex(t)) return "kAttrComplex";
   if (is_float(t)) return "kAttrFloat";
+  if (t == ScalarType::kUInt64) return "kAttrUInt64";
   return "kAttrInt";
 }
 
@@ -70,7 +71,7 @@ std::string emit_xla_handler(const FunctionSpec& spec) {
     o << "};\n"
       << "  const XLA_FFI_Scalar* attr[" << attrs.size() << "] = {};\n"
       << "  if (XLA_FFI_Error* e = collect_attrs(frame, kFn, kAttrNames, " << attrs.size() << ", attr)) return e;\n"
-      << "  [[maybe_unused]] kjit_stub::ComplexValue complex_values[" << attrs.size() << "];\n";
+      << "  kjit_stub::WideValue wide_values[" << attrs.size() << "];\n";
   } else {
     o << "  if (frame->attrs.size != 0) return collect_attrs(frame, kFn, nullptr, 0, nullptr);\n";
   }
@@ -79,16 +80,16 @@ std::string emit_xla_handler(const FunctionSpec& spec) {
     const Param& p = *call_args[a];
     std::string slot = "&args[" + std::to_string(a) + "]";
     if (p.kind == ParamKind::kTensor) {
-      std::string src = p.tensor.out ? "frame->rets.types[" + std::to_string(out_i) + "], frame->rets.rets[" +
-                                           std::to_string(out_i) + "]"
-                                     : "frame->args.types[" + std::to_string(in_i) + "], frame->args.args[" +
-                                           std::to_string(in_i) + "]";
+      std::string src =
+          p.tensor.out
+              ? "frame->rets.types[" + std::to_string(out_i) + "], frame->rets.rets[" + std::to_string(out_i) + "]"
+              : "frame->args.types[" + std::to_string(in_i) + "], frame->args.args[" + std::to_string(in_i) + "]";
       (p.tensor.out ? out_i : in_i)++;
       o << "  if (XLA_FFI_Error* e = buffer_to_tensor(frame, kFn, " << c_string(p.name) << ", " << src
         << ", device, &tensors[" << tensor_i++ << "], " << slot << ")) return e;\n";
     } else {
       o << "  if (XLA_FFI_Error* e = attr_to_any(frame, kFn, " << c_string(p.name) << ", " << attr_kind(p.scalar)
-        << ", attr[" << attr_i << "], " << slot << ", &complex_values[" << attr_i << "])) return e;\n";
+        << ", attr[" << attr_i << "], " << slot << ", &wide_values[" << attr_i << "])) return e;\n";
       ++attr_i;
     }
   }

@@ -10,16 +10,18 @@ std::string emit_xla_prelude() {
 
 #include <cstddef>
 
+// Helpers a given module does not use must not warn (-Wunused-function).
 #define KJIT_XLA_COLD __attribute__((noinline, cold, unused))
+#define KJIT_XLA_HELPER __attribute__((noinline, unused))
 
 namespace kjit_xla {
 namespace {
 
 /// What the generated code expects of an attribute.
-enum AttrKind { kAttrBool, kAttrInt, kAttrFloat, kAttrFloat16, kAttrBFloat16, kAttrComplex };
+enum AttrKind { kAttrBool, kAttrInt, kAttrUInt64, kAttrFloat, kAttrFloat16, kAttrBFloat16, kAttrComplex };
 
 /// Whether the runtime's XLA_FFI_Api has the function at `offset` (older jaxlibs have fewer).
-inline bool api_has(const XLA_FFI_Api* api, size_t offset) {
+[[maybe_unused]] inline bool api_has(const XLA_FFI_Api* api, size_t offset) {
   return api != nullptr && api->struct_size >= offset + sizeof(void*);
 }
 
@@ -41,7 +43,7 @@ __attribute__((format(printf, 3, 4))) KJIT_XLA_COLD XLA_FFI_Error* make_error(co
 
 /// Struct sizes and the API major version: a jaxlib too old or too new for the
 /// headers kjit compiled against is an error, not memory corruption.
-inline XLA_FFI_Error* check_frame(const XLA_FFI_CallFrame* frame, const char* fn) {
+[[maybe_unused]] inline XLA_FFI_Error* check_frame(const XLA_FFI_CallFrame* frame, const char* fn) {
   if (frame->struct_size < XLA_FFI_CallFrame_STRUCT_SIZE) {
     return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                       "kjit XLA handler '%s': XLA_FFI_CallFrame is %zu bytes, expected at least %zu; this jaxlib is "
@@ -85,7 +87,7 @@ KJIT_XLA_COLD XLA_FFI_Error* fail_arity(const XLA_FFI_CallFrame* frame, const ch
                     frame->rets.size == 1 ? "" : "s");
 }
 
-inline DLDataType dl_dtype(XLA_FFI_DataType t) {
+[[maybe_unused]] inline DLDataType dl_dtype(XLA_FFI_DataType t) {
   switch (t) {
     case XLA_FFI_DataType_PRED: return {kDLBool, 8, 1};
     case XLA_FFI_DataType_S1: return {kDLInt, 1, 1};
@@ -122,7 +124,7 @@ inline DLDataType dl_dtype(XLA_FFI_DataType t) {
 }
 
 /// An XLA buffer as a DLTensor (dense row-major: NULL strides) behind a DLTensor* Any.
-inline XLA_FFI_Error* buffer_to_tensor(const XLA_FFI_CallFrame* frame, const char* fn, const char* name, int type,
+KJIT_XLA_HELPER XLA_FFI_Error* buffer_to_tensor(const XLA_FFI_CallFrame* frame, const char* fn, const char* name, int type,
                                        void* raw, DLDevice device, DLTensor* t, TVMFFIAny* a) {
   const auto* b = static_cast<const XLA_FFI_Buffer*>(raw);
   if (type != XLA_FFI_ArgType_BUFFER || b == nullptr || b->struct_size < XLA_FFI_Buffer_STRUCT_SIZE) {
@@ -143,7 +145,7 @@ inline XLA_FFI_Error* buffer_to_tensor(const XLA_FFI_CallFrame* frame, const cha
   return nullptr;
 }
 
-inline bool name_is(const XLA_FFI_ByteSpan* s, const char* name) {
+[[maybe_unused]] inline bool name_is(const XLA_FFI_ByteSpan* s, const char* name) {
   return std::strlen(name) == s->len && std::memcmp(s->ptr, name, s->len) == 0;
 }
 
@@ -184,7 +186,7 @@ KJIT_XLA_COLD XLA_FFI_Error* fail_attrs(const XLA_FFI_CallFrame* frame, const ch
 }
 
 /// Finds each expected scalar attribute by name; anything else is an error.
-inline XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, const char* fn, const char* const* names, int n,
+KJIT_XLA_HELPER XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, const char* fn, const char* const* names, int n,
                                     const XLA_FFI_Scalar** found) {
   int matched = 0;
   for (int64_t i = 0; i < frame->attrs.size; ++i) {
@@ -201,7 +203,7 @@ inline XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, const char* 
   return fail_attrs(frame, fn, names, n, found);
 }
 
-inline double half_to_double(uint16_t h) {
+[[maybe_unused]] inline double half_to_double(uint16_t h) {
   const int exp = (h >> 10) & 0x1f;
   const int mant = h & 0x3ff;
   double v;
@@ -211,7 +213,7 @@ inline double half_to_double(uint16_t h) {
   return (h & 0x8000) ? -v : v;
 }
 
-inline double bfloat16_to_double(uint16_t b) {
+[[maybe_unused]] inline double bfloat16_to_double(uint16_t b) {
   uint32_t x = static_cast<uint32_t>(b) << 16;
   float f;
   std::memcpy(&f, &x, sizeof(f));
@@ -247,9 +249,10 @@ KJIT_XLA_COLD XLA_FFI_Error* fail_attr_type(const XLA_FFI_CallFrame* frame, cons
 
 /// One scalar attr as the Any the checks take (they check ranges and kinds with
 /// the same messages as a tvm-ffi call). float16/bfloat16 attrs also accept uint16
-/// raw bits, brainevent's convention; complex values travel by pointer.
-inline XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn, const char* name, AttrKind kind,
-                                  const XLA_FFI_Scalar* s, TVMFFIAny* a, kjit_stub::ComplexValue* complex_slot) {
+/// raw bits, brainevent's convention; complex values and uint64 values above
+/// INT64_MAX travel by pointer (the checks accept that only from this handler).
+KJIT_XLA_HELPER XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn, const char* name, AttrKind kind,
+                                  const XLA_FFI_Scalar* s, TVMFFIAny* a, kjit_stub::WideValue* wide_slot) {
   a->zero_padding = 0;
   const void* v = s->value;
   auto set_int = [&](int64_t x) { a->type_index = kTVMFFIInt; a->v_int64 = x; };
@@ -269,7 +272,21 @@ inline XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn
       break;
     }
     case XLA_FFI_DataType_U32: set_int(*static_cast<const uint32_t*>(v)); break;
-    case XLA_FFI_DataType_U64: set_int(static_cast<int64_t>(*static_cast<const uint64_t*>(v))); break;
+    case XLA_FFI_DataType_U64: {
+      const uint64_t u = *static_cast<const uint64_t*>(v);
+      if (u <= static_cast<uint64_t>(INT64_MAX)) {
+        set_int(static_cast<int64_t>(u));
+      } else if (kind == kAttrUInt64) {  // beyond an Any's int64: by pointer, like complex
+        wide_slot->u64 = u;
+        a->type_index = kTVMFFIOpaquePtr;
+        a->v_ptr = wide_slot;
+      } else {
+        return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                          "%s: attribute '%s': %llu is out of range for its type", fn, name,
+                          static_cast<unsigned long long>(u));
+      }
+      break;
+    }
     case XLA_FFI_DataType_F16: set_float(half_to_double(*static_cast<const uint16_t*>(v))); break;
     case XLA_FFI_DataType_BF16: set_float(bfloat16_to_double(*static_cast<const uint16_t*>(v))); break;
     case XLA_FFI_DataType_F32: set_float(*static_cast<const float*>(v)); break;
@@ -279,13 +296,15 @@ inline XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn
       if (kind != kAttrComplex) return fail_attr_type(frame, fn, name, "a real number", s->dtype);
       if (s->dtype == XLA_FFI_DataType_C64) {
         const float* parts = static_cast<const float*>(v);
-        *complex_slot = {parts[0], parts[1]};
+        wide_slot->re = parts[0];
+        wide_slot->im = parts[1];
       } else {
         const double* parts = static_cast<const double*>(v);
-        *complex_slot = {parts[0], parts[1]};
+        wide_slot->re = parts[0];
+        wide_slot->im = parts[1];
       }
       a->type_index = kTVMFFIOpaquePtr;
-      a->v_ptr = complex_slot;
+      a->v_ptr = wide_slot;
       break;
     }
     default:
@@ -295,7 +314,7 @@ inline XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn
 }
 
 /// The execution stream (CUstream on CUDA).
-inline XLA_FFI_Error* get_stream(const XLA_FFI_CallFrame* frame, void** stream) {
+[[maybe_unused]] inline XLA_FFI_Error* get_stream(const XLA_FFI_CallFrame* frame, void** stream) {
   XLA_FFI_Stream_Get_Args args;
   args.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
   args.extension_start = nullptr;
@@ -307,7 +326,7 @@ inline XLA_FFI_Error* get_stream(const XLA_FFI_CallFrame* frame, void** stream) 
 }
 
 /// The device ordinal of this execution (0 when the runtime predates the query).
-inline int32_t device_ordinal(const XLA_FFI_CallFrame* frame) {
+[[maybe_unused]] inline int32_t device_ordinal(const XLA_FFI_CallFrame* frame) {
   if (!api_has(frame->api, offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get)) ||
       frame->api->XLA_FFI_DeviceOrdinal_Get == nullptr) {
     return 0;
@@ -352,6 +371,7 @@ KJIT_XLA_COLD XLA_FFI_Error* error_from_ffi(const XLA_FFI_CallFrame* frame, cons
 }  // namespace
 }  // namespace kjit_xla
 #undef KJIT_XLA_COLD
+#undef KJIT_XLA_HELPER
 // ---- end of kjit XLA FFI prelude ----
 )KJIT";
 }

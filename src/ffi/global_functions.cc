@@ -169,9 +169,9 @@ Array<Any> load_inline_entry(const String& name, const Array<String>& sources, c
       fns.push_back(m.function(s.name));
       arg_specs.push_back(strings(to_arg_spec(s)));
     }
-    return Array<Any>{m.ffi_module(),          String(m.path()), names,  signatures,          stubs, fns,
-                      String(m.full_source()), m.cache_hit(),    String(m.key()), m.has_xla_handlers(), arg_specs,
-                      devices};
+    return Array<Any>{
+        m.ffi_module(),          String(m.path()), names,           signatures,           stubs,     fns,
+        String(m.full_source()), m.cache_hit(),    String(m.key()), m.has_xla_handlers(), arg_specs, devices};
   });
 }
 

@@ -106,7 +106,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
     auto it = g_loaded.find(request.cache_dir + '\0' + key);
     if (it != g_loaded.end()) {
       if (options.verbose) std::fprintf(stderr, "[kjit] module '%s': already loaded in this process\n", name.c_str());
-      return Module(it->second);
+      return Module(it->second, true);
     }
   }
   BuildResult build = build_shared_library(request, key);
@@ -130,7 +130,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   std::lock_guard<std::mutex> lock(g_loaded_mu);
   auto& slot = g_loaded[request.cache_dir + '\0' + key];
   if (!slot || options.force_rebuild) slot = state;
-  return Module(slot);
+  return Module(slot, build.cache_hit);
 }
 
 Module load_inline(const std::string& name, const Sources& cpp_sources, const SignatureList& functions,
@@ -159,7 +159,7 @@ const std::string& Module::name() const { return state_->name; }
 const std::string& Module::path() const { return state_->build.library_path; }
 const std::vector<FunctionSpec>& Module::specs() const { return state_->specs; }
 const std::string& Module::full_source() const { return state_->full_source; }
-bool Module::cache_hit() const { return state_->build.cache_hit; }
+bool Module::cache_hit() const { return cache_hit_; }
 const std::string& Module::key() const { return state_->build.key; }
 bool Module::has_xla_handlers() const { return state_->xla_handlers; }
 tvm::ffi::Module Module::ffi_module() const { return *state_->ffi_module; }

@@ -49,8 +49,8 @@ FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where)
   d.name = rest.substr(0, name_end);
   d.origin = where + " (// " + a.tag + " annotation)";
   if (d.name.empty()) {
-    throw SpecError(d.origin + ": expected a function name after '" + a.tag + "', got '" + rest +
-                    "'; write '// " + a.tag + " NAME [tokens...]'");
+    throw SpecError(d.origin + ": expected a function name after '" + a.tag + "', got '" + rest + "'; write '// " +
+                    a.tag + " NAME [tokens...]'");
   }
   if (!is_c_identifier(d.name) || is_cpp_keyword(d.name)) {
     throw SpecError(d.origin + ": function name '" + d.name + "' is not a C identifier");
@@ -61,6 +61,10 @@ FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where)
     if (close == std::string::npos) {
       throw SpecError(d.origin + ": '" + d.name + "(' opens a signature that is not closed with ')' on the same line");
     }
+    if (!trim(after.substr(close + 1)).empty()) {
+      throw SpecError(d.origin + ": unexpected text after the signature of '" + d.name + "': '" +
+                      trim(after.substr(close + 1)) + "'");
+    }
     d.form = FunctionDecl::Form::kSignature;
     d.signature = after.substr(1, close - 1);
     return d;
@@ -69,16 +73,15 @@ FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where)
     throw SpecError(d.origin + ": function name '" + d.name + "' must be followed by a space, '(' or the end of the " +
                     "line, got '" + after + "'");
   }
-  std::istringstream words(after);
-  std::string tok;
-  while (words >> tok) {
-    // "arg, ret" and "[arg, ret]" are forgiven: the list is the point, not the punctuation.
-    std::string clean;
-    for (char c : tok) {
-      if (c != ',' && c != '[' && c != ']' && c != '"' && c != '\'') clean += c;
-    }
-    if (!clean.empty()) d.tokens.push_back(clean);
+  // "arg, ret", "arg,ret" and "[arg, ret]" are forgiven: the list is the point,
+  // not the punctuation.
+  std::string spaced = after;
+  for (char& c : spaced) {
+    if (c == ',' || c == '[' || c == ']' || c == '"' || c == '\'') c = ' ';
   }
+  std::istringstream words(spaced);
+  std::string tok;
+  while (words >> tok) d.tokens.push_back(tok);
   d.form = d.tokens.empty() ? FunctionDecl::Form::kInfer : FunctionDecl::Form::kTokens;
   return d;
 }

@@ -29,8 +29,7 @@ ArgToken parse_attr(const std::string& where, size_t index, const std::string& t
     std::string type = body.substr(colon + 1);
     t.attr_type = find_scalar_type(type);
     if (!t.attr_type) {
-      fail_token(where, index, token,
-                 "unknown attr type '" + type + "'; valid types: " + known_scalar_names());
+      fail_token(where, index, token, "unknown attr type '" + type + "'; valid types: " + known_scalar_names());
     }
   }
   if (!is_c_identifier(name) || is_cpp_keyword(name)) {
@@ -86,11 +85,13 @@ std::vector<ArgToken> parse_arg_spec(const std::string& where, const std::vector
   }
   if (!has_ret) {
     throw SpecError(where + ": the arg_spec must contain at least one 'ret' token (an output tensor XLA allocates); " +
-                    "got [" + [&] {
+                    "got [" +
+                    [&] {
                       std::string s;
                       for (const std::string& tok : tokens) s += (s.empty() ? "'" : ", '") + tok + "'";
                       return s;
-                    }() + "]. For a function without tensor outputs, give a signature string instead");
+                    }() +
+                    "]. For a function without tensor outputs, give a signature string instead");
   }
   return out;
 }

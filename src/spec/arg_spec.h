@@ -13,9 +13,9 @@ namespace kjit {
 struct ArgToken {
   enum class Kind { kArg, kRet, kStream, kAttr };
   Kind kind = Kind::kArg;
-  std::string attr_name;                 ///< kAttr
-  std::optional<ScalarType> attr_type;   ///< kAttr with ":<type>"; empty for a bare attr
-  std::string written;                   ///< the token as the user wrote it
+  std::string attr_name;                ///< kAttr
+  std::optional<ScalarType> attr_type;  ///< kAttr with ":<type>"; empty for a bare attr
+  std::string written;                  ///< the token as the user wrote it
 };
 
 /// Parses and checks a whole token list; `where` names it in messages

@@ -60,10 +60,14 @@ class Lexer {
       } else if (c == '/' && at(i_ + 1) == '*') {
         skip_block_comment();
       } else if (c == '#' && line_start) {
+        size_t begin = i_;
         skip_directive();
+        track_if0(s_.substr(begin, i_ - begin));
       } else {
         line_start = false;
+        size_t before = out_.size();
         lex_token();
+        if (if0_depth_ > 0) out_.resize(before);  // inside "#if 0": not code
       }
     }
     return std::move(out_);
@@ -98,6 +102,30 @@ class Lexer {
     i_ += 2;
     while (i_ < s_.size() && !(s_[i_] == '*' && at(i_ + 1) == '/')) step();
     i_ = std::min(s_.size(), i_ + 2);
+  }
+
+  // "#if 0" ... "#else"/"#elif"/"#endif" is dead code: a definition in it is not one.
+  // Other conditionals are read on both sides (kjit cannot evaluate them).
+  void track_if0(const std::string& directive) {
+    size_t k = directive.find_first_not_of(" \t", 1);
+    if (k == std::string::npos) return;
+    size_t e = directive.find_first_not_of("abcdefghijklmnopqrstuvwxyz", k);
+    std::string word = directive.substr(k, e == std::string::npos ? std::string::npos : e - k);
+    std::string rest = e == std::string::npos ? "" : directive.substr(e);
+    size_t r = rest.find_first_not_of(" \t");
+    bool zero = r != std::string::npos && rest[r] == '0' &&
+                (r + 1 == rest.size() || !std::isalnum(static_cast<unsigned char>(rest[r + 1])));
+    if (if0_depth_ == 0) {
+      if (word == "if" && zero) if0_depth_ = 1;
+      return;
+    }
+    if (word == "if" || word == "ifdef" || word == "ifndef") {
+      ++if0_depth_;
+    } else if (word == "endif") {
+      --if0_depth_;
+    } else if ((word == "else" || word == "elif") && if0_depth_ == 1) {
+      if0_depth_ = 0;
+    }
   }
 
   // A directive may hold comments and quotes ("#include "a//b"", "#error don't") of its own.
@@ -218,6 +246,7 @@ class Lexer {
   const std::string& s_;
   size_t i_ = 0;
   int line_ = 1;
+  int if0_depth_ = 0;  // > 0 while inside "#if 0"
   Tokens out_;
 };
 

@@ -141,9 +141,10 @@ CppRole classify_cpp_param(const CppParam& p) {
     return unmapped("16-bit float attrs reach the kernel as uint16_t raw bits: declare it 'uint16_t " + p.name +
                     "' with the token 'attr." + p.name + ":float16' (or bfloat16)");
   }
-  return unmapped("kjit maps tensors (kjit::TensorView, BE::Tensor, typed pointers), scalars (bool, int8_t..uint64_t, "
-                  "int, long, size_t, float, double, std::complex<float|double>, ...) and streams (cudaStream_t, "
-                  "kjit::Stream, int64_t stream)");
+  return unmapped(
+      "kjit maps tensors (kjit::TensorView, BE::Tensor, typed pointers), scalars (bool, int8_t..uint64_t, "
+      "int, long, size_t, float, double, std::complex<float|double>, ...) and streams (cudaStream_t, "
+      "kjit::Stream, int64_t stream)");
 }
 
 std::string describe_cpp_param(const CppParam& p) { return p.name.empty() ? p.type : p.type + " " + p.name; }

@@ -23,8 +23,8 @@ struct Located {
 
 std::string list_locations(const std::vector<std::pair<std::string, CppFunction>>& found) {
   std::string out;
-  for (const auto& [file, fn] : found) out += (out.empty() ? "" : ", ") + fn.qualified_name + " at " + file + ":" +
-                                               std::to_string(fn.line);
+  for (const auto& [file, fn] : found)
+    out += (out.empty() ? "" : ", ") + fn.qualified_name + " at " + file + ":" + std::to_string(fn.line);
   return out;
 }
 
@@ -127,10 +127,16 @@ class TokenSpecBuilder {
         case ArgToken::Kind::kRet: {
           bool out = t.kind == ArgToken::Kind::kRet;
           if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kTensor);
+          if (out && cp != nullptr && cp->pointer_depth == 1 && cp->is_const) {
+            throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written +
+                            "' declares an output, but C++ parameter #" + std::to_string(i) + " '" +
+                            describe_cpp_param(*cp) + "' at " + cpp_.where() +
+                            " points to const data the kernel cannot write; drop the const or use 'arg'");
+          }
           std::string fallback = out ? "ret" + std::to_string(n_rets) : "arg" + std::to_string(n_args);
           (out ? n_rets : n_args)++;
-          spec.params.push_back(tensor_param(cp && !cp->name.empty() ? cp->name : fallback, out,
-                                             role ? role->dtype : nullptr, device_));
+          spec.params.push_back(
+              tensor_param(cp && !cp->name.empty() ? cp->name : fallback, out, role ? role->dtype : nullptr, device_));
           break;
         }
         case ArgToken::Kind::kStream:
@@ -140,6 +146,7 @@ class TokenSpecBuilder {
           break;
         case ArgToken::Kind::kAttr:
           if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kScalar);
+          if (role && t.attr_type) check_attr_type(i, t, *cp, role->scalar);
           spec.params.push_back(scalar_param(t.attr_name, t.attr_type ? *t.attr_type : attr_type_from_cpp(t)));
           break;
       }
@@ -158,18 +165,34 @@ class TokenSpecBuilder {
     }
     if (cpp_.found && cpp_.fn.params.size() != tokens.size()) {
       throw SpecError(where_ + ": " + std::to_string(tokens.size()) + " tokens, but the C++ definition at " +
-                      cpp_.where() + " has " + std::to_string(cpp_.fn.params.size()) +
-                      " parameters (" + cpp_param_names(cpp_.fn) + "); there is one token per parameter, in order");
+                      cpp_.where() + " has " + std::to_string(cpp_.fn.params.size()) + " parameters (" +
+                      cpp_param_names(cpp_.fn) + "); there is one token per parameter, in order");
     }
   }
 
-  void expect_role(size_t i, const ArgToken& t, const CppParam& cp, const CppRole& role,
-                   CppRole::Kind expected) const {
+  void expect_role(size_t i, const ArgToken& t, const CppParam& cp, const CppRole& role, CppRole::Kind expected) const {
     if (role.kind == expected) return;
     std::string why = role.kind == CppRole::Kind::kUnmapped ? " (" + role.problem + ")" : "";
-    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' declares " +
-                    role_text(expected) + ", but C++ parameter #" + std::to_string(i) + " '" +
-                    describe_cpp_param(cp) + "' at " + cpp_.where() + " is " + role_text(role.kind) + why);
+    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' declares " + role_text(expected) +
+                    ", but C++ parameter #" + std::to_string(i) + " '" + describe_cpp_param(cp) + "' at " +
+                    cpp_.where() + " is " + role_text(role.kind) + why);
+  }
+
+  /// An explicit attr type must be what the parameter takes, or the value would be
+  /// converted silently (int64 into int32_t, 1.5 into int); 16-bit floats arrive
+  /// as raw bits, so their parameter is a 16-bit integer.
+  void check_attr_type(size_t i, const ArgToken& t, const CppParam& cp, ScalarType param) const {
+    ScalarType declared = *t.attr_type;
+    bool raw_bits = declared == ScalarType::kFloat16 || declared == ScalarType::kBFloat16;
+    if (declared == param || (raw_bits && (param == ScalarType::kUInt16 || param == ScalarType::kInt16))) return;
+    std::string hint = raw_bits
+                           ? std::string("; ") + scalar_type_name(declared) +
+                                 " attrs reach the kernel as uint16_t raw bits, so declare 'uint16_t " + cp.name + "'"
+                           : "; write 'attr." + t.attr_name + ":" + scalar_type_name(param) + "' (or a bare 'attr." +
+                                 t.attr_name + "')";
+    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' declares a " +
+                    scalar_type_name(declared) + " attr, but C++ parameter #" + std::to_string(i) + " '" +
+                    describe_cpp_param(cp) + "' at " + cpp_.where() + " takes " + scalar_type_name(param) + hint);
   }
 
   ScalarType attr_type_from_cpp(const ArgToken& t) const {
@@ -179,15 +202,15 @@ class TokenSpecBuilder {
       if (role.kind != CppRole::Kind::kScalar) {
         throw SpecError(where_ + ": cannot map C++ type '" + cp.type + "' of parameter '" + cp.name + "' in '" +
                         decl_.name + "' (" + cpp_.where() + ") to an attr type" +
-                        (role.kind == CppRole::Kind::kUnmapped ? ": " + role.problem : " (it is " +
-                                                                      std::string(role_text(role.kind)) + ")") +
+                        (role.kind == CppRole::Kind::kUnmapped ? ": " + role.problem
+                                                               : " (it is " + std::string(role_text(role.kind)) + ")") +
                         "; write 'attr." + t.attr_name + ":<type>' with one of: " + known_scalar_names());
       }
       return role.scalar;
     }
     throw SpecError(where_ + ": parameter '" + t.attr_name + "' (from '" + t.written + "') not found in the C++ " +
-                    "signature of '" + decl_.name + "' at " + cpp_.where() + "; its parameters are: " +
-                    cpp_param_names(cpp_.fn));
+                    "signature of '" + decl_.name + "' at " + cpp_.where() +
+                    "; its parameters are: " + cpp_param_names(cpp_.fn));
   }
 
   const FunctionDecl& decl_;
@@ -240,7 +263,8 @@ FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceK
   if (!any_out) {
     throw SpecError("No non-const tensor output found in " + where +
                     ". Mark input tensors 'const' to tell them from outputs, or use the explicit form: "
-                    "functions={'" + decl.name + "': ['arg', 'ret', ...]}");
+                    "functions={'" +
+                    decl.name + "': ['arg', 'ret', ...]}");
   }
   validate(spec);
   return spec;

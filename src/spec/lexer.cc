@@ -42,6 +42,11 @@ std::vector<Token> tokenize(const std::string& text, const std::string& context)
       out.push_back({Tok::kInt, text.substr(start, i - start), start, i});
       continue;
     }
+    if (text.compare(i, 3, "...") == 0) {  // "[...]": a tensor of any rank
+      out.push_back({Tok::kPunct, "...", i, i + 3});
+      i += 3;
+      continue;
+    }
     bool matched = false;
     for (const char* two : kTwoChar) {
       if (text.compare(i, 2, two) == 0) {

@@ -58,17 +58,6 @@ class SignatureParser {
     return false;
   }
 
-  /// "..." lexes as three '.' tokens; accept them only as one adjacent run.
-  bool accept_ellipsis() {
-    if (pos_ + 2 >= tokens_.size()) return false;
-    for (size_t k = 0; k < 3; ++k) {
-      const Token& t = tokens_[pos_ + k];
-      if (t.kind != Tok::kPunct || t.text != "." || (k > 0 && t.begin != tokens_[pos_ + k - 1].end)) return false;
-    }
-    pos_ += 3;
-    return true;
-  }
-
   [[noreturn]] void fail(const Token& at, const std::string& what) const {
     throw SpecError(spec_detail::spec_error_message(context_, text_, at.begin, at.end, what));
   }
@@ -124,8 +113,8 @@ class SignatureParser {
       }
       if (find_dtype(first.text) || first.text == "any") {
         fail(first, "'" + first.text + "' without a shape is not a scalar type: a tensor needs one, e.g. '" +
-                        first.text + "[n]' ('" + first.text +
-                        "[]' for rank 0, '" + first.text + "[...]' for any rank); scalar types are " + known_scalar_names());
+                        first.text + "[n]' ('" + first.text + "[]' for rank 0, '" + first.text +
+                        "[...]' for any rank); scalar types are " + known_scalar_names());
       }
       fail(first, "unknown type '" + first.text + "': expected a dtype with a shape (" + known_dtype_names() +
                       "), a scalar type or 'stream'");
@@ -134,7 +123,7 @@ class SignatureParser {
     p->tensor.device = default_device_;
     parse_dtypes(first, &p->tensor);
     expect("[", "to open the shape");
-    if (accept_ellipsis()) {
+    if (accept("...")) {
       p->tensor.any_rank = true;
       expect("]", "to close '[...]' (any rank)");
     } else if (!accept("]")) {

@@ -43,13 +43,20 @@ struct ScalarInfo {
 };
 
 constexpr ScalarInfo kScalars[] = {
-    {ScalarType::kBool, "bool", "bool"},         {ScalarType::kInt8, "int8", "int8_t"},
-    {ScalarType::kInt16, "int16", "int16_t"},    {ScalarType::kInt32, "int32", "int32_t"},
-    {ScalarType::kInt64, "int64", "int64_t"},    {ScalarType::kUInt8, "uint8", "uint8_t"},
-    {ScalarType::kUInt16, "uint16", "uint16_t"}, {ScalarType::kUInt32, "uint32", "uint32_t"},
-    {ScalarType::kUInt64, "uint64", "uint64_t"}, {ScalarType::kFloat16, "float16", "uint16_t"},
-    {ScalarType::kBFloat16, "bfloat16", "uint16_t"}, {ScalarType::kFloat32, "float32", "float"},
-    {ScalarType::kFloat64, "float64", "double"}, {ScalarType::kComplex64, "complex64", "std::complex<float>"},
+    {ScalarType::kBool, "bool", "bool"},
+    {ScalarType::kInt8, "int8", "int8_t"},
+    {ScalarType::kInt16, "int16", "int16_t"},
+    {ScalarType::kInt32, "int32", "int32_t"},
+    {ScalarType::kInt64, "int64", "int64_t"},
+    {ScalarType::kUInt8, "uint8", "uint8_t"},
+    {ScalarType::kUInt16, "uint16", "uint16_t"},
+    {ScalarType::kUInt32, "uint32", "uint32_t"},
+    {ScalarType::kUInt64, "uint64", "uint64_t"},
+    {ScalarType::kFloat16, "float16", "uint16_t"},
+    {ScalarType::kBFloat16, "bfloat16", "uint16_t"},
+    {ScalarType::kFloat32, "float32", "float"},
+    {ScalarType::kFloat64, "float64", "double"},
+    {ScalarType::kComplex64, "complex64", "std::complex<float>"},
     {ScalarType::kComplex128, "complex128", "std::complex<double>"},
 };
 
