@@ -26,6 +26,37 @@ struct ProcessResult {
 /// Runs argv[0] (searched on PATH) with the arguments; throws ToolchainError if it
 /// cannot be started.
 ProcessResult run_process(const std::vector<std::string>& argv);
+/// Runs several at once and returns their results in order.
+std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::string>>& argvs);
+
+/// The CUDA toolkit: nvcc (CUDA_HOME or CUDA_PATH, else PATH, else
+/// /usr/local/cuda), its identity (path + version) for the cache key, and the
+/// include and library directories.
+struct CudaToolchain {
+  std::vector<std::string> nvcc;
+  std::string identity;
+  std::string version;  ///< "13.0"
+  std::string root;
+  std::string include_dir;
+  std::string lib_dir;
+};
+/// Throws ToolchainError naming what was searched. Cached per process.
+const CudaToolchain& find_cuda_toolchain();
+
+/// One target of a CUDA build: SASS for sm_XY, or PTX for compute_XY.
+struct CudaArch {
+  int number = 0;        ///< 80 for sm_80
+  std::string suffix;    ///< "a" for sm_90a, else empty
+  bool ptx = false;      ///< PTX (JIT-compiled by the driver) instead of SASS
+  std::string text() const;  ///< "sm_80", "compute_90"
+};
+/// Parses "sm_80,sm_90,compute_90", "8.0;9.0+PTX", "80 90" (torch's and nvcc's
+/// spellings); throws SpecError naming a bad entry.
+std::vector<CudaArch> parse_cuda_archs(const std::string& text, const std::string& origin);
+/// The architectures of a build: `explicit_archs` if not empty, else KJIT_CUDA_ARCH,
+/// else the visible devices' (CUDA driver), else sm_80, sm_90 and compute_90 (PTX).
+/// `how` says which rule applied.
+std::vector<CudaArch> select_cuda_archs(const std::string& explicit_archs, std::string* how = nullptr);
 
 /// Include directories a stub needs: kjit's own and tvm-ffi's (which has dlpack).
 struct SystemPaths {
@@ -48,6 +79,11 @@ struct BuildRequest {
   std::string cache_dir;       ///< empty: default_cache_dir()
   bool verbose = false;        ///< print commands and timings to stderr
   bool force_rebuild = false;  ///< compile even on a cache hit and replace the entry
+  /// Device code: a .cu translation unit compiled by nvcc and linked with the host
+  /// one (and libcudart). Empty: a host-only build.
+  std::string cuda_source;
+  std::vector<std::string> cuda_flags;  ///< extra nvcc flags
+  std::vector<CudaArch> cuda_archs;     ///< what nvcc generates code for
 };
 
 struct BuildResult {

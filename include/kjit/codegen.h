@@ -17,15 +17,19 @@ namespace kjit {
 /// Helpers shared by all stubs of a translation unit (error formatting, decoding).
 std::string emit_stub_prelude();
 
-/// The checked safe call of one function. With `shared_with_xla`, the checks are one
-/// out-of-line function the XLA handler calls too (one copy to compile instead of
-/// two, for one extra direct call on the tvm-ffi path); otherwise they are inlined
-/// into the safe call.
-std::string emit_stub(const FunctionSpec& spec, bool shared_with_xla = false);
+/// How a stub is emitted beyond its spec.
+struct StubOptions {
+  /// The checks become one out-of-line function the XLA handler calls too (one
+  /// copy to compile instead of two, for one extra direct call on the tvm-ffi
+  /// path); otherwise they are inlined into the safe call.
+  bool shared_with_xla = false;
+  /// The module links the CUDA runtime: functions with @cuda tensors initialise
+  /// CUDA lazily and switch to (and restore) the tensors' device around the call.
+  bool cuda_runtime = false;
+};
 
-/// The inlined function behind a stub that holds every check; the XLA handler
-/// calls it too.
-std::string checked_function_name(const std::string& fn);
+/// The checked safe call of one function.
+std::string emit_stub(const FunctionSpec& spec, const StubOptions& options = {});
 
 /// One user source with the name the compiler should report for it (#line).
 struct UserSource {
@@ -33,9 +37,22 @@ struct UserSource {
   std::string text;
 };
 
+/// Host-side helpers of CUDA stubs: the CUDA runtime calls (bound by asm label, so
+/// a user's <cuda_runtime.h> cannot clash), lazy initialisation, error messages.
+std::string emit_cuda_prelude();
+
+/// Declarations the host translation unit needs for functions defined in device
+/// code (`cuda_sources`), read off their C++ definitions; "" when none.
+std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs, const std::vector<UserSource>& cuda_sources);
+
+/// The inlined function behind a stub that holds every check; the XLA handler
+/// calls it too.
+std::string checked_function_name(const std::string& fn);
+
 /// A generated translation unit and the parts of it a user may want to read.
 struct ModuleSource {
-  std::string text;                ///< what the compiler gets
+  std::string text;                ///< what the host compiler gets
+  std::string cuda_text;           ///< what nvcc gets; empty without cuda_sources
   std::vector<std::string> stubs;  ///< emit_stub() of each spec, in order
 };
 
@@ -50,10 +67,11 @@ std::string xla_handler_symbol(const std::string& fn);
 /// and returns failures as XLA errors. Needs xla/ffi/api/c_api.h on the include path.
 std::string emit_xla_handler(const FunctionSpec& spec);
 
-/// What goes into a module's translation unit besides the stubs.
+/// What goes into a module's translation units besides the stubs.
 struct ModuleSourceOptions {
-  bool xla_handlers = false;      ///< also emit an XLA FFI handler per function
-  bool brainevent_alias = false;  ///< declare BE::Tensor as kjit::TensorView before the sources
+  bool xla_handlers = false;             ///< also emit an XLA FFI handler per function
+  bool brainevent_alias = false;         ///< declare BE::Tensor as kjit::TensorView before the sources
+  std::vector<UserSource> cuda_sources;  ///< device code: a separate .cu translation unit
 };
 
 /// kernel.h, the prelude, the user's sources (each under #line 1 "<file_name>")

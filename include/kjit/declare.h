@@ -15,6 +15,7 @@ namespace kjit {
 struct SourceText {
   std::string file;
   std::string text;
+  bool cuda = false;  ///< device code (cuda_sources): its functions default to @cuda
 };
 
 /// How a function was declared.
@@ -51,7 +52,8 @@ bool uses_brainevent_spelling(const std::vector<SourceText>& sources);
 
 /// Turns declarations into validated specs, reading the C++ definitions in
 /// `sources` where a declaration leaves something out (names, bare attr types,
-/// typed-pointer dtypes, namespaces). Throws SpecError.
+/// typed-pointer dtypes, namespaces). Tensors default to @cuda for functions
+/// defined in a `cuda` source, else to `default_device`. Throws SpecError.
 std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& decls,
                                             const std::vector<SourceText>& sources,
                                             DeviceKind default_device = DeviceKind::kCPU);

@@ -27,6 +27,13 @@ struct InlineOptions {
   /// Directory holding xla/ffi/api/c_api.h (jax.ffi.include_dir()); when set, every
   /// function also gets an XLA FFI handler `__kjit_xla_<fn>`.
   std::string xla_include_dir;
+  /// Device code, compiled by nvcc into the same module; functions defined here
+  /// default to @cuda tensors and get CUDA initialisation and a device guard.
+  std::vector<std::string> cuda_sources;
+  std::vector<std::string> extra_cuda_cflags;
+  /// Target architectures ("sm_80,sm_90,compute_90", "8.0;9.0+PTX"); empty:
+  /// KJIT_CUDA_ARCH, else the visible devices', else sm_80 + sm_90 + PTX.
+  std::string cuda_arch;
 };
 
 /// A loaded module: its checked functions and what produced them.

@@ -151,12 +151,14 @@ def _declaration(fn_name, decl) -> list:
     )
 
 
-def resolve(cpp_sources: Union[str, Sequence[str]], functions=None) -> Dict[str, str]:
+def resolve(cpp_sources: Union[str, Sequence[str]] = (), functions=None, *,
+            cuda_sources: Union[str, Sequence[str]] = ()) -> Dict[str, str]:
     """What kjit reads off the declarations without compiling: {name: signature}.
 
     ``functions`` takes every form ``load_inline`` takes. Raises SpecError.
     """
-    rows = api.resolve_functions(_string_list(cpp_sources, "cpp_sources"), _declarations(functions))
+    rows = api.resolve_functions(_string_list(cpp_sources, "cpp_sources"), _declarations(functions),
+                                 _string_list(cuda_sources, "cuda_sources"))
     return {str(r[0]): str(r[1]) for r in rows}
 
 
@@ -170,9 +172,12 @@ def normalize_arg_spec(tokens: Sequence[str], *, name: str = "fn") -> List[str]:
 def load_inline(
     name: str,
     *,
-    cpp_sources: Union[str, Sequence[str]],
+    cpp_sources: Union[str, Sequence[str]] = (),
+    cuda_sources: Union[str, Sequence[str]] = (),
     functions: Union[None, Mapping[str, Union[str, Spec, Sequence[str]]], Sequence[str]] = None,
     extra_cflags: Iterable[str] = (),
+    extra_cuda_cflags: Iterable[str] = (),
+    cuda_arch: Union[None, str, Sequence[str]] = None,
     extra_ldflags: Iterable[str] = (),
     extra_include_paths: Iterable[str] = (),
     build_directory: Optional[str] = None,
@@ -193,8 +198,16 @@ def load_inline(
     The build is cached by content under ``build_directory`` (default: KJIT_CACHE_DIR
     or ~/.cache/kjit); ``force_rebuild`` compiles anyway and replaces the entry.
     ``jax=True`` also compiles an XLA FFI handler per function, for
-    ``kjit.jax.register``. Raises SpecError, CompileError (with ``.command`` and
-    ``.log``), ToolchainError or CacheError.
+    ``kjit.jax.register``.
+
+    ``cuda_sources`` hold device code, compiled by nvcc (side by side with the host
+    compiler) into the same module; functions defined there take ``@cuda`` tensors
+    by default, initialise CUDA on their first call, and run with the tensors'
+    device current (restored after). ``cuda_arch`` ("sm_80,sm_90,compute_90" or
+    "8.0;9.0+PTX") overrides KJIT_CUDA_ARCH and the default (docs/cuda.md).
+
+    Raises SpecError, CompileError (with ``.command`` and ``.log``), ToolchainError
+    or CacheError.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
@@ -207,8 +220,19 @@ def load_inline(
         includes=_string_list(extra_include_paths, "extra_include_paths"),
         build_dir="" if build_directory is None else os.fspath(build_directory),
         verbose=bool(verbose),
+        cuda_sources=_string_list(cuda_sources, "cuda_sources"),
+        cuda_cflags=_string_list(extra_cuda_cflags, "extra_cuda_cflags"),
+        cuda_arch=_cuda_arch_text(cuda_arch),
     )
     return _load(load_args, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+
+
+def _cuda_arch_text(cuda_arch) -> str:
+    if cuda_arch is None:
+        return ""
+    if isinstance(cuda_arch, str):
+        return cuda_arch
+    return ",".join(_string_list(cuda_arch, "cuda_arch"))
 
 
 def _xla_include_dir() -> str:
@@ -231,6 +255,9 @@ def _load(load_args: dict, *, force_rebuild: bool, xla_include_dir: str) -> Modu
             a["verbose"],
             force_rebuild,
             xla_include_dir,
+            a["cuda_sources"],
+            a["cuda_cflags"],
+            a["cuda_arch"],
         )
     except CompileError as err:
         command, log = api.take_compile_error()

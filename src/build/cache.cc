@@ -36,6 +36,11 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!f) throw CacheError("kjit: cannot write " + path.string() + ": " + std::strerror(errno));
 }
 
+void append_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out << text;
+}
+
 void make_dirs(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -75,22 +80,106 @@ std::string join_command(const std::vector<std::string>& argv) {
   return out;
 }
 
-std::vector<std::string> compile_command(const BuildRequest& r, const fs::path& source, const fs::path& output) {
+void add_include_paths(const BuildRequest& r, std::vector<std::string>* argv) {
   const SystemPaths& sys = system_paths();
+  argv->push_back("-I" + sys.kjit_include);
+  argv->push_back("-I" + sys.tvm_ffi_include);
+  for (const std::string& inc : r.include_paths) argv->push_back("-I" + inc);
+}
+
+void add_link_flags(const BuildRequest& r, std::vector<std::string>* argv) {
+  const SystemPaths& sys = system_paths();
+  argv->push_back("-L" + sys.tvm_ffi_lib);
+  argv->push_back("-ltvm_ffi");
+  argv->push_back("-Wl,-rpath," + sys.tvm_ffi_lib);
+  if (!r.cuda_source.empty()) {
+    // libcudart by rpath: the module loads without a driver (it is needed only at
+    // the first CUDA call), and tests can put a fake runtime in its place.
+    const CudaToolchain& cuda = find_cuda_toolchain();
+    argv->push_back("-L" + cuda.lib_dir);
+    argv->push_back("-lcudart");
+    argv->push_back("-Wl,-rpath," + cuda.lib_dir);
+  }
+  argv->insert(argv->end(), r.extra_ldflags.begin(), r.extra_ldflags.end());
+}
+
+/// Host translation unit: straight to the shared library, or to an object when
+/// device code is linked in too.
+std::vector<std::string> host_command(const BuildRequest& r, const fs::path& source, const fs::path& output,
+                                      bool object_only) {
   std::vector<std::string> argv = find_toolchain().compiler;
-  for (const char* f : {"-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden"}) argv.push_back(f);
-  argv.push_back("-I" + sys.kjit_include);
-  argv.push_back("-I" + sys.tvm_ffi_include);
-  for (const std::string& inc : r.include_paths) argv.push_back("-I" + inc);
+  for (const char* f : {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"}) argv.push_back(f);
+  argv.push_back(object_only ? "-c" : "-shared");
+  add_include_paths(r, &argv);
   argv.insert(argv.end(), r.extra_cflags.begin(), r.extra_cflags.end());
   argv.push_back(source.string());
   argv.push_back("-o");
   argv.push_back(output.string());
-  argv.push_back("-L" + sys.tvm_ffi_lib);
-  argv.push_back("-ltvm_ffi");
-  argv.push_back("-Wl,-rpath," + sys.tvm_ffi_lib);
-  argv.insert(argv.end(), r.extra_ldflags.begin(), r.extra_ldflags.end());
+  if (!object_only) add_link_flags(r, &argv);
   return argv;
+}
+
+std::vector<std::string> device_command(const BuildRequest& r, const fs::path& source, const fs::path& output) {
+  const CudaToolchain& cuda = find_cuda_toolchain();
+  std::vector<std::string> argv = cuda.nvcc;
+  for (const char* f : {"-std=c++17", "-O3", "-Xcompiler=-fPIC,-fvisibility=hidden", "-c"}) argv.push_back(f);
+  for (const CudaArch& a : r.cuda_archs) {
+    argv.push_back("-gencode=arch=compute_" + std::to_string(a.number) + a.suffix + ",code=" + a.text());
+  }
+  add_include_paths(r, &argv);
+  argv.insert(argv.end(), r.cuda_flags.begin(), r.cuda_flags.end());
+  argv.push_back(source.string());
+  argv.push_back("-o");
+  argv.push_back(output.string());
+  return argv;
+}
+
+std::vector<std::string> link_command(const BuildRequest& r, const std::vector<fs::path>& objects,
+                                      const fs::path& output) {
+  std::vector<std::string> argv = find_toolchain().compiler;
+  argv.push_back("-shared");
+  for (const fs::path& o : objects) argv.push_back(o.string());
+  argv.push_back("-o");
+  argv.push_back(output.string());
+  add_link_flags(r, &argv);
+  return argv;
+}
+
+/// Runs the commands (at once), logs them; throws CompileError naming the step
+/// that failed.
+void run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std::string>& steps,
+               const std::vector<std::vector<std::string>>& commands) {
+  std::string all;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    all += join_command(commands[i]) + "\n";
+    if (r.verbose) {
+      std::fprintf(stderr, "[kjit] %s module '%s':\n[kjit]   %s\n", steps[i].c_str(), r.name.c_str(),
+                   join_command(commands[i]).c_str());
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<ProcessResult> results = run_processes(commands);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string log;
+  for (const ProcessResult& p : results) log += p.output;
+  append_file(tmp / "build.log", all + log);
+  for (size_t i = 0; r.verbose && i < results.size(); ++i) {
+    const ProcessResult& p = results[i];
+    std::fprintf(stderr, "[kjit] %s module '%s' %s%s%s", steps[i].c_str(), r.name.c_str(),
+                 p.exit_code == 0 ? "finished" : "failed", p.output.empty() ? "" : ":\n", p.output.c_str());
+    if (p.output.empty() || p.output.back() != '\n') std::fputc('\n', stderr);
+  }
+  if (r.verbose) {
+    std::fprintf(stderr, "[kjit] %.2f s%s\n", seconds, results.size() > 1 ? " (the steps above ran side by side)" : "");
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ProcessResult& p = results[i];
+    if (p.exit_code == 0) continue;
+    std::string command = join_command(commands[i]);
+    throw CompileError("kjit: " + steps[i] + " module '" + r.name + "' failed (exit status " +
+                           std::to_string(p.exit_code) + "):\n" + p.output + "command: " + command,
+                       command, p.output);
+  }
 }
 
 fs::path cache_root(const BuildRequest& r) { return r.cache_dir.empty() ? default_cache_dir() : r.cache_dir; }
@@ -112,25 +201,24 @@ fs::path compile_private(const BuildRequest& r, const fs::path& root) {
   }
   fs::path tmp = pattern;
   fs::path source = tmp / (r.name + ".cc");
+  fs::path library = tmp / (r.name + ".so");
   write_file(source, r.source);
-  std::vector<std::string> argv = compile_command(r, source, tmp / (r.name + ".so"));
-  std::string command = join_command(argv);
-  if (r.verbose) std::fprintf(stderr, "[kjit] compiling module '%s':\n[kjit]   %s\n", r.name.c_str(), command.c_str());
-  auto start = std::chrono::steady_clock::now();
-  ProcessResult p = run_process(argv);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_file(tmp / "build.log", command + "\n" + p.output);
-  if (r.verbose) {
-    std::fprintf(stderr, "[kjit] compiler %s in %.2f s%s%s", p.exit_code == 0 ? "finished" : "failed", seconds,
-                 p.output.empty() ? "" : ":\n", p.output.c_str());
-    if (p.output.empty() || p.output.back() != '\n') std::fputc('\n', stderr);
-  }
-  if (p.exit_code != 0) {
+  try {
+    if (r.cuda_source.empty()) {
+      run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, false)});
+    } else {
+      // nvcc and the host compiler run side by side, then one link.
+      fs::path cu = tmp / (r.name + ".cu");
+      write_file(cu, r.cuda_source);
+      fs::path host_o = tmp / (r.name + ".host.o"), device_o = tmp / (r.name + ".cuda.o");
+      run_steps(r, tmp, {"compiling (host code of)", "compiling (nvcc, CUDA code of)"},
+                {host_command(r, source, host_o, true), device_command(r, cu, device_o)});
+      run_steps(r, tmp, {"linking"}, {link_command(r, {host_o, device_o}, library)});
+    }
+  } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
-    throw CompileError("kjit: compiling module '" + r.name + "' failed (exit status " + std::to_string(p.exit_code) +
-                           "):\n" + p.output + "command: " + command,
-                       command, p.output);
+    throw;
   }
   return tmp;
 }
@@ -155,6 +243,13 @@ std::string build_key(const BuildRequest& r) {
   }
   add(r.name);
   add(r.source);
+  if (!r.cuda_source.empty()) {  // host-only keys stay what they were
+    add(find_cuda_toolchain().identity);
+    add(r.cuda_source);
+    add(std::to_string(r.cuda_flags.size()));
+    for (const std::string& f : r.cuda_flags) add(f);
+    for (const CudaArch& a : r.cuda_archs) add(a.text());
+  }
   std::string key = hex128(XXH3_128bits_digest(st));
   XXH3_freeState(st);
   return key;

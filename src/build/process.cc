@@ -15,7 +15,15 @@ extern char** environ;
 
 namespace kjit {
 
-ProcessResult run_process(const std::vector<std::string>& argv) {
+namespace {
+
+/// A started child whose combined stdout/stderr arrive on `fd`.
+struct Child {
+  pid_t pid = 0;
+  int fd = -1;
+};
+
+Child spawn(const std::vector<std::string>& argv) {
   internal_check(!argv.empty(), "run_process needs a program");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
@@ -37,22 +45,45 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     close(fds[0]);
     throw ToolchainError("kjit: cannot run '" + argv[0] + "': " + std::strerror(rc));
   }
+  return Child{pid, fds[0]};
+}
+
+ProcessResult collect(const Child& child) {
   ProcessResult result;
   char buf[4096];
   while (true) {
-    ssize_t n = read(fds[0], buf, sizeof(buf));
+    ssize_t n = read(child.fd, buf, sizeof(buf));
     if (n > 0) {
       result.output.append(buf, static_cast<size_t>(n));
     } else if (n == 0 || errno != EINTR) {
       break;
     }
   }
-  close(fds[0]);
+  close(child.fd);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv) { return collect(spawn(argv)); }
+
+std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::string>>& argvs) {
+  // All start before any is waited for: nvcc and the host compiler overlap. A
+  // child blocked on a full pipe only waits for its turn to be read.
+  std::vector<Child> children;
+  try {
+    for (const auto& argv : argvs) children.push_back(spawn(argv));
+  } catch (...) {
+    for (const Child& c : children) collect(c);
+    throw;
+  }
+  std::vector<ProcessResult> out;
+  for (const Child& c : children) out.push_back(collect(c));
+  return out;
 }
 
 }  // namespace kjit

@@ -12,25 +12,18 @@
 
 #include "kjit/build.h"
 #include "kjit/errors.h"
+#include "paths.h"
 
 namespace kjit {
 namespace fs = std::filesystem;
-namespace {
 
-std::vector<std::string> split_words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> words;
-  std::string w;
-  while (in >> w) words.push_back(w);
-  return words;
-}
+namespace build_detail {
 
 bool is_executable(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
-/// Absolute path of `program` (as given if it has a '/', else searched on PATH).
 std::string which(const std::string& program) {
   if (program.find('/') != std::string::npos) return is_executable(program) ? program : "";
   const char* path = std::getenv("PATH");
@@ -44,6 +37,21 @@ std::string which(const std::string& program) {
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace build_detail
+
+namespace {
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  std::string w;
+  while (in >> w) words.push_back(w);
+  return words;
+}
+
+using build_detail::first_line;
+using build_detail::which;
 
 Toolchain make_toolchain() {
   const char* path_env = std::getenv("PATH");

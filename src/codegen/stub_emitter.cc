@@ -57,8 +57,8 @@ std::string element_type(const TensorSpec& t) {
 
 class StubEmitter {
  public:
-  StubEmitter(const FunctionSpec& spec, bool shared_with_xla)
-      : spec_(spec), plan_(make_binding_plan(spec)), shared_with_xla_(shared_with_xla) {
+  StubEmitter(const FunctionSpec& spec, const StubOptions& options)
+      : spec_(spec), plan_(make_binding_plan(spec)), options_(options) {
     int i = 0;
     for (const Param* p : spec_.call_args()) arg_index_[p->name] = i++;
   }
@@ -81,7 +81,7 @@ class StubEmitter {
     // The checks live in one function so the XLA handler (ctx != nullptr: its
     // stream, complex attrs) runs exactly the checks the tvm-ffi safe call runs.
     out_ << "// " << spec_.name << "(" << to_string(spec_) << ")\n"
-         << (shared_with_xla_ ? "static __attribute__((noinline)) int "
+         << (options_.shared_with_xla ? "static __attribute__((noinline)) int "
                               : "static inline __attribute__((always_inline)) int ")
          << checked_function_name(spec_.name) << "(const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result,\n"
          << "    [[maybe_unused]] const kjit_stub::CallContext* ctx) {\n"
@@ -309,17 +309,72 @@ class StubEmitter {
     }
   }
 
+  bool has_cuda_tensor() const {
+    return std::any_of(spec_.params.begin(), spec_.params.end(), [](const Param& q) {
+      return q.kind == ParamKind::kTensor && q.tensor.device == DeviceKind::kCUDA;
+    });
+  }
+
   void call() {
-    out_ << "\n  // 7. call\n";
-    std::string stream_expr;
+    bool guard = options_.cuda_runtime && has_cuda_tensor();
+    if (guard) cuda_guard();
+    out_ << "\n  // " << (guard ? "9" : "7") << ". call\n";
     for (const Param& p : spec_.params) {
       if (p.kind != ParamKind::kStream) continue;
-      bool cuda = std::any_of(spec_.params.begin(), spec_.params.end(), [](const Param& q) {
-        return q.kind == ParamKind::kTensor && q.tensor.device == DeviceKind::kCUDA;
-      });
       out_ << "  void* stream = ctx != nullptr ? ctx->stream : TVMFFIEnvGetStream("
-           << (cuda ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
+           << (has_cuda_tensor() ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
     }
+    std::string callee = spec_.callee.empty() ? spec_.name : spec_.callee;
+    std::string invoke = "call_and_store(result, [&]() { return ::" + callee + "(" + call_arguments() + "); });";
+    if (guard) {
+      // The device is restored on every path, the error path included.
+      out_ << "  int rc = 0;\n"
+           << "  try {\n"
+           << "    " << invoke << "\n"
+           << "  } catch (...) {\n"
+           << "    rc = raise_current_exception(kFn);\n"
+           << "  }\n"
+           << "  if (rc == 0) {\n"
+           << "    const int e = kjit_cudaGetLastError();\n"
+           << "    if (e != 0) rc = fail_cuda(kFn, \"the kernel launch (cudaGetLastError after the call)\", -1, e);\n"
+           << "  }\n"
+           << "  if (switch_device) {\n"
+           << "    const int e = kjit_cudaSetDevice(previous_device);\n"
+           << "    if (e != 0 && rc == 0) rc = fail_cuda(kFn, \"restoring the previous device: cudaSetDevice\", "
+              "previous_device, e);\n"
+           << "  }\n"
+           << "  return rc;\n";
+    } else {
+      out_ << "  try {\n"
+           << "    " << invoke << "\n"
+           << "  } catch (...) {\n"
+           << "    return raise_current_exception(kFn);\n"
+           << "  }\n"
+           << "  return 0;\n";
+    }
+    out_ << "}\n\n"
+         << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_" << spec_.name
+         << "(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
+         << "  return " << checked_function_name(spec_.name) << "(args, num_args, result, nullptr);\n"
+         << "}\n";
+  }
+
+  /// CuTe DSL's sequence: initialise CUDA once, switch to the tensors' device if
+  /// another is current (restored after the call).
+  void cuda_guard() {
+    out_ << "\n  // 7. CUDA, initialised on the first call (once, thread-safe)\n"
+         << "  if (const int e = cuda_init_status()) return fail_cuda_init(kFn, e);\n"
+         << "\n  // 8. device guard: the tensors' device becomes current for the call\n"
+         << "  int previous_device = 0;\n"
+         << "  if (const int e = kjit_cudaGetDevice(&previous_device)) return fail_cuda(kFn, \"cudaGetDevice\", -1, e);\n"
+         << "  const bool switch_device = previous_device != dev_cuda.device_id;\n"
+         << "  if (switch_device) {\n"
+         << "    if (const int e = kjit_cudaSetDevice(dev_cuda.device_id))\n"
+         << "      return fail_cuda(kFn, \"cudaSetDevice\", dev_cuda.device_id, e);\n"
+         << "  }\n";
+  }
+
+  std::string call_arguments() const {
     std::string args;
     for (const Param& p : spec_.params) {
       if (!args.empty()) args += ", ";
@@ -339,18 +394,7 @@ class StubEmitter {
         args += "static_cast<" + std::string(scalar_cpp_type(p.scalar)) + ">(" + scalar_var(p) + ")";
       }
     }
-    std::string callee = spec_.callee.empty() ? spec_.name : spec_.callee;
-    out_ << "  try {\n"
-         << "    call_and_store(result, [&]() { return ::" << callee << "(" << args << "); });\n"
-         << "  } catch (...) {\n"
-         << "    return raise_current_exception(kFn);\n"
-         << "  }\n"
-         << "  return 0;\n"
-         << "}\n\n"
-         << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_" << spec_.name
-         << "(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
-         << "  return " << checked_function_name(spec_.name) << "(args, num_args, result, nullptr);\n"
-         << "}\n";
+    return args;
   }
 
   // ---- pieces ----
@@ -496,15 +540,15 @@ class StubEmitter {
 
   const FunctionSpec& spec_;
   BindingPlan plan_;
-  bool shared_with_xla_;
+  StubOptions options_;
   std::map<std::string, int> arg_index_;
   std::ostringstream out_;
 };
 
 }  // namespace
 
-std::string emit_stub(const FunctionSpec& spec, bool shared_with_xla) {
-  return StubEmitter(spec, shared_with_xla).emit();
+std::string emit_stub(const FunctionSpec& spec, const StubOptions& options) {
+  return StubEmitter(spec, options).emit();
 }
 
 std::string checked_function_name(const std::string& fn) { return "kjit_checked_" + fn; }

@@ -122,17 +122,22 @@ Array<String> strings(const std::vector<std::string>& v) {
 
 /// [[name, signature, [arg_spec tokens]], ...] of resolved declarations, without
 /// compiling: what kjit read off the tokens, annotations and C++ definitions.
-Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>>& functions) {
+Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>>& functions,
+                         const Array<String>& cuda_sources) {
   return at_ffi_boundary([&] {
     std::vector<SourceText> texts;
-    std::vector<std::string> src = to_strings(sources);
-    for (size_t i = 0; i < src.size(); ++i) {
-      texts.push_back({src.size() == 1 ? "cpp_sources" : "cpp_sources[" + std::to_string(i) + "]", src[i]});
+    for (auto [list, what, cuda] : {std::make_tuple(&sources, "cpp_sources", false),
+                                    std::make_tuple(&cuda_sources, "cuda_sources", true)}) {
+      std::vector<std::string> src = to_strings(*list);
+      for (size_t i = 0; i < src.size(); ++i) {
+        texts.push_back({src.size() == 1 ? what : what + ("[" + std::to_string(i) + "]"), src[i], cuda});
+      }
     }
     std::vector<FunctionDecl> decls = to_decls(functions);
     if (decls.empty()) decls = read_annotations(texts);
     Array<Any> out;
-    for (const FunctionSpec& s : resolve_functions(decls, texts)) {
+    DeviceKind fallback = sources.empty() && !cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
+    for (const FunctionSpec& s : resolve_functions(decls, texts, fallback)) {
       out.push_back(Array<Any>{String(s.name), String(to_string(s)), strings(to_arg_spec(s))});
     }
     return out;
@@ -142,7 +147,8 @@ Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>
 Array<Any> load_inline_entry(const String& name, const Array<String>& sources, const Array<Array<String>>& functions,
                              const Array<String>& cflags, const Array<String>& ldflags, const Array<String>& includes,
                              const String& build_directory, bool verbose, bool force_rebuild,
-                             const String& xla_include_dir) {
+                             const String& xla_include_dir, const Array<String>& cuda_sources,
+                             const Array<String>& cuda_cflags, const String& cuda_arch) {
   return at_ffi_boundary([&] {
     InlineOptions opts;
     opts.extra_cflags = to_strings(cflags);
@@ -152,6 +158,9 @@ Array<Any> load_inline_entry(const String& name, const Array<String>& sources, c
     opts.verbose = verbose;
     opts.force_rebuild = force_rebuild;
     opts.xla_include_dir = std::string(xla_include_dir);
+    opts.cuda_sources = to_strings(cuda_sources);
+    opts.extra_cuda_cflags = to_strings(cuda_cflags);
+    opts.cuda_arch = std::string(cuda_arch);
     Module m = load_inline(std::string(name), to_strings(sources), to_decls(functions), opts);
     Array<Any> names, signatures, stubs, fns, arg_specs, devices;
     for (const FunctionSpec& s : m.specs()) {

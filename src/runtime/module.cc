@@ -29,12 +29,28 @@ namespace {
 std::mutex g_loaded_mu;
 std::map<std::string, std::shared_ptr<const Module::State>> g_loaded;
 
-std::vector<SourceText> label_sources(const Sources& sources) {
+std::vector<SourceText> label_sources(const Sources& sources, const std::string& what = "cpp_sources",
+                                      bool cuda = false) {
   std::vector<SourceText> out;
   for (size_t i = 0; i < sources.size(); ++i) {
-    out.push_back({sources.size() == 1 ? "cpp_sources" : "cpp_sources[" + std::to_string(i) + "]", sources[i]});
+    out.push_back({sources.size() == 1 ? what : what + "[" + std::to_string(i) + "]", sources[i], cuda});
   }
   return out;
+}
+
+/// The CUDA part of a build request: device TU, flags, architectures.
+void add_cuda_build(const ModuleSource& source, const InlineOptions& options, BuildRequest* request) {
+  if (source.cuda_text.empty()) return;
+  request->cuda_source = source.cuda_text;
+  request->cuda_flags = options.extra_cuda_cflags;
+  std::string how;
+  request->cuda_archs = select_cuda_archs(options.cuda_arch, &how);
+  if (options.verbose) {
+    std::string archs;
+    for (const CudaArch& a : request->cuda_archs) archs += (archs.empty() ? "" : ", ") + a.text();
+    std::fprintf(stderr, "[kjit] module '%s': CUDA architectures %s (%s), nvcc %s\n", request->name.c_str(),
+                 archs.c_str(), how.c_str(), find_cuda_toolchain().version.c_str());
+  }
 }
 
 std::vector<UserSource> user_sources(const std::vector<SourceText>& sources) {
@@ -84,9 +100,13 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   check_module_request(name, specs);
   // 2. codegen
   std::vector<SourceText> sources = label_sources(cpp_sources);
+  std::vector<SourceText> cuda = label_sources(options.cuda_sources, "cuda_sources", true);
   ModuleSourceOptions source_options;
   source_options.xla_handlers = !options.xla_include_dir.empty();
-  source_options.brainevent_alias = uses_brainevent_spelling(sources);
+  std::vector<SourceText> all = sources;
+  all.insert(all.end(), cuda.begin(), cuda.end());
+  source_options.brainevent_alias = uses_brainevent_spelling(all);
+  source_options.cuda_sources = user_sources(cuda);
   ModuleSource source = emit_module_source(user_sources(sources), specs, name + ".cc", source_options);
   // 3. build (or find in the cache)
   BuildRequest request;
@@ -100,6 +120,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.cache_dir = options.build_directory;
   request.verbose = options.verbose;
   request.force_rebuild = options.force_rebuild;
+  add_cuda_build(source, options, &request);
   std::string key = build_key(request);
   if (!options.force_rebuild) {
     std::lock_guard<std::mutex> lock(g_loaded_mu);
@@ -151,8 +172,12 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const Si
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionDecl>& functions,
                    const InlineOptions& options) {
   std::vector<SourceText> sources = label_sources(cpp_sources);
+  std::vector<SourceText> cuda = label_sources(options.cuda_sources, "cuda_sources", true);
+  sources.insert(sources.end(), cuda.begin(), cuda.end());
   std::vector<FunctionDecl> decls = functions.empty() ? read_annotations(sources) : functions;
-  return load_inline(name, cpp_sources, resolve_functions(decls, sources, DeviceKind::kCPU), options);
+  // A function found in no source follows the module: @cuda when all code is device code.
+  DeviceKind fallback = cpp_sources.empty() && !options.cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
+  return load_inline(name, cpp_sources, resolve_functions(decls, sources, fallback), options);
 }
 
 const std::string& Module::name() const { return state_->name; }

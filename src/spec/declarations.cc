@@ -15,6 +15,7 @@ namespace {
 struct Located {
   CppFunction fn;
   std::string file;
+  bool cuda = false;  ///< defined in device code
   bool found = false;
   std::string problem;
 
@@ -30,10 +31,12 @@ std::string list_locations(const std::vector<std::pair<std::string, CppFunction>
 
 Located locate(const std::vector<SourceText>& sources, const std::string& name) {
   std::vector<std::pair<std::string, CppFunction>> all, defs;
+  std::set<std::string> cuda_files;
   std::set<std::string> qualified;
   std::string files;
   for (const SourceText& src : sources) {
     files += (files.empty() ? "" : ", ") + src.file;
+    if (src.cuda) cuda_files.insert(src.file);
     for (CppFunction& fn : find_cpp_functions(src.text, name)) {
       qualified.insert(fn.qualified_name);
       if (fn.is_definition) defs.emplace_back(src.file, fn);
@@ -54,6 +57,7 @@ Located locate(const std::vector<SourceText>& sources, const std::string& name) 
     const auto& pick = defs.empty() ? all.back() : defs.front();
     out.file = pick.first;
     out.fn = pick.second;
+    out.cuda = cuda_files.count(pick.first) > 0;
     out.found = true;
   }
   return out;
@@ -277,18 +281,19 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
   std::vector<FunctionSpec> specs;
   for (const FunctionDecl& decl : decls) {
     Located cpp = locate(sources, decl.name);
+    DeviceKind device = cpp.found && cpp.cuda ? DeviceKind::kCUDA : default_device;
     switch (decl.form) {
       case FunctionDecl::Form::kSignature: {
-        FunctionSpec spec = parse_signature(decl.name, decl.signature, default_device);
+        FunctionSpec spec = parse_signature(decl.name, decl.signature, device);
         if (cpp.found) spec.callee = cpp.fn.qualified_name;
         specs.push_back(std::move(spec));
         break;
       }
       case FunctionDecl::Form::kTokens:
-        specs.push_back(TokenSpecBuilder(decl, cpp, default_device).build());
+        specs.push_back(TokenSpecBuilder(decl, cpp, device).build());
         break;
       case FunctionDecl::Form::kInfer:
-        specs.push_back(spec_from_cpp(decl, cpp, default_device));
+        specs.push_back(spec_from_cpp(decl, cpp, device));
         break;
     }
   }

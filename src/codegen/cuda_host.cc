@@ -1,0 +1,135 @@
+// Host-side code for functions defined in cuda_sources: the CUDA runtime calls the
+// stubs make, and declarations of the device-code entry points. The host
+// translation unit never includes CUDA headers (they would cost the host compile
+// what they cost nvcc).
+#include <sstream>
+
+#include "../spec/cpp_signature.h"
+#include "kjit/codegen.h"
+#include "kjit/errors.h"
+
+namespace kjit {
+namespace {
+
+/// The definition of `name` in the device sources, if there is exactly one.
+const CppFunction* find_definition(const std::vector<CppFunction>& found) {
+  const CppFunction* def = nullptr;
+  for (const CppFunction& f : found) {
+    if (!f.is_definition) continue;
+    if (def != nullptr) return nullptr;  // overloads: validated (and rejected) by the front doors
+    def = &f;
+  }
+  return def;
+}
+
+std::vector<std::string> split_qualified(const std::string& qualified) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (true) {
+    size_t at = qualified.find("::", begin);
+    parts.push_back(qualified.substr(begin, at == std::string::npos ? std::string::npos : at - begin));
+    if (at == std::string::npos) return parts;
+    begin = at + 2;
+  }
+}
+
+std::string declaration_of(const CppFunction& f, const std::string& file) {
+  if (f.is_template) {
+    throw SpecError("'" + f.name + "' in " + file + ":" + std::to_string(f.line) +
+                    " is a function template; a kjit entry point in cuda_sources must be a plain function (call "
+                    "the template from one)");
+  }
+  std::vector<std::string> parts = split_qualified(f.qualified_name);
+  std::ostringstream out;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) out << "namespace " << parts[i] << " { ";
+  out << f.return_type << " " << parts.back() << "(";
+  for (size_t i = 0; i < f.params.size(); ++i) out << (i ? ", " : "") << f.params[i].type;
+  out << ");";
+  for (size_t i = 0; i + 1 < parts.size(); ++i) out << " }";
+  out << "  // defined in " << file << ":" << f.line << "\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::string emit_cuda_prelude() {
+  return R"KJIT(// ---- kjit CUDA prelude: runtime calls, lazy initialisation, CUDA errors ----
+// Bound to the CUDA runtime's symbols by asm label: no CUDA header in the host TU,
+// and no clash with a user's own <cuda_runtime.h> declarations.
+extern "C" {
+int kjit_cudaGetDeviceCount(int* count) __asm__("cudaGetDeviceCount");
+int kjit_cudaGetDevice(int* device) __asm__("cudaGetDevice");
+int kjit_cudaSetDevice(int device) __asm__("cudaSetDevice");
+int kjit_cudaGetLastError(void) __asm__("cudaGetLastError");
+const char* kjit_cudaGetErrorName(int error) __asm__("cudaGetErrorName");
+const char* kjit_cudaGetErrorString(int error) __asm__("cudaGetErrorString");
+}
+
+namespace kjit_stub {
+namespace {
+
+/// 0 once CUDA answers; else the error of the first attempt, kept (a process that
+/// found no driver does not get one later). Function-local static: thread-safe, once.
+[[maybe_unused]] inline int cuda_init_status() {
+  static const int status = [] {
+    int count = 0;
+    const int e = kjit_cudaGetDeviceCount(&count);
+    return e != 0 ? e : (count == 0 ? 100 /* cudaErrorNoDevice */ : 0);
+  }();
+  return status;
+}
+
+__attribute__((noinline, cold, unused)) int fail_cuda_init(const char* fn, int error) {
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf),
+                "%s: CUDA is not available: cudaGetDeviceCount failed with %s (%s); running a CUDA kernel needs an "
+                "NVIDIA driver and a visible GPU",
+                fn, kjit_cudaGetErrorName(error), kjit_cudaGetErrorString(error));
+  TVMFFIErrorSetRaisedFromCStr("RuntimeError", buf);
+  return -1;
+}
+
+/// "f: cudaSetDevice(1) failed: cudaErrorInvalidDevice (invalid device ordinal)"
+__attribute__((noinline, cold, unused)) int fail_cuda(const char* fn, const char* step, int arg, int error) {
+  char call[160];
+  if (arg >= 0) {
+    std::snprintf(call, sizeof(call), "%s(%d)", step, arg);
+  } else {
+    std::snprintf(call, sizeof(call), "%s", step);
+  }
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf), "%s: %s failed: %s (%s)", fn, call, kjit_cudaGetErrorName(error),
+                kjit_cudaGetErrorString(error));
+  TVMFFIErrorSetRaisedFromCStr("RuntimeError", buf);
+  return -1;
+}
+
+}  // namespace
+}  // namespace kjit_stub
+// ---- end of kjit CUDA prelude ----
+)KJIT";
+}
+
+std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs,
+                                   const std::vector<UserSource>& cuda_sources) {
+  std::string decls;
+  for (const FunctionSpec& spec : specs) {
+    for (const UserSource& src : cuda_sources) {
+      const std::vector<CppFunction> found = find_cpp_functions(src.text, spec.name);
+      const CppFunction* def = find_definition(found);
+      if (def != nullptr) {
+        decls += declaration_of(*def, src.file_name);
+        break;
+      }
+    }
+  }
+  if (decls.empty()) return "";
+  // CUDA's own spellings of the types an entry point may take, declared the way
+  // the CUDA headers declare them (so mangled names match the device objects).
+  return "\n// ---- entry points defined in cuda_sources (compiled by nvcc) ----\n"
+         "struct CUstream_st;\ntypedef struct CUstream_st* cudaStream_t;\n"
+         "struct __half;\nstruct __nv_bfloat16;\n" +
+         decls;
+}
+
+}  // namespace kjit
