@@ -165,8 +165,9 @@ void run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std
   append_file(tmp / "build.log", all + log);
   for (size_t i = 0; r.verbose && i < results.size(); ++i) {
     const ProcessResult& p = results[i];
-    std::fprintf(stderr, "[kjit] %s module '%s' %s%s%s", steps[i].c_str(), r.name.c_str(),
-                 p.exit_code == 0 ? "finished" : "failed", p.output.empty() ? "" : ":\n", p.output.c_str());
+    std::string program = fs::path(commands[i][0]).filename().string();
+    std::fprintf(stderr, "[kjit]   %s %s%s%s", program.c_str(), p.exit_code == 0 ? "finished" : "failed",
+                 p.output.empty() ? "" : ":\n", p.output.c_str());
     if (p.output.empty() || p.output.back() != '\n') std::fputc('\n', stderr);
   }
   if (r.verbose) {
@@ -211,7 +212,7 @@ fs::path compile_private(const BuildRequest& r, const fs::path& root) {
       fs::path cu = tmp / (r.name + ".cu");
       write_file(cu, r.cuda_source);
       fs::path host_o = tmp / (r.name + ".host.o"), device_o = tmp / (r.name + ".cuda.o");
-      run_steps(r, tmp, {"compiling (host code of)", "compiling (nvcc, CUDA code of)"},
+      run_steps(r, tmp, {"compiling the host code of", "compiling the CUDA code (nvcc) of"},
                 {host_command(r, source, host_o, true), device_command(r, cu, device_o)});
       run_steps(r, tmp, {"linking"}, {link_command(r, {host_o, device_o}, library)});
     }
