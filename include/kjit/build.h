@@ -45,9 +45,9 @@ const CudaToolchain& find_cuda_toolchain();
 
 /// One target of a CUDA build: SASS for sm_XY, or PTX for compute_XY.
 struct CudaArch {
-  int number = 0;        ///< 80 for sm_80
-  std::string suffix;    ///< "a" for sm_90a, else empty
-  bool ptx = false;      ///< PTX (JIT-compiled by the driver) instead of SASS
+  int number = 0;            ///< 80 for sm_80
+  std::string suffix;        ///< "a" for sm_90a, else empty
+  bool ptx = false;          ///< PTX (JIT-compiled by the driver) instead of SASS
   std::string text() const;  ///< "sm_80", "compute_90"
 };
 /// Parses "sm_80,sm_90,compute_90", "8.0;9.0+PTX", "80 90" (torch's and nvcc's

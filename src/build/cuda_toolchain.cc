@@ -127,7 +127,10 @@ std::vector<CudaArch> parse_entry(std::string e, const std::string& origin) {
   if (digits < 2 || digits > 3 || (dot != std::string::npos && dot != digits - 1)) bad_arch(original, origin);
   a.number = std::stoi(e.substr(0, digits));
   a.suffix = e.substr(digits);
-  if (!(a.suffix.empty() || a.suffix == "a" || a.suffix == "f") || a.number < 50) bad_arch(original, origin);
+  // nvcc knows sm_50 .. sm_121 (CUDA 13); "80.0" or "800" is a typo, not sm_800.
+  if (!(a.suffix.empty() || a.suffix == "a" || a.suffix == "f") || a.number < 50 || a.number > 199) {
+    bad_arch(original, origin);
+  }
   std::vector<CudaArch> out{a};
   if (plus_ptx && !a.ptx) {
     CudaArch ptx = a;

@@ -82,7 +82,7 @@ class StubEmitter {
     // stream, complex attrs) runs exactly the checks the tvm-ffi safe call runs.
     out_ << "// " << spec_.name << "(" << to_string(spec_) << ")\n"
          << (options_.shared_with_xla ? "static __attribute__((noinline)) int "
-                              : "static inline __attribute__((always_inline)) int ")
+                                      : "static inline __attribute__((always_inline)) int ")
          << checked_function_name(spec_.name) << "(const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result,\n"
          << "    [[maybe_unused]] const kjit_stub::CallContext* ctx) {\n"
          << "  using namespace kjit_stub;\n"
@@ -334,9 +334,10 @@ class StubEmitter {
            << "  } catch (...) {\n"
            << "    rc = raise_current_exception(kFn);\n"
            << "  }\n"
-           << "  if (rc == 0) {\n"
+           << "  {  // read (and clear) a launch error even after an exception, so it cannot leak into the next call\n"
            << "    const int e = kjit_cudaGetLastError();\n"
-           << "    if (e != 0) rc = fail_cuda(kFn, \"the kernel launch (cudaGetLastError after the call)\", -1, e);\n"
+           << "    if (e != 0 && rc == 0) rc = fail_cuda(kFn, \"the kernel launch (cudaGetLastError after the call)\", "
+              "-1, e);\n"
            << "  }\n"
            << "  if (switch_device) {\n"
            << "    const int e = kjit_cudaSetDevice(previous_device);\n"
@@ -366,7 +367,9 @@ class StubEmitter {
          << "  if (const int e = cuda_init_status()) return fail_cuda_init(kFn, e);\n"
          << "\n  // 8. device guard: the tensors' device becomes current for the call\n"
          << "  int previous_device = 0;\n"
-         << "  if (const int e = kjit_cudaGetDevice(&previous_device)) return fail_cuda(kFn, \"cudaGetDevice\", -1, e);\n"
+         << "  if (const int e = kjit_cudaGetDevice(&previous_device)) return fail_cuda(kFn, \"cudaGetDevice\", -1, "
+            "e);\n"
+         << "  if (dev_cuda_by == nullptr) dev_cuda.device_id = previous_device;  // every CUDA tensor is None\n"
          << "  const bool switch_device = previous_device != dev_cuda.device_id;\n"
          << "  if (switch_device) {\n"
          << "    if (const int e = kjit_cudaSetDevice(dev_cuda.device_id))\n"

@@ -137,6 +137,20 @@ struct StreamArg {
   operator int64_t() const { return reinterpret_cast<int64_t>(ptr); }
 };
 
+/// Whether a typed pointer U* may view elements of type E (void: the spec fixes no
+/// type). Integers match by width and signedness: char is int8, long long is
+/// int64. No sizeof unless both are integers (U may be incomplete, e.g. __half).
+template <typename U, typename E>
+constexpr bool pointer_fits() {
+  if constexpr (std::is_void<E>::value || std::is_void<U>::value || std::is_same<U, E>::value) {
+    return true;
+  } else if constexpr (std::is_integral<U>::value && std::is_integral<E>::value) {
+    return sizeof(U) == sizeof(E) && std::is_signed<U>::value == std::is_signed<E>::value;
+  } else {
+    return false;
+  }
+}
+
 /// A tensor argument, convertible to kjit::TensorView or to a typed data pointer
 /// (`const float*`); E is the element type the spec fixes, or void when it does not.
 template <typename E>
@@ -145,11 +159,7 @@ struct TensorArg {
   operator kjit::TensorView() const { return kjit::TensorView(t); }
   template <typename T>
   operator T*() const {
-    using U = typename std::remove_cv<T>::type;
-    // Integers match by width and signedness: char is int8, long long is int64.
-    static_assert(std::is_void<E>::value || std::is_same<U, E>::value || std::is_void<U>::value ||
-                      (std::is_integral<U>::value && std::is_integral<E>::value && sizeof(U) == sizeof(E) &&
-                       std::is_signed<U>::value == std::is_signed<E>::value),
+    static_assert(pointer_fits<typename std::remove_cv<T>::type, E>(),
                   "kjit: a typed pointer parameter must match the element type of the spec");
     return t == nullptr ? nullptr : static_cast<T*>(kjit::TensorView(t).data_ptr());
   }

@@ -126,8 +126,8 @@ Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>
                          const Array<String>& cuda_sources) {
   return at_ffi_boundary([&] {
     std::vector<SourceText> texts;
-    for (auto [list, what, cuda] : {std::make_tuple(&sources, "cpp_sources", false),
-                                    std::make_tuple(&cuda_sources, "cuda_sources", true)}) {
+    for (auto [list, what, cuda] :
+         {std::make_tuple(&sources, "cpp_sources", false), std::make_tuple(&cuda_sources, "cuda_sources", true)}) {
       std::vector<std::string> src = to_strings(*list);
       for (size_t i = 0; i < src.size(); ++i) {
         texts.push_back({src.size() == 1 ? what : what + ("[" + std::to_string(i) + "]"), src[i], cuda});

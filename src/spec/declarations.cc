@@ -296,6 +296,13 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
         specs.push_back(spec_from_cpp(decl, cpp, device));
         break;
     }
+    // Device code's tensors are @cuda unless written otherwise; say so in the
+    // canonical text, which must not depend on where the function was found.
+    if (cpp.found && cpp.cuda) {
+      for (Param& p : specs.back().params) {
+        if (p.kind == ParamKind::kTensor) p.tensor.device_given = true;
+      }
+    }
   }
   return specs;
 }
