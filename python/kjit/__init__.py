@@ -7,6 +7,7 @@ with NumPy, PyTorch, JAX (DLPack) and tvm_ffi tensors.
 
 from ._lib import api as _api
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
+from .elementwise import ElementwiseKernel, elementwise
 from .module import Module, load_inline, normalize_arg_spec, resolve
 from .spec import Spec, parse_signature
 
@@ -36,6 +37,8 @@ __all__ = [
     "SpecError",
     "ToolchainError",
     "default_cache_dir",
+    "elementwise",
+    "ElementwiseKernel",
     "load_inline",
     "normalize_arg_spec",
     "resolve",

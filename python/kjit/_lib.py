@@ -31,6 +31,11 @@ class _Api:
             "take_compile_error",
             "resolve_functions",
             "normalize_arg_spec",
+            "ew_create",
+            "ew_outputs",
+            "ew_run",
+            "ew_num_threads",
+            "set_ew_num_threads",
         ):
             setattr(self, name, tvm_ffi.get_global_func("kjit." + name))
 

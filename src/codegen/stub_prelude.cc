@@ -1,5 +1,6 @@
 // The helpers every generated stub calls: argument decoding and the out-of-line,
 // cold error paths that format messages. Emitted once per translation unit.
+#include "float16_text.h"
 #include "kjit/codegen.h"
 
 namespace kjit {
@@ -97,37 +98,7 @@ struct WideValue {
   uint64_t u64;
 };
 
-/// float -> IEEE binary16 bits, round to nearest even (float16 scalars reach the
-/// kernel as raw bits, the convention brainevent uses).
-[[maybe_unused]] inline uint16_t float16_bits(double value) {
-  float f = static_cast<float>(value);
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
-  if (abs < 0x38800000u) {  // a subnormal half (or zero): scale by 2^24 in float, then round
-    float scaled = std::fabs(f) * 16777216.0f;
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-  }
-  uint32_t mant = abs & 0x7fffffu;
-  uint32_t half = ((abs >> 23) - 112u) << 10 | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
-
-/// float -> bfloat16 bits, round to nearest even; NaN stays NaN.
-[[maybe_unused]] inline uint16_t bfloat16_bits(double value) {
-  float f = static_cast<float>(value);
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
-
+)KJIT" + float16_conversions_text() + R"KJIT(
 /// The device stream, convertible to whatever the kernel declares (void*,
 /// cudaStream_t, kjit::Stream, or int64_t as brainevent kernels take it).
 struct StreamArg {

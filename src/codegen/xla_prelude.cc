@@ -203,23 +203,6 @@ KJIT_XLA_HELPER XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, con
   return fail_attrs(frame, fn, names, n, found);
 }
 
-[[maybe_unused]] inline double half_to_double(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-[[maybe_unused]] inline double bfloat16_to_double(uint16_t b) {
-  uint32_t x = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &x, sizeof(f));
-  return f;
-}
-
 KJIT_XLA_COLD const char* xla_dtype_name(XLA_FFI_DataType t) {
   switch (t) {
     case XLA_FFI_DataType_PRED: return "bool";
@@ -266,8 +249,8 @@ KJIT_XLA_HELPER XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const
     case XLA_FFI_DataType_U8: set_int(*static_cast<const uint8_t*>(v)); break;
     case XLA_FFI_DataType_U16: {
       uint16_t bits = *static_cast<const uint16_t*>(v);
-      if (kind == kAttrFloat16) set_float(half_to_double(bits));
-      else if (kind == kAttrBFloat16) set_float(bfloat16_to_double(bits));
+      if (kind == kAttrFloat16) set_float(kjit_stub::float16_value(bits));
+      else if (kind == kAttrBFloat16) set_float(kjit_stub::bfloat16_value(bits));
       else set_int(bits);
       break;
     }
@@ -287,8 +270,8 @@ KJIT_XLA_HELPER XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const
       }
       break;
     }
-    case XLA_FFI_DataType_F16: set_float(half_to_double(*static_cast<const uint16_t*>(v))); break;
-    case XLA_FFI_DataType_BF16: set_float(bfloat16_to_double(*static_cast<const uint16_t*>(v))); break;
+    case XLA_FFI_DataType_F16: set_float(kjit_stub::float16_value(*static_cast<const uint16_t*>(v))); break;
+    case XLA_FFI_DataType_BF16: set_float(kjit_stub::bfloat16_value(*static_cast<const uint16_t*>(v))); break;
     case XLA_FFI_DataType_F32: set_float(*static_cast<const float*>(v)); break;
     case XLA_FFI_DataType_F64: set_float(*static_cast<const double*>(v)); break;
     case XLA_FFI_DataType_C64:

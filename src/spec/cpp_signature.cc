@@ -686,7 +686,8 @@ class Scanner {
         j = skip_angles(t_, j + 1, e);
         continue;
       }
-      if (tk.kind == Kind::kIdent && tk.text == name_ && j + 1 < e) {
+      if (tk.kind == Kind::kIdent && (tk.text == name_ || (name_.empty() && !is_type_keyword(tk.text))) &&
+          j + 1 < e) {
         size_t lparen = is_punct(t_[j + 1], "<") ? skip_angles(t_, j + 1, e) : j + 1;  // f<int>(...)
         if (lparen < e && is_punct(t_[lparen], "(") && match(b, j, lparen, e, body, is_template)) return;
       }
@@ -734,12 +735,12 @@ class Scanner {
       fn.params.push_back(parse_param(t_, s.begin, s.eq));
     }
 
-    fn.name = name_;
+    fn.name = t_[at].text;
     for (const std::string& scope : global ? std::vector<std::string>{} : scopes_) {
       if (!scope.empty()) fn.qualified_name += scope + "::";
     }
     for (const std::string& part : qualifier) fn.qualified_name += part + "::";
-    fn.qualified_name += name_;
+    fn.qualified_name += t_[at].text;
     fn.return_type = render(t_, ret);
     if (fn.return_type == "auto" && trailing_e > trailing_b) {
       fn.return_type = render(t_, clean(t_, top_level(t_, trailing_b, trailing_e), false));
@@ -792,6 +793,10 @@ class Scanner {
 std::vector<CppFunction> find_cpp_functions(const std::string& source, const std::string& name) {
   if (name.empty()) return {};
   return Scanner(Lexer(source).run(), name).run();
+}
+
+std::vector<CppFunction> find_all_cpp_functions(const std::string& source) {
+  return Scanner(Lexer(source).run(), "").run();
 }
 
 }  // namespace kjit

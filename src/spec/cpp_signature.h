@@ -42,6 +42,9 @@ struct CppFunction {
 /// literals, raw strings, char literals and preprocessor lines are not matches.
 std::vector<CppFunction> find_cpp_functions(const std::string& source, const std::string& name);
 
+/// Every free function declared or defined at namespace scope, in source order.
+std::vector<CppFunction> find_all_cpp_functions(const std::string& source);
+
 }  // namespace kjit
 
 #endif  // KJIT_SRC_SPEC_CPP_SIGNATURE_H_

@@ -1,0 +1,120 @@
+// kjit/elementwise.h — computation strings as JIT-compiled elementwise kernels with
+// TensorIterator semantics: broadcasting, type promotion (NumPy 2 or PyTorch),
+// casts inside the kernel, out= with a safe-cast check, overlap checks, dimension
+// reordering and coalescing, vectorised and threaded CPU loops.
+//
+//   kjit::Elementwise add("template <typename T> T add(T a, T b) { return a + b; }");
+//   add.run({kjit::EwOperand::of(&a), kjit::EwOperand::of(&b)}, {&c});
+#ifndef KJIT_ELEMENTWISE_H_
+#define KJIT_ELEMENTWISE_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kjit {
+
+/// The element types of the engine.
+enum class EwType {
+  kBool,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kComplex64,
+  kComplex128,
+};
+const char* ew_type_name(EwType t);
+DLDataType ew_dl_type(EwType t);
+
+/// Promotion rules: NumPy 2 (NEP 50: only Python scalars are weak) or PyTorch
+/// (0-d tensors and Python scalars take part by category only; int + float
+/// tensors give the float type; Python floats default to float32).
+enum class Promotion { kNumPy, kTorch };
+
+/// An input: a tensor, or a scalar (a Python scalar is weak; a NumPy scalar is a
+/// 0-d tensor of its type).
+struct EwOperand {
+  const DLTensor* tensor = nullptr;
+  enum class Scalar { kNone, kBool, kInt, kFloat, kComplex } scalar = Scalar::kNone;
+  int64_t int_value = 0;
+  double real = 0, imag = 0;
+
+  static EwOperand of(const DLTensor* t);
+  static EwOperand of_bool(bool v);
+  static EwOperand of_int(int64_t v);
+  static EwOperand of_float(double v);
+  static EwOperand of_complex(double re, double im);
+};
+
+/// What the caller must allocate for an output (or what out= must match).
+struct EwOutput {
+  std::vector<int64_t> shape;
+  EwType type = EwType::kFloat32;
+  /// Dims from the slowest-varying to the fastest of a layout that follows the
+  /// inputs' (TensorIterator's rule): allocate `shape` permuted by `order`
+  /// contiguously, then view it through the inverse permutation.
+  std::vector<int> order;
+};
+
+struct ElementwiseOptions {
+  std::string build_directory;  ///< kernel cache root; empty: default_cache_dir()
+  bool verbose = false;
+};
+
+/// A computation string compiled per (dtypes, arity) on first use, cached in
+/// memory and on disk.
+class Elementwise {
+ public:
+  /// `code` defines the entry (the last function, or `name`); with num_outputs > 1
+  /// the entry writes its results through trailing `T&` parameters. Extra scalar
+  /// arguments of a call are passed after the tensor inputs, in the compute type.
+  explicit Elementwise(std::string code, std::string name = "", int num_outputs = 1,
+                       ElementwiseOptions options = {});
+  ~Elementwise();
+  Elementwise(Elementwise&&) noexcept;
+  Elementwise& operator=(Elementwise&&) noexcept;
+
+  const std::string& name() const;
+  int num_outputs() const;
+
+  /// The outputs a call with these inputs produces. Throws ValueError (shapes),
+  /// TypeError (dtypes).
+  std::vector<EwOutput> outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion = Promotion::kNumPy) const;
+
+  /// Computes into `outputs` (allocated by the caller, or a user's out=): checks
+  /// shapes, safe casting into each output and memory overlap, then runs.
+  /// `extra` are the extra scalar arguments. Throws kjit::ValueError/TypeError
+  /// (user errors) and CompileError.
+  void run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
+           const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy);
+
+  struct Impl;
+  struct Prepared;
+
+ private:
+  std::shared_ptr<const Prepared> prepare(const std::vector<EwOperand>& inputs,
+                                          const std::vector<const DLTensor*>& outputs, size_t n_extra,
+                                          Promotion promotion);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Threads used by elementwise CPU loops: KJIT_NUM_THREADS, else OMP_NUM_THREADS,
+/// else the hardware's; set_ew_num_threads overrides (0 restores the default).
+int ew_num_threads();
+void set_ew_num_threads(int n);
+
+}  // namespace kjit
+
+#endif  // KJIT_ELEMENTWISE_H_

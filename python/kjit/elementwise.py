@@ -1,0 +1,230 @@
+"""``kjit.elementwise``: a computation string becomes an elementwise kernel with
+PyTorch TensorIterator semantics (broadcasting, type promotion, casts inside the
+kernel, out= checks, overlap checks), JIT-compiled per dtype combination and
+cached in memory and on disk. The planning and the loops are C++ (libkjit); this
+module only picks the framework of the result and allocates it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Optional
+
+import numpy as np
+
+from ._lib import api
+
+_NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_torch_tensor(x) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+_NUMPY_DTYPES: dict = {}
+
+
+def _numpy_dtype(name: str):
+    dt = _NUMPY_DTYPES.get(name)
+    if dt is None:
+        if name == "bfloat16":
+            import ml_dtypes  # noqa: PLC0415 (only needed for bfloat16)
+
+            dt = np.dtype(ml_dtypes.bfloat16)
+        else:
+            dt = np.dtype(name)
+        _NUMPY_DTYPES[name] = dt
+    return dt
+
+
+def _inverse(order):
+    inv = [0] * len(order)
+    for i, d in enumerate(order):
+        inv[d] = i
+    return inv
+
+
+class _TorchTensorType:
+    """Placeholder type while torch is not imported: nothing is an instance."""
+
+
+def _torch_tensor_type():
+    torch = sys.modules.get("torch")
+    return torch.Tensor if torch is not None else _TorchTensorType
+
+
+def _allocator(framework: str, shape, dtype: str, order):
+    """A zero-argument function allocating one output (the per-call fast path)."""
+    identity = all(d == i for i, d in enumerate(order))
+    if framework == "numpy" and identity:
+        return functools.partial(np.empty, shape, _numpy_dtype(dtype))
+    if framework == "torch" and identity:
+        torch = _torch()
+        return functools.partial(torch.empty, shape, dtype=getattr(torch, dtype))
+    return functools.partial(_allocate, framework, shape, dtype, order)
+
+
+def _allocate(framework: str, shape, dtype: str, order):
+    identity = all(d == i for i, d in enumerate(order))
+    if framework == "numpy" and identity:
+        return np.empty(shape, _numpy_dtype(dtype))
+    permuted = [shape[d] for d in order]
+    if framework == "torch":
+        torch = _torch()
+        t = torch.empty(permuted, dtype=getattr(torch, dtype))
+        return t if identity else t.permute(_inverse(order))
+    a = np.empty(permuted, dtype=_numpy_dtype(dtype))
+    a = a if identity else a.transpose(_inverse(order))
+    if framework == "numpy":
+        return a
+    import tvm_ffi  # noqa: PLC0415
+
+    return tvm_ffi.from_dlpack(a)
+
+
+def _argument(x, i: int):
+    """What the C++ side takes: tensors as they are, Python scalars as weak scalars,
+    NumPy scalars as 0-d arrays (strong, as in NumPy 2), complex as [re, im]."""
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, complex):
+        return [x.real, x.imag]
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if isinstance(x, np.ndarray) or _is_torch_tensor(x) or hasattr(x, "__dlpack__"):
+        return x
+    import tvm_ffi  # noqa: PLC0415
+
+    if isinstance(x, tvm_ffi.Tensor):
+        return x
+    raise TypeError(
+        f"kjit.elementwise: input #{i} must be a tensor (NumPy, torch, DLPack) or a Python/NumPy scalar, "
+        f"got {type(x).__name__}"
+    )
+
+
+def _framework(inputs) -> str:
+    for x in inputs:
+        if isinstance(x, np.ndarray):
+            return "numpy"
+        if _is_torch_tensor(x):
+            return "torch"
+        if hasattr(x, "__dlpack__") and not isinstance(x, np.generic):
+            return "dlpack"
+    return "numpy"  # only scalars: NumPy results
+
+
+class ElementwiseKernel:
+    """The callable ``kjit.elementwise`` returns.
+
+    ``f(*inputs, out=None, **scalars)``: tensors of any dtype and strides (NumPy,
+    torch, DLPack), Python scalars (weak) and NumPy scalars; extra keyword scalars
+    are passed to the entry after the tensor arguments (in the compute type, in
+    keyword order). Returns new outputs of the inputs' framework, or writes into
+    ``out`` (a tensor, or a tuple with one per output) and returns it.
+    """
+
+    def __init__(self, code: str, *, name: Optional[str] = None, num_outputs: int = 1,
+                 build_directory: Optional[str] = None, verbose: bool = False):
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+        if not isinstance(num_outputs, int) or isinstance(num_outputs, bool):
+            raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
+        build_dir = "" if build_directory is None else os.fspath(build_directory)
+        self._id, entry = api.ew_create(code, name or "", num_outputs, build_dir, bool(verbose))
+        self.name: str = str(entry)
+        self.num_outputs: int = num_outputs
+        self.code: str = code
+        self._run = api.ew_run
+        # Inputs' metadata -> what to allocate: the plan is asked for once per layout,
+        # not per call (ew_run checks everything again).
+        self._specs: dict = {}
+
+    def _fast_outputs(self, inputs):
+        """Outputs for calls whose tensors are all NumPy arrays or all torch CPU
+        tensors (plus Python scalars): (outputs, promotion), or None."""
+        key = []
+        framework = None
+        torch_tensor = _torch_tensor_type()
+        for x in inputs:
+            tx = type(x)
+            if tx is np.ndarray and framework != "torch":
+                framework = "numpy"
+                key.append((x.shape, x.strides, x.dtype))
+            elif tx is torch_tensor and framework != "numpy" and not x.is_cuda:
+                framework = "torch"
+                key.append((x.shape, x.stride(), x.dtype))
+            elif tx is float or tx is int or tx is bool:
+                key.append(tx)
+            else:
+                return None
+        if framework is None:
+            return None
+        key = tuple(key)
+        cached = self._specs.get(key)
+        if cached is None:
+            if len(self._specs) > 256:
+                self._specs.clear()
+            promotion = _TORCH if framework == "torch" else _NUMPY
+            allocators = [
+                _allocator(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order])
+                for shape, dtype, order in api.ew_outputs(self._id, promotion, *inputs)
+            ]
+            cached = self._specs[key] = (allocators, promotion)
+        allocators, promotion = cached
+        return [make() for make in allocators], promotion
+
+    def __call__(self, *inputs, out=None, **scalars):
+        if not inputs:
+            raise TypeError(f"{self.name}: expected at least one input")
+        fast = self._fast_outputs(inputs) if out is None else None
+        if fast is not None:
+            outs, promotion = fast
+            self._run(self._id, promotion, len(inputs), len(outs), *inputs, *outs, *scalars.values())
+            return outs[0] if self.num_outputs == 1 else tuple(outs)
+        args = [_argument(x, i) for i, x in enumerate(inputs)]
+        framework = _framework(inputs)
+        promotion = _TORCH if framework == "torch" else _NUMPY
+        if out is None:
+            specs = api.ew_outputs(self._id, promotion, *args)
+            outs = [_allocate(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order])
+                    for shape, dtype, order in specs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != self.num_outputs:
+                raise TypeError(f"{self.name}: out must hold {self.num_outputs} tensor(s), got {len(outs)}")
+        extra = [_argument(v, len(args) + k) for k, v in enumerate(scalars.values())]
+        api.ew_run(self._id, promotion, len(args), len(outs), *args, *outs, *extra)
+        if out is not None:
+            return out
+        return outs[0] if self.num_outputs == 1 else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"<kjit.elementwise {self.name} ({self.num_outputs} output{'s' if self.num_outputs > 1 else ''})>"
+
+
+def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
+                build_directory: Optional[str] = None, verbose: bool = False) -> ElementwiseKernel:
+    """Compiles ``code`` (a C++ computation string; the entry is ``name`` or the last
+    function defined) into an elementwise kernel, per input dtypes on first use."""
+    return ElementwiseKernel(code, name=name, num_outputs=num_outputs, build_directory=build_directory,
+                             verbose=verbose)
+
+
+def num_threads() -> int:
+    """Threads of the CPU loops: KJIT_NUM_THREADS, else OMP_NUM_THREADS, else all cores."""
+    return int(api.ew_num_threads())
+
+
+def set_num_threads(n: int) -> None:
+    """Overrides the thread count (0 restores the default)."""
+    api.set_ew_num_threads(int(n))

@@ -1,0 +1,566 @@
+// kjit::Elementwise: plan a call (TensorIterator's steps), find or build the kernel
+// for its dtypes, run it over the loop nest on the thread pool.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "../codegen/elementwise_cpu.h"
+#include "../spec/cpp_signature.h"
+#include "kjit/build.h"
+#include "kjit/elementwise.h"
+#include "kjit/errors.h"
+#include "kjit/kernel.h"
+#include "plan.h"
+#include "thread_pool.h"
+#include "types.h"
+
+namespace kjit {
+
+using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
+
+struct Elementwise::Impl {
+  std::string code;
+  std::string entry;
+  int num_outputs = 1;
+  ElementwiseOptions options;
+  std::mutex mu;
+  std::map<std::string, KernelFn> kernels;                          // by kernel types
+  std::map<std::string, std::shared_ptr<const Prepared>> plans;     // by operand metadata
+
+  KernelFn kernel_for(const EwKernelTypes& types);
+};
+
+namespace {
+
+constexpr int64_t kGrainSize = 32768;  // PyTorch's: below it a loop runs serially
+
+std::string entry_of(const std::string& code, const std::string& name) {
+  if (!name.empty()) return name;
+  std::vector<CppFunction> fns = find_all_cpp_functions(code);
+  std::string last;
+  for (const CppFunction& f : fns) {
+    if (f.is_definition) last = f.name;
+  }
+  if (last.empty()) {
+    throw SpecError("kjit.elementwise: no function definition found in the code string; write e.g. "
+                    "'template <typename T> T add(T a, T b) { return a + b; }' or pass name=");
+  }
+  return last;
+}
+
+std::string operand_name(size_t i) { return "input #" + std::to_string(i); }
+
+std::vector<int64_t> shape_of(const DLTensor* t) { return std::vector<int64_t>(t->shape, t->shape + t->ndim); }
+
+std::vector<int64_t> strides_of(const DLTensor* t) {
+  std::vector<int64_t> s(t->ndim);
+  int64_t expected = 1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    s[i] = t->strides != nullptr ? t->strides[i] : expected;
+    expected *= t->shape[i];
+  }
+  return s;
+}
+
+EwType type_of(const std::string& fn, const DLTensor* t, size_t input) {
+  auto type = ew::from_dl(t->dtype);
+  if (!type) {
+    const std::string what = operand_name(input);
+    throw TypeError(fn + ": " + what + " has dtype " + ew::dl_name(t->dtype) +
+                    ", which kjit.elementwise does not support (bool, int8..int64, uint8..uint64, float16, "
+                    "bfloat16, float32, float64, complex64, complex128)");
+  }
+  return *type;
+}
+
+void check_device(const std::string& fn, const DLTensor* t, size_t input) {
+  if (t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost) return;
+  const std::string what = input == SIZE_MAX ? "an output" : operand_name(input);
+  if (t->device.device_type == kDLCUDA) {
+    throw NotImplementedError(fn + ": " + what +
+                              " is a CUDA tensor; kjit.elementwise runs on CPU tensors only so far (its CUDA backend "
+                              "is not implemented)");
+  }
+  throw ValueError(fn + ": " + what + " is on device type " + std::to_string(t->device.device_type) +
+                   "; kjit.elementwise runs on CPU tensors");
+}
+
+EwType scalar_type(const EwOperand& op) {
+  switch (op.scalar) {
+    case EwOperand::Scalar::kBool:
+      return EwType::kBool;
+    case EwOperand::Scalar::kInt:
+      return EwType::kInt64;
+    case EwOperand::Scalar::kFloat:
+      return EwType::kFloat64;
+    default:
+      return EwType::kComplex128;
+  }
+}
+
+/// A scalar operand materialised in `type`, for a stride-0 loop operand.
+struct ScalarSlot {
+  alignas(16) unsigned char bytes[16] = {};
+};
+
+void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
+  double re = op.scalar == EwOperand::Scalar::kFloat || op.scalar == EwOperand::Scalar::kComplex
+                  ? op.real
+                  : static_cast<double>(op.int_value);
+  double im = op.scalar == EwOperand::Scalar::kComplex ? op.imag : 0.0;
+  auto put = [&](auto v) { std::memcpy(slot->bytes, &v, sizeof(v)); };
+  switch (type) {
+    case EwType::kBool: put(static_cast<bool>(re != 0 || im != 0)); break;
+    case EwType::kInt8: put(static_cast<int8_t>(op.int_value)); break;
+    case EwType::kInt16: put(static_cast<int16_t>(op.int_value)); break;
+    case EwType::kInt32: put(static_cast<int32_t>(op.int_value)); break;
+    case EwType::kInt64: put(static_cast<int64_t>(op.int_value)); break;
+    case EwType::kUInt8: put(static_cast<uint8_t>(op.int_value)); break;
+    case EwType::kUInt16: put(static_cast<uint16_t>(op.int_value)); break;
+    case EwType::kUInt32: put(static_cast<uint32_t>(op.int_value)); break;
+    case EwType::kUInt64: put(static_cast<uint64_t>(op.int_value)); break;
+    case EwType::kFloat16:
+    case EwType::kBFloat16:
+    case EwType::kFloat32: put(static_cast<float>(re)); break;
+    case EwType::kFloat64: put(re); break;
+    case EwType::kComplex64: put(std::complex<float>(static_cast<float>(re), static_cast<float>(im))); break;
+    case EwType::kComplex128: put(std::complex<double>(re, im)); break;
+  }
+}
+
+/// `v` rounded (to nearest even) to a float with `digits` significand bits and
+/// smallest normal exponent `min_exp`: how a Python float becomes a float16 or
+/// bfloat16 before NumPy computes with it.
+double round_to_precision(double v, int digits, int min_exp, double max_finite) {
+  if (!std::isfinite(v) || v == 0) return v;
+  int exp = std::max(std::ilogb(v), min_exp);
+  double quantum = std::ldexp(1.0, exp - (digits - 1));
+  double r = std::nearbyint(v / quantum) * quantum;
+  return std::fabs(r) > max_finite ? std::copysign(INFINITY, v) : r;
+}
+
+/// NumPy 2 refuses a Python int that does not fit an integer result type.
+void check_weak_int_fits(const std::string& fn, const EwOperand& op, EwType result, Promotion p) {
+  if (p != Promotion::kNumPy || op.scalar != EwOperand::Scalar::kInt) return;
+  ew::Kind k = ew::kind_of(result);
+  if (k != ew::Kind::kInt && k != ew::Kind::kUInt) return;
+  int bits = 8 * ew::size_of(result);
+  bool fits;
+  if (k == ew::Kind::kUInt) {
+    fits = op.int_value >= 0 && (bits == 64 || op.int_value < (int64_t{1} << bits));
+  } else {
+    int64_t hi = bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
+    fits = op.int_value >= -hi - 1 && op.int_value <= hi;
+  }
+  if (!fits) {
+    throw ValueError(fn + ": Python integer " + std::to_string(op.int_value) + " out of bounds for " +
+                     ew_type_name(result) + " (NumPy 2 keeps the array's dtype for Python scalars)");
+  }
+}
+
+/// The planned call: operand types and the broadcast shape.
+struct Call {
+  std::vector<int64_t> shape;
+  std::vector<EwType> input_types;  // scalars: the result type (NumPy casts weak scalars to it)
+  std::vector<EwType> half_scalar;  // per input: float16/bfloat16 if a scalar is rounded to it
+  EwType result = EwType::kFloat32;
+};
+
+Call plan_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p) {
+  if (inputs.empty()) throw TypeError(fn + ": expected at least one input");
+  std::vector<ew::TypeInput> tin;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const EwOperand& op = inputs[i];
+    if (op.tensor != nullptr) {
+      check_device(fn, op.tensor, i);
+      ew::TypeInput t{type_of(fn, op.tensor, i),
+                      op.tensor->ndim == 0 ? ew::TypeInput::Weight::kZeroDim : ew::TypeInput::Weight::kStrong};
+      tin.push_back(t);
+      shapes.push_back(shape_of(op.tensor));
+      which.push_back(i);
+    } else {
+      tin.push_back({scalar_type(op), ew::TypeInput::Weight::kWeak});
+    }
+  }
+  Call call;
+  call.result = ew::result_type(tin, p);
+  call.shape = ew::broadcast_shapes(fn, shapes, which);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].tensor != nullptr) {
+      call.input_types.push_back(tin[i].type);
+    } else {
+      check_weak_int_fits(fn, inputs[i], call.result, p);
+      // 16-bit floats: the scalar travels as float32, already rounded (write_scalar).
+      bool half = call.result == EwType::kFloat16 || call.result == EwType::kBFloat16;
+      call.input_types.push_back(half ? EwType::kFloat32 : call.result);
+      call.half_scalar.push_back(half ? call.result : EwType::kFloat32);
+      continue;
+    }
+    call.half_scalar.push_back(EwType::kFloat32);
+  }
+  return call;
+}
+
+/// A scalar input written into its slot in the type the kernel loads.
+void bind_scalar(const EwOperand& input, const Call& call, size_t i, ScalarSlot* slot) {
+  EwOperand value = input;
+  if (value.scalar != EwOperand::Scalar::kFloat && call.half_scalar[i] != EwType::kFloat32) {
+    value.real = static_cast<double>(value.int_value);
+    value.scalar = EwOperand::Scalar::kFloat;
+  }
+  if (call.half_scalar[i] == EwType::kFloat16) value.real = round_to_precision(value.real, 11, -14, 65504.0);
+  if (call.half_scalar[i] == EwType::kBFloat16) {
+    value.real = round_to_precision(value.real, 8, -126, 3.3895313892515355e38);
+  }
+  write_scalar(value, call.input_types[i], slot);
+}
+
+std::vector<ew::LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const Call& call,
+                                            std::vector<ScalarSlot>* slots) {
+  std::vector<ew::LoopOperand> out;
+  slots->resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ew::LoopOperand op;
+    if (const DLTensor* t = inputs[i].tensor) {
+      op.data = static_cast<char*>(t->data) + t->byte_offset;
+      op.strides = ew::broadcast_strides(shape_of(t), strides_of(t), ew::size_of(call.input_types[i]),
+                                         call.shape.size());
+    } else {
+      bind_scalar(inputs[i], call, i, &(*slots)[i]);
+      op.data = reinterpret_cast<char*>((*slots)[i].bytes);
+      op.strides.assign(call.shape.size(), 0);
+    }
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+void check_output(const std::string& fn, size_t k, const DLTensor* out, const Call& call, Promotion p) {
+  std::string what = "out[" + std::to_string(k) + "]";
+  check_device(fn, out, SIZE_MAX);
+  auto type = ew::from_dl(out->dtype);
+  if (!type) throw TypeError(fn + ": " + what + " has dtype " + ew::dl_name(out->dtype) + ", which kjit.elementwise does not support");
+  EwType t = *type;
+  if (shape_of(out) != call.shape) {
+    std::string want, got;
+    for (int64_t d : call.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+    for (int64_t d : shape_of(out)) got += (got.empty() ? "" : ", ") + std::to_string(d);
+    throw ValueError(fn + ": " + what + " has shape (" + got + ") but the inputs broadcast to (" + want +
+                     "); kjit.elementwise does not resize outputs");
+  }
+  if (!ew::can_cast(call.result, t, p)) {
+    throw TypeError(fn + ": the result type " + std::string(ew_type_name(call.result)) +
+                    " cannot be cast safely to the output type " + ew_type_name(t) + " of " + what +
+                    " (allowed: same or a higher kind; no complex to real, float to integer, or anything to bool)");
+  }
+}
+
+/// An output whose dims of size > 1 have stride 0 writes one element many times.
+void check_self_overlap(const std::string& fn, const std::vector<const DLTensor*>& outputs) {
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const DLTensor* o = outputs[k];
+    for (int d = 0; d < o->ndim; ++d) {
+      if (o->shape[d] > 1 && o->strides != nullptr && o->strides[d] == 0) {
+        throw ValueError(fn + ": out[" + std::to_string(k) + "] has stride 0 in dimension " + std::to_string(d) +
+                         ": more than one element of the written-to tensor refers to a single memory location "
+                         "(pass a contiguous output)");
+      }
+    }
+  }
+}
+
+/// Runs the kernel over the loop nest: rows of the inner dim, split across threads.
+void execute(KernelFn kernel, const ew::Loop& loop, char* const* data, const void* extra) {
+  const size_t n_ops = loop.data.size();
+  const int64_t n0 = loop.shape[0];
+  const int64_t total = loop.numel();
+  if (total == 0) return;
+  int threads = total < kGrainSize ? 1 : std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2));
+  threads = std::max(threads, 1);
+  auto run_range = [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> idx(loop.shape.size(), 0);
+    int64_t row = begin / n0, col = begin % n0;
+    for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
+      idx[d] = row % loop.shape[d];
+      row /= loop.shape[d];
+    }
+    std::vector<char*> ptr(n_ops);
+    std::vector<int64_t> inner(n_ops);
+    for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.strides[op][0];
+    int64_t pos = begin;
+    while (pos < end) {
+      for (size_t op = 0; op < n_ops; ++op) {
+        char* p = data[op] + col * loop.strides[op][0];
+        for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * loop.strides[op][d];
+        ptr[op] = p;
+      }
+      int64_t n = std::min(n0 - col, end - pos);
+      kernel(ptr.data(), inner.data(), n, extra);
+      pos += n;
+      col = 0;
+      for (size_t d = 1; d < loop.shape.size(); ++d) {
+        if (++idx[d] < loop.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  };
+  if (threads == 1) {
+    run_range(0, total);
+    return;
+  }
+  ew::parallel_for(threads, [&](int chunk) {
+    int64_t begin = total * chunk / threads, end = total * (chunk + 1) / threads;
+    run_range(begin, end);
+  });
+}
+
+}  // namespace
+
+KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
+  // A short key (fits the small-string buffer): one byte per type, then counts.
+  std::string key;
+  for (EwType t : types.outputs) key += static_cast<char>('A' + static_cast<int>(t));
+  key += '|';
+  for (EwType t : types.inputs) key += static_cast<char>('A' + static_cast<int>(t));
+  key += static_cast<char>('A' + static_cast<int>(types.compute));
+  key += static_cast<char>('0' + types.num_extra);
+  std::lock_guard<std::mutex> lock(mu);  // one build per kernel at a time; the cache does the rest
+  auto it = kernels.find(key);
+  if (it != kernels.end()) return it->second;
+  BuildRequest req;
+  req.name = "kjit_ew_" + entry;
+  req.source = emit_elementwise_cpu(code, entry, types);
+  req.extra_cflags = {"-O3", "-fno-math-errno"};
+  req.cache_dir = options.build_directory;
+  req.verbose = options.verbose;
+  BuildResult built;
+  try {
+    built = build_shared_library(req);
+  } catch (const CompileError& e) {
+    throw CompileError("kjit.elementwise '" + entry + "' " + types.text() + ": the code does not compile:\n" +
+                           e.log() + "(lines of 'code' are lines of the computation string)",
+                       e.command(), e.log());
+  }
+  void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) throw CacheError(std::string("kjit.elementwise: cannot load ") + built.library_path + ": " + dlerror());
+  auto fn = reinterpret_cast<KernelFn>(dlsym(lib, "kjit_ew_kernel"));
+  internal_check(fn != nullptr, "an elementwise library without kjit_ew_kernel");
+  kernels[key] = fn;
+  return fn;
+}
+
+EwOperand EwOperand::of(const DLTensor* t) {
+  EwOperand o;
+  o.tensor = t;
+  return o;
+}
+EwOperand EwOperand::of_bool(bool v) {
+  EwOperand o;
+  o.scalar = Scalar::kBool;
+  o.int_value = v ? 1 : 0;
+  return o;
+}
+EwOperand EwOperand::of_int(int64_t v) {
+  EwOperand o;
+  o.scalar = Scalar::kInt;
+  o.int_value = v;
+  return o;
+}
+EwOperand EwOperand::of_float(double v) {
+  EwOperand o;
+  o.scalar = Scalar::kFloat;
+  o.real = v;
+  return o;
+}
+EwOperand EwOperand::of_complex(double re, double im) {
+  EwOperand o;
+  o.scalar = Scalar::kComplex;
+  o.real = re;
+  o.imag = im;
+  return o;
+}
+
+Elementwise::Elementwise(std::string code, std::string name, int num_outputs, ElementwiseOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  if (num_outputs < 1) throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
+  impl_->entry = entry_of(code, name);
+  impl_->code = std::move(code);
+  impl_->num_outputs = num_outputs;
+  impl_->options = std::move(options);
+}
+Elementwise::~Elementwise() = default;
+Elementwise::Elementwise(Elementwise&&) noexcept = default;
+Elementwise& Elementwise::operator=(Elementwise&&) noexcept = default;
+
+const std::string& Elementwise::name() const { return impl_->entry; }
+int Elementwise::num_outputs() const { return impl_->num_outputs; }
+
+std::vector<EwOutput> Elementwise::outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion) const {
+  Call call = plan_types(impl_->entry, inputs, promotion);
+  std::vector<ScalarSlot> slots;
+  std::vector<ew::LoopOperand> ins = input_operands(inputs, call, &slots);
+  EwOutput out;
+  out.shape = call.shape;
+  out.type = call.result;
+  out.order = ew::output_order(call.shape, ins);
+  return std::vector<EwOutput>(impl_->num_outputs, out);
+}
+
+/// Everything about a call that depends only on its operands' metadata: checked
+/// once per layout, then reused with each call's data pointers.
+struct Elementwise::Prepared {
+  Call call;
+  KernelFn kernel = nullptr;
+  ew::Loop loop;
+  std::vector<EwType> op_types;                // outputs, then inputs
+  std::vector<ew::Extent> extent;              // byte span of each operand relative to its data
+  std::vector<char> is_scalar;                 // per input
+  int compute_size = 0;
+};
+
+namespace {
+
+/// TensorIterator's rule: an output may overlap another operand only by being
+/// exactly the same elements of an input (in place).
+void check_data_overlap(const std::string& fn, const Elementwise::Prepared& p, const std::vector<char*>& data,
+                        size_t n_out) {
+  auto lo = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extent[op].lo; };
+  auto hi = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extent[op].hi; };
+  for (size_t k = 0; k < n_out; ++k) {
+    if (p.extent[k].lo == p.extent[k].hi) continue;  // empty
+    for (size_t j = 0; j < data.size(); ++j) {
+      if (j == k || (j >= n_out && p.is_scalar[j - n_out])) continue;
+      if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
+      bool same = data[j] == data[k] && p.loop.strides[j] == p.loop.strides[k] && p.op_types[j] == p.op_types[k];
+      if (same && j >= n_out) continue;
+      std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
+      throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
+                       ": some elements of the written-to tensor and " + other +
+                       " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
+    }
+  }
+}
+
+void append_raw(std::string* key, const void* p, size_t n) { key->append(static_cast<const char*>(p), n); }
+
+void append_tensor(std::string* key, const DLTensor* t) {
+  append_raw(key, &t->dtype, sizeof(t->dtype));
+  append_raw(key, &t->device, sizeof(t->device));
+  append_raw(key, &t->ndim, sizeof(t->ndim));
+  append_raw(key, t->shape, sizeof(int64_t) * t->ndim);
+  if (t->strides != nullptr) append_raw(key, t->strides, sizeof(int64_t) * t->ndim);
+  key->push_back(t->strides != nullptr ? 's' : 'c');
+}
+
+/// The metadata a prepared plan depends on.
+std::string plan_key(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs, size_t n_extra,
+                     Promotion p) {
+  std::string key;
+  key.reserve(128);
+  key.push_back(static_cast<char>(p));
+  key.push_back(static_cast<char>(n_extra));
+  for (const DLTensor* o : outputs) append_tensor(&key, o);
+  key.push_back('|');
+  for (const EwOperand& in : inputs) {
+    if (in.tensor != nullptr) {
+      append_tensor(&key, in.tensor);
+    } else {
+      key.push_back(static_cast<char>('a' + static_cast<int>(in.scalar)));
+    }
+  }
+  return key;
+}
+
+}  // namespace
+
+std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vector<EwOperand>& inputs,
+                                                                  const std::vector<const DLTensor*>& outputs,
+                                                                  size_t n_extra, Promotion promotion) {
+  const std::string& fn = impl_->entry;
+  auto p = std::make_shared<Prepared>();
+  p->call = plan_types(fn, inputs, promotion);
+  const Call& call = p->call;
+  for (size_t k = 0; k < outputs.size(); ++k) check_output(fn, k, outputs[k], call, promotion);
+  EwKernelTypes types;
+  std::vector<ew::LoopOperand> ops;
+  for (const DLTensor* o : outputs) {
+    EwType t = *ew::from_dl(o->dtype);
+    types.outputs.push_back(t);
+    p->op_types.push_back(t);
+    ops.push_back({static_cast<char*>(o->data) + o->byte_offset,
+                   ew::broadcast_strides(shape_of(o), strides_of(o), ew::size_of(t), call.shape.size())});
+  }
+  std::vector<ScalarSlot> slots;
+  for (ew::LoopOperand& op : input_operands(inputs, call, &slots)) ops.push_back(std::move(op));
+  types.inputs = call.input_types;
+  p->op_types.insert(p->op_types.end(), call.input_types.begin(), call.input_types.end());
+  types.compute = ew::compute_type(call.result);
+  types.num_extra = static_cast<int>(n_extra);
+  check_self_overlap(fn, outputs);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    // Relative to the operand's data pointer (unsigned wrap-around keeps the sums right).
+    p->extent.push_back(ew::extent_of(nullptr, call.shape, ops[k].strides, ew::size_of(p->op_types[k])));
+  }
+  for (const EwOperand& in : inputs) p->is_scalar.push_back(in.tensor == nullptr ? 1 : 0);
+  p->compute_size = ew::size_of(types.compute);
+  p->kernel = impl_->kernel_for(types);
+  p->loop = ew::make_loop(call.shape, std::move(ops), outputs.size());
+  return p;
+}
+
+void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
+                      const std::vector<EwOperand>& extra, Promotion promotion) {
+  const std::string& fn = impl_->entry;
+  if (outputs.size() != static_cast<size_t>(impl_->num_outputs)) {
+    throw TypeError(fn + ": expected " + std::to_string(impl_->num_outputs) + " output tensor(s), got " +
+                    std::to_string(outputs.size()));
+  }
+  for (size_t e = 0; e < extra.size(); ++e) {
+    if (extra[e].tensor != nullptr) throw TypeError(fn + ": extra argument #" + std::to_string(e) + " must be a scalar");
+  }
+  std::string key = plan_key(inputs, outputs, extra.size(), promotion);
+  std::shared_ptr<const Prepared> p;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->plans.find(key);
+    if (it != impl_->plans.end()) p = it->second;
+  }
+  if (!p) {
+    p = prepare(inputs, outputs, extra.size(), promotion);
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->plans.size() > 1024) impl_->plans.clear();
+    impl_->plans.emplace(key, p);
+  }
+  // This call's data: pointers, scalar values, extra scalars.
+  const size_t n_out = outputs.size(), n_ops = n_out + inputs.size();
+  std::vector<char*> data(n_ops);
+  std::vector<ScalarSlot> slots(inputs.size() + extra.size());
+  for (size_t k = 0; k < n_out; ++k) data[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (p->is_scalar[i]) {
+      check_weak_int_fits(fn, inputs[i], p->call.result, promotion);
+      bind_scalar(inputs[i], p->call, i, &slots[i]);
+      data[n_out + i] = reinterpret_cast<char*>(slots[i].bytes);
+    } else {
+      data[n_out + i] = static_cast<char*>(inputs[i].tensor->data) + inputs[i].tensor->byte_offset;
+    }
+  }
+  check_data_overlap(fn, *p, data, n_out);
+  std::vector<unsigned char> extra_bytes(extra.size() * p->compute_size);
+  for (size_t e = 0; e < extra.size(); ++e) {
+    ScalarSlot s;
+    write_scalar(extra[e], ew::compute_type(p->call.result), &s);
+    std::memcpy(extra_bytes.data() + e * p->compute_size, s.bytes, p->compute_size);
+  }
+  execute(p->kernel, p->loop, data.data(), extra_bytes.empty() ? nullptr : extra_bytes.data());
+}
+
+}  // namespace kjit
