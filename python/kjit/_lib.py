@@ -34,6 +34,7 @@ class _Api:
             "ew_create",
             "ew_outputs",
             "ew_run",
+            "ew_empty",
             "ew_num_threads",
             "set_ew_num_threads",
         ):

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ._lib import api
+from .errors import CompileError
 
 _NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
 
@@ -80,25 +81,39 @@ def _allocate(framework: str, shape, dtype: str, order):
         torch = _torch()
         t = torch.empty(permuted, dtype=getattr(torch, dtype))
         return t if identity else t.permute(_inverse(order))
+    if framework != "numpy":  # other DLPack inputs: a C-contiguous tvm_ffi.Tensor
+        return api.ew_empty(shape, dtype)
     a = np.empty(permuted, dtype=_numpy_dtype(dtype))
-    a = a if identity else a.transpose(_inverse(order))
-    if framework == "numpy":
-        return a
-    import tvm_ffi  # noqa: PLC0415
+    return a if identity else a.transpose(_inverse(order))
 
-    return tvm_ffi.from_dlpack(a)
+
+def _numpy_array(x: np.ndarray, i: int):
+    """A NumPy array as DLPack takes it, or as [address, shape, byte strides, dtype]
+    when DLPack cannot carry it (read-only arrays, ml_dtypes types such as bfloat16)."""
+    kind = x.dtype.kind
+    builtin = x.dtype.isbuiltin == 1  # 2: a user-defined type such as ml_dtypes' bfloat16
+    if builtin and kind in "biufc":
+        return x if x.flags.writeable else [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
+    if x.dtype.isbuiltin == 2:
+        return [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
+    raise TypeError(
+        f"kjit.elementwise: input #{i} has dtype {x.dtype}, which kjit.elementwise does not support (bool, "
+        "int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128)"
+    )
 
 
 def _argument(x, i: int):
     """What the C++ side takes: tensors as they are, Python scalars as weak scalars,
     NumPy scalars as 0-d arrays (strong, as in NumPy 2), complex as [re, im]."""
+    if isinstance(x, np.generic):  # before float/complex: np.float64 subclasses float
+        return _numpy_array(np.asarray(x), i)
     if isinstance(x, (bool, int, float)):
         return x
     if isinstance(x, complex):
         return [x.real, x.imag]
-    if isinstance(x, np.generic):
-        return np.asarray(x)
-    if isinstance(x, np.ndarray) or _is_torch_tensor(x) or hasattr(x, "__dlpack__"):
+    if isinstance(x, np.ndarray):
+        return _numpy_array(x, i)
+    if _is_torch_tensor(x) or hasattr(x, "__dlpack__"):
         return x
     import tvm_ffi  # noqa: PLC0415
 
@@ -108,6 +123,17 @@ def _argument(x, i: int):
         f"kjit.elementwise: input #{i} must be a tensor (NumPy, torch, DLPack) or a Python/NumPy scalar, "
         f"got {type(x).__name__}"
     )
+
+
+def _extra(value, name: str):
+    """An extra scalar argument: a Python scalar (NumPy scalars become theirs)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, complex):
+        return [value.real, value.imag]
+    raise TypeError(f"kjit.elementwise: extra argument '{name}' must be a scalar, got {type(value).__name__}")
 
 
 def _framework(inputs) -> str:
@@ -167,7 +193,7 @@ class ElementwiseKernel:
                 key.append(tx)
             else:
                 return None
-        if framework is None:
+        if framework is None or (framework == "numpy" and not all(k[2].isbuiltin == 1 for k in key if type(k) is tuple)):
             return None
         key = tuple(key)
         cached = self._specs.get(key)
@@ -186,11 +212,25 @@ class ElementwiseKernel:
     def __call__(self, *inputs, out=None, **scalars):
         if not inputs:
             raise TypeError(f"{self.name}: expected at least one input")
-        fast = self._fast_outputs(inputs) if out is None else None
-        if fast is not None:
-            outs, promotion = fast
-            self._run(self._id, promotion, len(inputs), len(outs), *inputs, *outs, *scalars.values())
-            return outs[0] if self.num_outputs == 1 else tuple(outs)
+        try:
+            return self._call(inputs, out, scalars)
+        except CompileError as err:
+            command, log = api.take_compile_error()
+            err.command, err.log = str(command), str(log)
+            raise
+
+    def _call(self, inputs, out, scalars):
+        try:
+            fast = self._fast_outputs(inputs) if out is None else None
+            if fast is not None:
+                outs, promotion = fast
+                extra = scalars.values()
+                if any(type(v) not in (int, float, bool) for v in extra):
+                    extra = [_extra(v, k) for k, v in scalars.items()]
+                self._run(self._id, promotion, len(inputs), len(outs), *inputs, *outs, *extra)
+                return outs[0] if self.num_outputs == 1 else tuple(outs)
+        except BufferError:
+            pass  # e.g. a read-only input: the general path passes it by description
         args = [_argument(x, i) for i, x in enumerate(inputs)]
         framework = _framework(inputs)
         promotion = _TORCH if framework == "torch" else _NUMPY
@@ -202,8 +242,9 @@ class ElementwiseKernel:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != self.num_outputs:
                 raise TypeError(f"{self.name}: out must hold {self.num_outputs} tensor(s), got {len(outs)}")
-        extra = [_argument(v, len(args) + k) for k, v in enumerate(scalars.values())]
-        api.ew_run(self._id, promotion, len(args), len(outs), *args, *outs, *extra)
+        extra = [_extra(v, k) for k, v in scalars.items()]
+        out_args = [_argument(o, k) for k, o in enumerate(outs)]
+        api.ew_run(self._id, promotion, len(args), len(outs), *args, *out_args, *extra)
         if out is not None:
             return out
         return outs[0] if self.num_outputs == 1 else tuple(outs)
@@ -228,3 +269,9 @@ def num_threads() -> int:
 def set_num_threads(n: int) -> None:
     """Overrides the thread count (0 restores the default)."""
     api.set_ew_num_threads(int(n))
+
+
+# kjit.elementwise is the factory function; its helpers hang off it too, so
+# kjit.elementwise.num_threads() works as well as kjit.get_num_threads().
+elementwise.num_threads = num_threads
+elementwise.set_num_threads = set_num_threads

@@ -110,21 +110,23 @@ struct ScalarSlot {
 };
 
 void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
-  double re = op.scalar == EwOperand::Scalar::kFloat || op.scalar == EwOperand::Scalar::kComplex
-                  ? op.real
-                  : static_cast<double>(op.int_value);
+  const bool real_valued = op.scalar == EwOperand::Scalar::kFloat || op.scalar == EwOperand::Scalar::kComplex;
+  double re = real_valued ? op.real : static_cast<double>(op.int_value);
   double im = op.scalar == EwOperand::Scalar::kComplex ? op.imag : 0.0;
+  // A float going into an integer type converts like C++ (and NumPy): toward zero.
+  const int64_t whole =
+      !real_valued ? op.int_value : (std::isfinite(re) && std::fabs(re) < 9.2e18 ? static_cast<int64_t>(re) : 0);
   auto put = [&](auto v) { std::memcpy(slot->bytes, &v, sizeof(v)); };
   switch (type) {
     case EwType::kBool: put(static_cast<bool>(re != 0 || im != 0)); break;
-    case EwType::kInt8: put(static_cast<int8_t>(op.int_value)); break;
-    case EwType::kInt16: put(static_cast<int16_t>(op.int_value)); break;
-    case EwType::kInt32: put(static_cast<int32_t>(op.int_value)); break;
-    case EwType::kInt64: put(static_cast<int64_t>(op.int_value)); break;
-    case EwType::kUInt8: put(static_cast<uint8_t>(op.int_value)); break;
-    case EwType::kUInt16: put(static_cast<uint16_t>(op.int_value)); break;
-    case EwType::kUInt32: put(static_cast<uint32_t>(op.int_value)); break;
-    case EwType::kUInt64: put(static_cast<uint64_t>(op.int_value)); break;
+    case EwType::kInt8: put(static_cast<int8_t>(whole)); break;
+    case EwType::kInt16: put(static_cast<int16_t>(whole)); break;
+    case EwType::kInt32: put(static_cast<int32_t>(whole)); break;
+    case EwType::kInt64: put(static_cast<int64_t>(whole)); break;
+    case EwType::kUInt8: put(static_cast<uint8_t>(whole)); break;
+    case EwType::kUInt16: put(static_cast<uint16_t>(whole)); break;
+    case EwType::kUInt32: put(static_cast<uint32_t>(whole)); break;
+    case EwType::kUInt64: put(static_cast<uint64_t>(whole)); break;
     case EwType::kFloat16:
     case EwType::kBFloat16:
     case EwType::kFloat32: put(static_cast<float>(re)); break;
@@ -267,7 +269,9 @@ void check_output(const std::string& fn, size_t k, const DLTensor* out, const Ca
 void check_self_overlap(const std::string& fn, const std::vector<const DLTensor*>& outputs) {
   for (size_t k = 0; k < outputs.size(); ++k) {
     const DLTensor* o = outputs[k];
-    for (int d = 0; d < o->ndim; ++d) {
+    int64_t numel = 1;
+    for (int d = 0; d < o->ndim; ++d) numel *= o->shape[d];
+    for (int d = 0; numel > 0 && d < o->ndim; ++d) {
       if (o->shape[d] > 1 && o->strides != nullptr && o->strides[d] == 0) {
         throw ValueError(fn + ": out[" + std::to_string(k) + "] has stride 0 in dimension " + std::to_string(d) +
                          ": more than one element of the written-to tensor refers to a single memory location "

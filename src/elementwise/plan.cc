@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "kjit/kernel.h"
@@ -20,7 +21,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 /// should stay faster than b, 1 if they swap, 0 if no operand decides.
 int compare_dims(const Loop& loop, size_t first_input, int a, int b) {
   for (size_t op = 0; op < loop.strides.size(); ++op) {
-    int64_t sa = loop.strides[op][a], sb = loop.strides[op][b];
+    // By magnitude: a reversed view (negative strides) keeps its memory order.
+    int64_t sa = std::abs(loop.strides[op][a]), sb = std::abs(loop.strides[op][b]);
     if (sa == 0 || sb == 0) continue;  // broadcast dims say nothing about layout
     if (sa < sb) return -1;
     if (sa > sb) return 1;

@@ -153,6 +153,8 @@ EwType promote(EwType a, EwType b, Promotion p) {
   // One integer, one float.
   EwType f = ka == Kind::kFloat ? a : b, i = ka == Kind::kFloat ? b : a;
   if (p == Promotion::kTorch) return f;  // PyTorch: the float type wins
+  // ml_dtypes: bfloat16 holds int8/uint8 exactly, so it stays bfloat16.
+  if (f == EwType::kBFloat16 && size_of(i) == 1) return f;
   return float_max(f, float_for_int(i));
 }
 

@@ -1,17 +1,24 @@
 // The kjit.ew_* tvm-ffi global functions behind kjit.elementwise: packed calls, so
 // tensors and scalars arrive as they were passed from Python.
 #include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "boundary.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
+#include "kjit/spec.h"
 
 namespace kjit {
 namespace {
@@ -31,27 +38,42 @@ Elementwise& kernel_of(int64_t id) {
   return *g_kernels[id];
 }
 
-/// Same mapping as global_functions.cc: kjit's C++ errors become FFI error kinds.
-template <typename F>
-auto boundary(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const kjit::Error& e) {
-    throw tvm::ffi::Error(e.kind(), e.what(), "");
-  } catch (const SpecError& e) {
-    throw tvm::ffi::Error("SpecError", e.what(), "");
-  } catch (const CompileError& e) {
-    throw tvm::ffi::Error("CompileError", e.what(), "");
-  } catch (const ToolchainError& e) {
-    throw tvm::ffi::Error("ToolchainError", e.what(), "");
-  } catch (const CacheError& e) {
-    throw tvm::ffi::Error("CacheError", e.what(), "");
+/// A tensor DLPack cannot carry from NumPy (read-only, or an ml_dtypes type such as
+/// bfloat16), described by Python as [data address, shape, byte strides, dtype name].
+struct RawTensor {
+  DLTensor t{};
+  std::vector<int64_t> shape, strides;
+};
+
+const DLTensor* raw_tensor(const Array<Any>& desc, std::deque<RawTensor>* store, size_t index) {
+  const DTypeInfo* dtype = find_dtype(std::string(desc[3].cast<String>()));
+  if (dtype == nullptr) {
+    throw TypeError("kjit.elementwise: argument #" + std::to_string(index) + " has dtype " +
+                    std::string(desc[3].cast<String>()) + ", which kjit.elementwise does not support");
   }
+  RawTensor& r = store->emplace_back();
+  int64_t item = (dtype->dl.bits * dtype->dl.lanes + 7) / 8;
+  for (const Any& s : desc[1].cast<Array<Any>>()) r.shape.push_back(s.cast<int64_t>());
+  for (const Any& s : desc[2].cast<Array<Any>>()) {
+    int64_t bytes = s.cast<int64_t>();
+    if (bytes % item != 0) {
+      throw ValueError("kjit.elementwise: argument #" + std::to_string(index) + " has a byte stride " +
+                       std::to_string(bytes) + " that is not a multiple of its element size " + std::to_string(item));
+    }
+    r.strides.push_back(bytes / item);
+  }
+  r.t.data = reinterpret_cast<void*>(static_cast<uintptr_t>(desc[0].cast<int64_t>()));
+  r.t.device = DLDevice{kDLCPU, 0};
+  r.t.ndim = static_cast<int32_t>(r.shape.size());
+  r.t.dtype = dtype->dl;
+  r.t.shape = r.shape.data();
+  r.t.strides = r.strides.data();
+  return &r.t;
 }
 
-/// One argument: a tensor (Tensor object or DLTensor*), a bool/int/float, or a
-/// complex scalar as a 2-element array [re, im].
-EwOperand operand_of(const AnyView& v, size_t index) {
+/// One argument: a tensor (Tensor object or DLTensor*), a bool/int/float, a
+/// complex scalar as [re, im], or a raw tensor description.
+EwOperand operand_of(const AnyView& v, size_t index, std::deque<RawTensor>* store) {
   const TVMFFIAny* raw = reinterpret_cast<const TVMFFIAny*>(&v);
   switch (raw->type_index) {
     case kTVMFFITensor:
@@ -66,10 +88,15 @@ EwOperand operand_of(const AnyView& v, size_t index) {
     case kTVMFFIFloat:
       return EwOperand::of_float(raw->v_float64);
     case kTVMFFIArray: {
-      Array<double> parts = v.cast<Array<double>>();
-      if (parts.size() == 2) return EwOperand::of_complex(parts[0], parts[1]);
+      Array<Any> parts = v.cast<Array<Any>>();
+      if (parts.size() == 2) return EwOperand::of_complex(parts[0].cast<double>(), parts[1].cast<double>());
+      if (parts.size() == 4) return EwOperand::of(raw_tensor(parts, store, index));
       break;
     }
+    case kTVMFFIBigInt:
+      throw ValueError("kjit.elementwise: argument #" + std::to_string(index) +
+                       " is a Python integer outside the int64 range, which kjit cannot pass (it carries Python "
+                       "ints as int64); pass a NumPy scalar or array of the type you mean");
     default:
       break;
   }
@@ -82,10 +109,11 @@ Promotion promotion_of(int64_t p) { return p == 1 ? Promotion::kTorch : Promotio
 
 /// ew_outputs(id, promotion, inputs...) -> [[shape, dtype, order], ...]
 void outputs_entry(PackedArgs args, Any* rv) {
-  boundary([&] {
+  at_ffi_boundary([&] {
     Elementwise& ew = kernel_of(args[0].cast<int64_t>());
     std::vector<EwOperand> inputs;
-    for (int i = 2; i < args.size(); ++i) inputs.push_back(operand_of(args[i], i - 2));
+    std::deque<RawTensor> store;
+    for (int i = 2; i < args.size(); ++i) inputs.push_back(operand_of(args[i], i - 2, &store));
     Array<Any> out;
     for (const EwOutput& o : ew.outputs_for(inputs, promotion_of(args[1].cast<int64_t>()))) {
       Array<int64_t> shape(o.shape.begin(), o.shape.end());
@@ -100,22 +128,45 @@ void outputs_entry(PackedArgs args, Any* rv) {
 
 /// ew_run(id, promotion, n_inputs, n_outputs, inputs..., outputs..., extra...)
 void run_entry(PackedArgs args, Any* rv) {
-  boundary([&] {
+  at_ffi_boundary([&] {
     Elementwise& ew = kernel_of(args[0].cast<int64_t>());
     Promotion p = promotion_of(args[1].cast<int64_t>());
     int n_in = static_cast<int>(args[2].cast<int64_t>()), n_out = static_cast<int>(args[3].cast<int64_t>());
     std::vector<EwOperand> inputs, extra;
     std::vector<const DLTensor*> outputs;
-    for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[4 + i], i));
+    std::deque<RawTensor> store;
+    for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[4 + i], i, &store));
     for (int k = 0; k < n_out; ++k) {
-      EwOperand o = operand_of(args[4 + n_in + k], k);
+      EwOperand o = operand_of(args[4 + n_in + k], k, &store);
       if (o.tensor == nullptr) throw TypeError(ew.name() + ": out[" + std::to_string(k) + "] must be a tensor");
       outputs.push_back(o.tensor);
     }
-    for (int e = 4 + n_in + n_out; e < args.size(); ++e) extra.push_back(operand_of(args[e], e));
+    for (int e = 4 + n_in + n_out; e < args.size(); ++e) extra.push_back(operand_of(args[e], e, &store));
     ew.run(inputs, outputs, extra, p);
     *rv = nullptr;
     return 0;
+  });
+}
+
+/// 64-byte aligned host memory for outputs kjit allocates itself.
+struct HostAlloc {
+  void AllocData(DLTensor* t) {
+    size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
+    t->data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (t->data == nullptr) throw std::bad_alloc();
+  }
+  void FreeData(DLTensor* t) { std::free(t->data); }
+};
+
+/// A C-contiguous CPU tensor of a dtype kjit knows by name (for results whose
+/// framework cannot allocate it, e.g. bfloat16 for DLPack inputs).
+tvm::ffi::Tensor empty_entry(const Array<int64_t>& shape, const String& dtype_name) {
+  return at_ffi_boundary([&] {
+    const DTypeInfo* d = find_dtype(std::string(dtype_name));
+    internal_check(d != nullptr, "ew_empty of an unknown dtype");
+    std::vector<int64_t> dims(shape.begin(), shape.end());
+    return tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), tvm::ffi::ShapeView(dims.data(), dims.size()), d->dl,
+                                         DLDevice{kDLCPU, 0});
   });
 }
 
@@ -124,7 +175,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   refl::GlobalDef()
       .def("kjit.ew_create",
            [](const String& code, const String& name, int64_t num_outputs, const String& build_dir, bool verbose) {
-             return boundary([&] {
+             return at_ffi_boundary([&] {
                ElementwiseOptions opts;
                opts.build_directory = std::string(build_dir);
                opts.verbose = verbose;
@@ -137,6 +188,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def_packed("kjit.ew_outputs", outputs_entry)
       .def_packed("kjit.ew_run", run_entry)
+      .def("kjit.ew_empty", empty_entry)
       .def("kjit.ew_num_threads", []() { return static_cast<int64_t>(ew_num_threads()); })
       .def("kjit.set_ew_num_threads", [](int64_t n) { set_ew_num_threads(static_cast<int>(n)); });
 }

@@ -5,6 +5,7 @@
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include "boundary.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
 #include "kjit/declare.h"
@@ -13,34 +14,17 @@
 #include "kjit/version.h"
 
 namespace kjit {
+
+std::pair<std::string, std::string>& last_compile_error() {
+  thread_local std::pair<std::string, std::string> last;
+  return last;
+}
+
 namespace {
 
 using tvm::ffi::Any;
 using tvm::ffi::Array;
 using tvm::ffi::String;
-
-/// Command and log of the last CompileError on this thread, for the Python
-/// CompileError's .command and .log.
-thread_local std::pair<std::string, std::string> t_last_compile_error;
-
-/// Runs f, turning kjit's exceptions into FFI errors of the matching kind.
-template <typename F>
-auto at_ffi_boundary(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const SpecError& e) {
-    throw tvm::ffi::Error("SpecError", e.what(), "");
-  } catch (const CompileError& e) {
-    t_last_compile_error = {e.command(), e.log()};
-    throw tvm::ffi::Error("CompileError", e.what(), "");
-  } catch (const ToolchainError& e) {
-    throw tvm::ffi::Error("ToolchainError", e.what(), "");
-  } catch (const CacheError& e) {
-    throw tvm::ffi::Error("CacheError", e.what(), "");
-  } catch (const InternalError& e) {
-    throw tvm::ffi::Error("InternalError", e.what(), "");
-  }
-}
 
 std::vector<std::string> to_strings(const Array<String>& a) {
   std::vector<std::string> out;
@@ -212,8 +196,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              return at_ffi_boundary([&] { return strings(normalize_arg_spec(std::string(fn), to_strings(tokens))); });
            })
       .def("kjit.take_compile_error", []() {
-        Array<String> out{String(t_last_compile_error.first), String(t_last_compile_error.second)};
-        t_last_compile_error = {};
+        Array<String> out{String(last_compile_error().first), String(last_compile_error().second)};
+        last_compile_error() = {};
         return out;
       });
 }
