@@ -72,16 +72,35 @@ def _allocator(framework: str, shape, dtype: str, order):
     return functools.partial(_allocate, framework, shape, dtype, order)
 
 
-def _allocate(framework: str, shape, dtype: str, order):
+_KDLCUDA = 2
+
+
+def _device_of(inputs):
+    """(DLPack device type, id) of the first tensor input; CPU for NumPy and scalars."""
+    for x in inputs:
+        if _is_torch_tensor(x):
+            return (_KDLCUDA, x.device.index or 0) if x.is_cuda else (1, 0)
+        if hasattr(x, "__dlpack_device__") and not isinstance(x, (np.ndarray, np.generic)):
+            kind, index = x.__dlpack_device__()
+            return int(kind), int(index)
+    return (1, 0)
+
+
+def _allocate(framework: str, shape, dtype: str, order, device=(1, 0)):
     identity = all(d == i for i, d in enumerate(order))
     if framework == "numpy" and identity:
         return np.empty(shape, _numpy_dtype(dtype))
     permuted = [shape[d] for d in order]
     if framework == "torch":
         torch = _torch()
-        t = torch.empty(permuted, dtype=getattr(torch, dtype))
+        where = f"cuda:{device[1]}" if device[0] == _KDLCUDA else "cpu"
+        t = torch.empty(permuted, dtype=getattr(torch, dtype), device=where)
         return t if identity else t.permute(_inverse(order))
     if framework != "numpy":  # other DLPack inputs: a C-contiguous tvm_ffi.Tensor
+        if device[0] == _KDLCUDA:
+            raise TypeError(
+                "kjit.elementwise: cannot allocate the output for CUDA tensors that are not torch tensors; pass out="
+            )
         return api.ew_empty(shape, dtype)
     a = np.empty(permuted, dtype=_numpy_dtype(dtype))
     return a if identity else a.transpose(_inverse(order))
@@ -236,7 +255,8 @@ class ElementwiseKernel:
         promotion = _TORCH if framework == "torch" else _NUMPY
         if out is None:
             specs = api.ew_outputs(self._id, promotion, *args)
-            outs = [_allocate(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order])
+            device = _device_of(inputs)
+            outs = [_allocate(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order], device)
                     for shape, dtype, order in specs]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]

@@ -10,7 +10,10 @@
 #include <map>
 #include <mutex>
 
+#include <tvm/ffi/extra/c_env_api.h>
+
 #include "../codegen/elementwise_cpu.h"
+#include "cuda_launch.h"
 #include "../spec/cpp_signature.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
@@ -31,10 +34,35 @@ struct Elementwise::Impl {
   ElementwiseOptions options;
   std::mutex mu;
   std::map<std::string, KernelFn> kernels;                          // by kernel types
+  std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
   std::map<std::string, std::shared_ptr<const Prepared>> plans;     // by operand metadata
 
   KernelFn kernel_for(const EwKernelTypes& types);
+  std::shared_ptr<ew::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
 };
+
+namespace {
+
+/// One byte per type, then counts: short enough for the small-string buffer.
+std::string types_key(const EwKernelTypes& types) {
+  std::string key;
+  for (EwType t : types.outputs) key += static_cast<char>('A' + static_cast<int>(t));
+  key += '|';
+  for (EwType t : types.inputs) key += static_cast<char>('A' + static_cast<int>(t));
+  key += static_cast<char>('A' + static_cast<int>(types.compute));
+  key += static_cast<char>('0' + types.num_extra);
+  return key;
+}
+
+}  // namespace
+
+std::shared_ptr<ew::CudaElementwiseKernel> Elementwise::Impl::cuda_kernel_for(const EwKernelTypes& types) {
+  std::string key = types_key(types);
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cuda_kernels[key];
+  if (!slot) slot = std::make_shared<ew::CudaElementwiseKernel>(code, entry, types);  // compiled at first launch
+  return slot;
+}
 
 namespace {
 
@@ -79,16 +107,30 @@ EwType type_of(const std::string& fn, const DLTensor* t, size_t input) {
   return *type;
 }
 
-void check_device(const std::string& fn, const DLTensor* t, size_t input) {
-  if (t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost) return;
+std::string device_text(DLDevice d) {
+  if (d.device_type == kDLCPU || d.device_type == kDLCUDAHost) return "cpu";
+  if (d.device_type == kDLCUDA) return "cuda:" + std::to_string(d.device_id);
+  return "device type " + std::to_string(d.device_type);
+}
+
+bool is_host(DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; }
+
+/// CPU (or pinned host) and CUDA tensors are supported; all tensors of a call must
+/// be on one device.
+void check_device(const std::string& fn, const DLTensor* t, size_t input, DLDevice* call_device, bool* bound) {
   const std::string what = input == SIZE_MAX ? "an output" : operand_name(input);
-  if (t->device.device_type == kDLCUDA) {
-    throw NotImplementedError(fn + ": " + what +
-                              " is a CUDA tensor; kjit.elementwise runs on CPU tensors only so far (its CUDA backend "
-                              "is not implemented)");
+  if (!is_host(t->device) && t->device.device_type != kDLCUDA) {
+    throw ValueError(fn + ": " + what + " is on " + device_text(t->device) +
+                     "; kjit.elementwise runs on CPU and CUDA tensors");
   }
-  throw ValueError(fn + ": " + what + " is on device type " + std::to_string(t->device.device_type) +
-                   "; kjit.elementwise runs on CPU tensors");
+  DLDevice d = is_host(t->device) ? DLDevice{kDLCPU, 0} : t->device;
+  if (!*bound) {
+    *call_device = d;
+    *bound = true;
+  } else if (d.device_type != call_device->device_type || d.device_id != call_device->device_id) {
+    throw ValueError(fn + ": " + what + " is on " + device_text(t->device) + " but the call's tensors are on " +
+                     device_text(*call_device) + "; all tensors of a call must be on one device");
+  }
 }
 
 EwType scalar_type(const EwOperand& op) {
@@ -169,6 +211,7 @@ void check_weak_int_fits(const std::string& fn, const EwOperand& op, EwType resu
 /// The planned call: operand types and the broadcast shape.
 struct Call {
   std::vector<int64_t> shape;
+  DLDevice device{kDLCPU, 0};
   std::vector<EwType> input_types;  // scalars: the result type (NumPy casts weak scalars to it)
   std::vector<EwType> half_scalar;  // per input: float16/bfloat16 if a scalar is rounded to it
   EwType result = EwType::kFloat32;
@@ -179,10 +222,12 @@ Call plan_types(const std::string& fn, const std::vector<EwOperand>& inputs, Pro
   std::vector<ew::TypeInput> tin;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<size_t> which;
+  Call call;
+  bool bound = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const EwOperand& op = inputs[i];
     if (op.tensor != nullptr) {
-      check_device(fn, op.tensor, i);
+      check_device(fn, op.tensor, i, &call.device, &bound);
       ew::TypeInput t{type_of(fn, op.tensor, i),
                       op.tensor->ndim == 0 ? ew::TypeInput::Weight::kZeroDim : ew::TypeInput::Weight::kStrong};
       tin.push_back(t);
@@ -192,7 +237,6 @@ Call plan_types(const std::string& fn, const std::vector<EwOperand>& inputs, Pro
       tin.push_back({scalar_type(op), ew::TypeInput::Weight::kWeak});
     }
   }
-  Call call;
   call.result = ew::result_type(tin, p);
   call.shape = ew::broadcast_shapes(fn, shapes, which);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -247,7 +291,9 @@ std::vector<ew::LoopOperand> input_operands(const std::vector<EwOperand>& inputs
 
 void check_output(const std::string& fn, size_t k, const DLTensor* out, const Call& call, Promotion p) {
   std::string what = "out[" + std::to_string(k) + "]";
-  check_device(fn, out, SIZE_MAX);
+  DLDevice device = call.device;
+  bool bound = true;
+  check_device(fn, out, SIZE_MAX, &device, &bound);
   auto type = ew::from_dl(out->dtype);
   if (!type) throw TypeError(fn + ": " + what + " has dtype " + ew::dl_name(out->dtype) + ", which kjit.elementwise does not support");
   EwType t = *type;
@@ -329,13 +375,7 @@ void execute(KernelFn kernel, const ew::Loop& loop, char* const* data, const voi
 }  // namespace
 
 KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
-  // A short key (fits the small-string buffer): one byte per type, then counts.
-  std::string key;
-  for (EwType t : types.outputs) key += static_cast<char>('A' + static_cast<int>(t));
-  key += '|';
-  for (EwType t : types.inputs) key += static_cast<char>('A' + static_cast<int>(t));
-  key += static_cast<char>('A' + static_cast<int>(types.compute));
-  key += static_cast<char>('0' + types.num_extra);
+  std::string key = types_key(types);
   std::lock_guard<std::mutex> lock(mu);  // one build per kernel at a time; the cache does the rest
   auto it = kernels.find(key);
   if (it != kernels.end()) return it->second;
@@ -428,6 +468,7 @@ struct Elementwise::Prepared {
   std::vector<ew::Extent> extent;              // byte span of each operand relative to its data
   std::vector<char> is_scalar;                 // per input
   int compute_size = 0;
+  std::shared_ptr<ew::CudaElementwiseKernel> cuda;  // set for CUDA tensors (then kernel is null)
 };
 
 namespace {
@@ -515,7 +556,18 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
   }
   for (const EwOperand& in : inputs) p->is_scalar.push_back(in.tensor == nullptr ? 1 : 0);
   p->compute_size = ew::size_of(types.compute);
-  p->kernel = impl_->kernel_for(types);
+  if (call.device.device_type == kDLCUDA) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].tensor == nullptr) {
+        throw NotImplementedError(fn + ": input #" + std::to_string(i) +
+                                  " is a Python scalar in a call on CUDA tensors, which the CUDA backend does not "
+                                  "take yet; pass a 0-d CUDA tensor, or the value as an extra scalar argument");
+      }
+    }
+    p->cuda = impl_->cuda_kernel_for(types);
+  } else {
+    p->kernel = impl_->kernel_for(types);
+  }
   p->loop = ew::make_loop(call.shape, std::move(ops), outputs.size());
   return p;
 }
@@ -558,6 +610,13 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
     }
   }
   check_data_overlap(fn, *p, data, n_out);
+  if (p->cuda) {
+    ew::Loop loop = p->loop;
+    loop.data = data;
+    const int device = p->call.device.device_id;
+    ew::launch_elementwise_cuda(*p->cuda, loop, extra, device, TVMFFIEnvGetStream(kDLCUDA, device));
+    return;
+  }
   std::vector<unsigned char> extra_bytes(extra.size() * p->compute_size);
   for (size_t e = 0; e < extra.size(); ++e) {
     ScalarSlot s;

@@ -741,9 +741,25 @@ def test_no_inputs_is_a_type_error(add):
         add()
 
 
-def test_cuda_tensor_is_not_implemented(add):
-    with pytest.raises(NotImplementedError, match="input #0 is a CUDA tensor"):
-        add(FakeDLPack(device_type=2), 1.0)
+def test_cuda_call_without_a_driver_is_a_clear_runtime_error(add):
+    # Fake CUDA descriptors (never dereferenced): the plan is made, the kernel is
+    # not compiled, and the launch fails because this machine has no CUDA driver.
+    a, b, out = FakeDLPack(device_type=2), FakeDLPack(device_type=2), FakeDLPack(device_type=2)
+    with pytest.raises(RuntimeError, match=r"^kjit\.elementwise: CUDA driver not available: libcuda\.so\.1 could not "
+                                           r"be loaded"):
+        add(a, b, out=out)
+
+
+def test_cuda_call_rules(add):
+    cuda = FakeDLPack(device_type=2)
+    with pytest.raises(NotImplementedError, match=r"^add: input #1 is a Python scalar in a call on CUDA tensors"):
+        add(cuda, 1.0, out=FakeDLPack(device_type=2))
+    with pytest.raises(ValueError, match=r"^add: input #1 is on cpu but the call's tensors are on cuda:0; all "
+                                         r"tensors of a call must be on one device$"):
+        add(cuda, np.ones(4, np.float32), out=FakeDLPack(device_type=2))
+    with pytest.raises(TypeError, match=r"cannot allocate the output for CUDA tensors that are not torch tensors; "
+                                        r"pass out="):
+        add(cuda, FakeDLPack(device_type=2))
 
 
 def test_entry_is_name_or_last_function():
