@@ -122,7 +122,7 @@ def main() -> int:
     if torch is not None:
         ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
         variants["torch"] = lambda: torch.add(ta, tb, out=tc)
-    t = rotate(variants, args.rounds, 5)
+    t = rotate(variants, args.rounds, 10)
     add(a, b, out=c)
     assert np.array_equal(c, a + b)
     gbps = {k: 3 * 4 * n / v / 1e9 for k, v in t.items()}
