@@ -80,8 +80,7 @@ class Elementwise {
   /// `code` defines the entry (the last function, or `name`); with num_outputs > 1
   /// the entry writes its results through trailing `T&` parameters. Extra scalar
   /// arguments of a call are passed after the tensor inputs, in the compute type.
-  explicit Elementwise(std::string code, std::string name = "", int num_outputs = 1,
-                       ElementwiseOptions options = {});
+  explicit Elementwise(std::string code, std::string name = "", int num_outputs = 1, ElementwiseOptions options = {});
   ~Elementwise();
   Elementwise(Elementwise&&) noexcept;
   Elementwise& operator=(Elementwise&&) noexcept;
@@ -91,7 +90,8 @@ class Elementwise {
 
   /// The outputs a call with these inputs produces. Throws ValueError (shapes),
   /// TypeError (dtypes).
-  std::vector<EwOutput> outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion = Promotion::kNumPy) const;
+  std::vector<EwOutput> outputs_for(const std::vector<EwOperand>& inputs,
+                                    Promotion promotion = Promotion::kNumPy) const;
 
   /// Computes into `outputs` (allocated by the caller, or a user's out=): checks
   /// shapes, safe casting into each output and memory overlap, then runs.

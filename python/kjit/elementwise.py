@@ -229,6 +229,27 @@ class ElementwiseKernel:
         return [make() for make in allocators], promotion
 
     def __call__(self, *inputs, out=None, **scalars):
+        # Hot path, kept flat: NumPy arrays and Python scalars, no out=, a layout
+        # seen before. Anything else (or a first call) takes the general path.
+        if out is None and not scalars:
+            key = []
+            for x in inputs:
+                tx = type(x)
+                if tx is np.ndarray:
+                    key.append((x.shape, x.strides, x.dtype))
+                elif tx is float or tx is int or tx is bool:
+                    key.append(tx)
+                else:
+                    break
+            else:
+                cached = self._specs.get(tuple(key))
+                if cached is not None and cached[1] == _NUMPY:
+                    outs = [make() for make in cached[0]]
+                    try:
+                        self._run(self._id, _NUMPY, len(inputs), len(outs), *inputs, *outs)
+                        return outs[0] if len(outs) == 1 else tuple(outs)
+                    except BufferError:
+                        pass  # e.g. a read-only input: the general path passes it by description
         if not inputs:
             raise TypeError(f"{self.name}: expected at least one input")
         try:

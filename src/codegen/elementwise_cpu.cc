@@ -53,7 +53,8 @@ class KernelWriter {
     }
     for (int e = 0; e < t_.num_extra; ++e) args += (args.empty() ? "" : ", ") + ("ex[" + std::to_string(e) + "]");
     if (n_out_ == 1) {
-      o << "const C r0 = static_cast<C>(" << entry_ << "(" << args << ")); " << store_stmt(t_.outputs[0], addr[0], "r0");
+      o << "const C r0 = static_cast<C>(" << entry_ << "(" << args << ")); "
+        << store_stmt(t_.outputs[0], addr[0], "r0");
       return o.str();
     }
     std::string refs;
@@ -66,9 +67,7 @@ class KernelWriter {
     return o.str();
   }
 
-  int size(size_t op) const {
-    return ew::size_of(op < n_out_ ? t_.outputs[op] : t_.inputs[op - n_out_]);
-  }
+  int size(size_t op) const { return ew::size_of(op < n_out_ ? t_.outputs[op] : t_.inputs[op - n_out_]); }
 
   /// Contiguous: every operand advances by its element size.
   std::string contiguous() const {
@@ -181,16 +180,17 @@ std::string emit_elementwise_cpu(const std::string& code, const std::string& ent
     << "#include <cmath>\n#include <cstdint>\n#include <cstring>\n"
     << "#if defined(__SSE2__)\n#include <emmintrin.h>\n#endif\n";
   if (uses_complex(types)) o << "#include <complex>\n";
-  o << "#line 1 \"code\"\n" << code << "\n"
+  o << "#line 1 \"code\"\n"
+    << code << "\n"
     << "#line 1 \"kjit_elementwise_loop\"\n"
     << "namespace kjit_ew {\nnamespace {\n"
-    << float16_conversions_text()
-    << "using C = " << ew::storage_type(types.compute) << ";\n"
+    << float16_conversions_text() << "using C = " << ew::storage_type(types.compute) << ";\n"
     << "// memcpy: operands need not be aligned to their element size.\n"
     << "template <typename S> inline S ld(const char* p) { S v; std::memcpy(&v, p, sizeof(S)); return v; }\n"
     << "template <typename S> inline void st(char* p, S v) { std::memcpy(p, &v, sizeof(S)); }\n"
     << "}  // namespace\n}  // namespace kjit_ew\n\n"
-    << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** data, const int64_t* strides,\n"
+    << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** data, const int64_t* "
+       "strides,\n"
     << "                                                                       int64_t n, const void* extra) {\n"
     << "  using namespace kjit_ew;\n"
     << "  [[maybe_unused]] const C* ex = static_cast<const C*>(extra);\n";

@@ -1,6 +1,7 @@
 // kjit::Elementwise: plan a call (TensorIterator's steps), find or build the kernel
 // for its dtypes, run it over the loop nest on the thread pool.
 #include <dlfcn.h>
+#include <tvm/ffi/extra/c_env_api.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +11,9 @@
 #include <map>
 #include <mutex>
 
-#include <tvm/ffi/extra/c_env_api.h>
-
 #include "../codegen/elementwise_cpu.h"
-#include "cuda_launch.h"
 #include "../spec/cpp_signature.h"
+#include "cuda_launch.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -33,9 +32,9 @@ struct Elementwise::Impl {
   int num_outputs = 1;
   ElementwiseOptions options;
   std::mutex mu;
-  std::map<std::string, KernelFn> kernels;                          // by kernel types
+  std::map<std::string, KernelFn> kernels;                                         // by kernel types
   std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
-  std::map<std::string, std::shared_ptr<const Prepared>> plans;     // by operand metadata
+  std::map<std::string, std::shared_ptr<const Prepared>> plans;                    // by operand metadata
 
   KernelFn kernel_for(const EwKernelTypes& types);
   std::shared_ptr<ew::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
@@ -76,8 +75,9 @@ std::string entry_of(const std::string& code, const std::string& name) {
     if (f.is_definition) last = f.name;
   }
   if (last.empty()) {
-    throw SpecError("kjit.elementwise: no function definition found in the code string; write e.g. "
-                    "'template <typename T> T add(T a, T b) { return a + b; }' or pass name=");
+    throw SpecError(
+        "kjit.elementwise: no function definition found in the code string; write e.g. "
+        "'template <typename T> T add(T a, T b) { return a + b; }' or pass name=");
   }
   return last;
 }
@@ -160,21 +160,47 @@ void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
       !real_valued ? op.int_value : (std::isfinite(re) && std::fabs(re) < 9.2e18 ? static_cast<int64_t>(re) : 0);
   auto put = [&](auto v) { std::memcpy(slot->bytes, &v, sizeof(v)); };
   switch (type) {
-    case EwType::kBool: put(static_cast<bool>(re != 0 || im != 0)); break;
-    case EwType::kInt8: put(static_cast<int8_t>(whole)); break;
-    case EwType::kInt16: put(static_cast<int16_t>(whole)); break;
-    case EwType::kInt32: put(static_cast<int32_t>(whole)); break;
-    case EwType::kInt64: put(static_cast<int64_t>(whole)); break;
-    case EwType::kUInt8: put(static_cast<uint8_t>(whole)); break;
-    case EwType::kUInt16: put(static_cast<uint16_t>(whole)); break;
-    case EwType::kUInt32: put(static_cast<uint32_t>(whole)); break;
-    case EwType::kUInt64: put(static_cast<uint64_t>(whole)); break;
+    case EwType::kBool:
+      put(static_cast<bool>(re != 0 || im != 0));
+      break;
+    case EwType::kInt8:
+      put(static_cast<int8_t>(whole));
+      break;
+    case EwType::kInt16:
+      put(static_cast<int16_t>(whole));
+      break;
+    case EwType::kInt32:
+      put(static_cast<int32_t>(whole));
+      break;
+    case EwType::kInt64:
+      put(static_cast<int64_t>(whole));
+      break;
+    case EwType::kUInt8:
+      put(static_cast<uint8_t>(whole));
+      break;
+    case EwType::kUInt16:
+      put(static_cast<uint16_t>(whole));
+      break;
+    case EwType::kUInt32:
+      put(static_cast<uint32_t>(whole));
+      break;
+    case EwType::kUInt64:
+      put(static_cast<uint64_t>(whole));
+      break;
     case EwType::kFloat16:
     case EwType::kBFloat16:
-    case EwType::kFloat32: put(static_cast<float>(re)); break;
-    case EwType::kFloat64: put(re); break;
-    case EwType::kComplex64: put(std::complex<float>(static_cast<float>(re), static_cast<float>(im))); break;
-    case EwType::kComplex128: put(std::complex<double>(re, im)); break;
+    case EwType::kFloat32:
+      put(static_cast<float>(re));
+      break;
+    case EwType::kFloat64:
+      put(re);
+      break;
+    case EwType::kComplex64:
+      put(std::complex<float>(static_cast<float>(re), static_cast<float>(im)));
+      break;
+    case EwType::kComplex128:
+      put(std::complex<double>(re, im));
+      break;
   }
 }
 
@@ -277,8 +303,8 @@ std::vector<ew::LoopOperand> input_operands(const std::vector<EwOperand>& inputs
     ew::LoopOperand op;
     if (const DLTensor* t = inputs[i].tensor) {
       op.data = static_cast<char*>(t->data) + t->byte_offset;
-      op.strides = ew::broadcast_strides(shape_of(t), strides_of(t), ew::size_of(call.input_types[i]),
-                                         call.shape.size());
+      op.strides =
+          ew::broadcast_strides(shape_of(t), strides_of(t), ew::size_of(call.input_types[i]), call.shape.size());
     } else {
       bind_scalar(inputs[i], call, i, &(*slots)[i]);
       op.data = reinterpret_cast<char*>((*slots)[i].bytes);
@@ -295,7 +321,9 @@ void check_output(const std::string& fn, size_t k, const DLTensor* out, const Ca
   bool bound = true;
   check_device(fn, out, SIZE_MAX, &device, &bound);
   auto type = ew::from_dl(out->dtype);
-  if (!type) throw TypeError(fn + ": " + what + " has dtype " + ew::dl_name(out->dtype) + ", which kjit.elementwise does not support");
+  if (!type)
+    throw TypeError(fn + ": " + what + " has dtype " + ew::dl_name(out->dtype) +
+                    ", which kjit.elementwise does not support");
   EwType t = *type;
   if (shape_of(out) != call.shape) {
     std::string want, got;
@@ -327,6 +355,25 @@ void check_self_overlap(const std::string& fn, const std::vector<const DLTensor*
   }
 }
 
+/// A vector that lives on the stack up to 16 elements (operands, dims).
+template <typename T>
+class SmallVec {
+ public:
+  SmallVec(size_t n, T value) : n_(n) {
+    if (n > kInline) heap_.assign(n, value);
+    std::fill(begin(), begin() + n, value);
+  }
+  T* begin() { return n_ > kInline ? heap_.data() : inline_; }
+  T* data() { return begin(); }
+  T& operator[](size_t i) { return begin()[i]; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  size_t n_;
+  T inline_[kInline] = {};
+  std::vector<T> heap_;
+};
+
 /// Runs the kernel over the loop nest: rows of the inner dim, split across threads.
 void execute(KernelFn kernel, const ew::Loop& loop, char* const* data, const void* extra) {
   const size_t n_ops = loop.data.size();
@@ -336,14 +383,15 @@ void execute(KernelFn kernel, const ew::Loop& loop, char* const* data, const voi
   int threads = total < kGrainSize ? 1 : std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2));
   threads = std::max(threads, 1);
   auto run_range = [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> idx(loop.shape.size(), 0);
+    // Small fixed arrays: a 1-element call should not pay for heap allocations.
+    SmallVec<int64_t> idx(loop.shape.size(), 0);
     int64_t row = begin / n0, col = begin % n0;
     for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
       idx[d] = row % loop.shape[d];
       row /= loop.shape[d];
     }
-    std::vector<char*> ptr(n_ops);
-    std::vector<int64_t> inner(n_ops);
+    SmallVec<char*> ptr(n_ops, nullptr);
+    SmallVec<int64_t> inner(n_ops, 0);
     for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.strides[op][0];
     int64_t pos = begin;
     while (pos < end) {
@@ -389,12 +437,13 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   try {
     built = build_shared_library(req);
   } catch (const CompileError& e) {
-    throw CompileError("kjit.elementwise '" + entry + "' " + types.text() + ": the code does not compile:\n" +
-                           e.log() + "(lines of 'code' are lines of the computation string)",
+    throw CompileError("kjit.elementwise '" + entry + "' " + types.text() + ": the code does not compile:\n" + e.log() +
+                           "(lines of 'code' are lines of the computation string)",
                        e.command(), e.log());
   }
   void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) throw CacheError(std::string("kjit.elementwise: cannot load ") + built.library_path + ": " + dlerror());
+  if (lib == nullptr)
+    throw CacheError(std::string("kjit.elementwise: cannot load ") + built.library_path + ": " + dlerror());
   auto fn = reinterpret_cast<KernelFn>(dlsym(lib, "kjit_ew_kernel"));
   internal_check(fn != nullptr, "an elementwise library without kjit_ew_kernel");
   kernels[key] = fn;
@@ -434,7 +483,8 @@ EwOperand EwOperand::of_complex(double re, double im) {
 
 Elementwise::Elementwise(std::string code, std::string name, int num_outputs, ElementwiseOptions options)
     : impl_(std::make_unique<Impl>()) {
-  if (num_outputs < 1) throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
+  if (num_outputs < 1)
+    throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
   impl_->entry = entry_of(code, name);
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;
@@ -464,9 +514,9 @@ struct Elementwise::Prepared {
   Call call;
   KernelFn kernel = nullptr;
   ew::Loop loop;
-  std::vector<EwType> op_types;                // outputs, then inputs
-  std::vector<ew::Extent> extent;              // byte span of each operand relative to its data
-  std::vector<char> is_scalar;                 // per input
+  std::vector<EwType> op_types;    // outputs, then inputs
+  std::vector<ew::Extent> extent;  // byte span of each operand relative to its data
+  std::vector<char> is_scalar;     // per input
   int compute_size = 0;
   std::shared_ptr<ew::CudaElementwiseKernel> cuda;  // set for CUDA tensors (then kernel is null)
 };
@@ -580,7 +630,8 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
                     std::to_string(outputs.size()));
   }
   for (size_t e = 0; e < extra.size(); ++e) {
-    if (extra[e].tensor != nullptr) throw TypeError(fn + ": extra argument #" + std::to_string(e) + " must be a scalar");
+    if (extra[e].tensor != nullptr)
+      throw TypeError(fn + ": extra argument #" + std::to_string(e) + " must be a scalar");
   }
   std::string key = plan_key(inputs, outputs, extra.size(), promotion);
   std::shared_ptr<const Prepared> p;

@@ -179,7 +179,10 @@ Extent extent_of(const char* data, const std::vector<int64_t>& shape, const std:
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) return Extent{};
     intptr_t span = static_cast<intptr_t>((shape[i] - 1) * strides[i]);
-    if (span < 0) lo += span; else hi += span;
+    if (span < 0)
+      lo += span;
+    else
+      hi += span;
   }
   uintptr_t base = reinterpret_cast<uintptr_t>(data);
   return Extent{base + lo, base + hi + static_cast<uintptr_t>(element_size)};

@@ -85,9 +85,7 @@ EwType float_max(EwType a, EwType b) {
   return float_rank(a) >= float_rank(b) ? a : b;
 }
 
-EwType complex_of(EwType real) {
-  return real == EwType::kFloat64 ? EwType::kComplex128 : EwType::kComplex64;
-}
+EwType complex_of(EwType real) { return real == EwType::kFloat64 ? EwType::kComplex128 : EwType::kComplex64; }
 
 EwType real_of(EwType c) { return c == EwType::kComplex128 ? EwType::kFloat64 : EwType::kFloat32; }
 
@@ -106,8 +104,8 @@ EwType combine_categories(std::optional<EwType> higher, std::optional<EwType> lo
   if (!lower) return *higher;
   Kind h = kind_of(*higher), l = kind_of(*lower);
   if (h == Kind::kComplex) return *higher;
-  if (l == Kind::kComplex) return h == Kind::kFloat ? complex_of(*higher == EwType::kFloat64 ? *higher : EwType::kFloat32)
-                                                     : *lower;
+  if (l == Kind::kComplex)
+    return h == Kind::kFloat ? complex_of(*higher == EwType::kFloat64 ? *higher : EwType::kFloat32) : *lower;
   if (h == Kind::kFloat) return *higher;
   if (*higher == EwType::kBool || l == Kind::kFloat) return promote(*higher, *lower, p);
   return *higher;
@@ -119,9 +117,7 @@ Kind kind_of(EwType t) { return info(t).kind; }
 int size_of(EwType t) { return info(t).size; }
 const char* storage_type(EwType t) { return info(t).storage; }
 
-EwType compute_type(EwType t) {
-  return (t == EwType::kFloat16 || t == EwType::kBFloat16) ? EwType::kFloat32 : t;
-}
+EwType compute_type(EwType t) { return (t == EwType::kFloat16 || t == EwType::kBFloat16) ? EwType::kFloat32 : t; }
 const char* cpp_compute_type(EwType t) { return storage_type(compute_type(t)); }
 
 std::optional<EwType> from_dl(DLDataType d) {

@@ -8,10 +8,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
-#include <new>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "boundary.h"
@@ -45,13 +44,14 @@ struct RawTensor {
   std::vector<int64_t> shape, strides;
 };
 
-const DLTensor* raw_tensor(const Array<Any>& desc, std::deque<RawTensor>* store, size_t index) {
+const DLTensor* raw_tensor(const Array<Any>& desc, std::vector<std::unique_ptr<RawTensor>>* store, size_t index) {
   const DTypeInfo* dtype = find_dtype(std::string(desc[3].cast<String>()));
   if (dtype == nullptr) {
     throw TypeError("kjit.elementwise: argument #" + std::to_string(index) + " has dtype " +
                     std::string(desc[3].cast<String>()) + ", which kjit.elementwise does not support");
   }
-  RawTensor& r = store->emplace_back();
+  store->push_back(std::make_unique<RawTensor>());  // stable address: the DLTensor is referenced
+  RawTensor& r = *store->back();
   int64_t item = (dtype->dl.bits * dtype->dl.lanes + 7) / 8;
   for (const Any& s : desc[1].cast<Array<Any>>()) r.shape.push_back(s.cast<int64_t>());
   for (const Any& s : desc[2].cast<Array<Any>>()) {
@@ -73,7 +73,7 @@ const DLTensor* raw_tensor(const Array<Any>& desc, std::deque<RawTensor>* store,
 
 /// One argument: a tensor (Tensor object or DLTensor*), a bool/int/float, a
 /// complex scalar as [re, im], or a raw tensor description.
-EwOperand operand_of(const AnyView& v, size_t index, std::deque<RawTensor>* store) {
+EwOperand operand_of(const AnyView& v, size_t index, std::vector<std::unique_ptr<RawTensor>>* store) {
   const TVMFFIAny* raw = reinterpret_cast<const TVMFFIAny*>(&v);
   switch (raw->type_index) {
     case kTVMFFITensor:
@@ -112,7 +112,7 @@ void outputs_entry(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
     Elementwise& ew = kernel_of(args[0].cast<int64_t>());
     std::vector<EwOperand> inputs;
-    std::deque<RawTensor> store;
+    std::vector<std::unique_ptr<RawTensor>> store;
     for (int i = 2; i < args.size(); ++i) inputs.push_back(operand_of(args[i], i - 2, &store));
     Array<Any> out;
     for (const EwOutput& o : ew.outputs_for(inputs, promotion_of(args[1].cast<int64_t>()))) {
@@ -134,7 +134,7 @@ void run_entry(PackedArgs args, Any* rv) {
     int n_in = static_cast<int>(args[2].cast<int64_t>()), n_out = static_cast<int>(args[3].cast<int64_t>());
     std::vector<EwOperand> inputs, extra;
     std::vector<const DLTensor*> outputs;
-    std::deque<RawTensor> store;
+    std::vector<std::unique_ptr<RawTensor>> store;
     for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[4 + i], i, &store));
     for (int k = 0; k < n_out; ++k) {
       EwOperand o = operand_of(args[4 + n_in + k], k, &store);
