@@ -18,6 +18,7 @@ from ._lib import api
 from .errors import CompileError
 
 _NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
+_PY_SCALARS = (float, int, bool)
 
 
 def _torch():
@@ -229,9 +230,16 @@ class ElementwiseKernel:
         return [make() for make in allocators], promotion
 
     def __call__(self, *inputs, out=None, **scalars):
-        # Hot path, kept flat: NumPy arrays and Python scalars, no out=, a layout
-        # seen before. Anything else (or a first call) takes the general path.
-        if out is None and not scalars:
+        # Hot paths, kept flat: NumPy arrays and Python scalars with a NumPy out=, or
+        # without out= for a layout seen before. Anything else takes the general path.
+        if type(out) is np.ndarray and self.num_outputs == 1 and not scalars and out.dtype.isbuiltin == 1:
+            if all(type(x) is np.ndarray or type(x) in _PY_SCALARS for x in inputs):
+                try:
+                    self._run(self._id, _NUMPY, len(inputs), 1, *inputs, out)
+                    return out
+                except BufferError:
+                    pass
+        elif out is None and not scalars:
             key = []
             for x in inputs:
                 tx = type(x)
