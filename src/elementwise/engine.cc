@@ -420,6 +420,59 @@ void execute(KernelFn kernel, const ew::Loop& loop, char* const* data, const voi
   });
 }
 
+/// The tiled layout (tiles_small_inner_dim): per index of the outer dims, the K*rows
+/// dense elements go through the kernel's contiguous path in runs of a tile's
+/// length, with each repeating operand's K values copied into a tile.
+void execute_tiled(KernelFn kernel, const ew::Loop& loop, const std::vector<int>& sizes, char* const* data,
+                   const void* extra) {
+  const size_t n_ops = loop.data.size();
+  const int64_t k = loop.shape[0], span = k * loop.shape[1];
+  int64_t outer = 1;
+  for (size_t d = 2; d < loop.shape.size(); ++d) outer *= loop.shape[d];
+  const int64_t tile_len = std::max<int64_t>(k, 512 / k * k);  // a multiple of k: every run starts in phase
+  std::vector<bool> repeat(n_ops);
+  std::vector<int64_t> strides(n_ops);
+  for (size_t op = 0; op < n_ops; ++op) {
+    repeat[op] = loop.strides[op][1] == 0;
+    strides[op] = sizes[op];
+  }
+  auto run_outer = [&](int64_t begin, int64_t end) {
+    std::vector<std::vector<char>> tiles(n_ops);
+    std::vector<char*> base(n_ops), ptr(n_ops);
+    for (int64_t o = begin; o < end; ++o) {
+      int64_t rest = o;
+      for (size_t op = 0; op < n_ops; ++op) base[op] = data[op];
+      for (size_t d = 2; d < loop.shape.size(); ++d) {
+        int64_t i = rest % loop.shape[d];
+        rest /= loop.shape[d];
+        for (size_t op = 0; op < n_ops; ++op) base[op] += i * loop.strides[op][d];
+      }
+      for (size_t op = 0; op < n_ops; ++op) {
+        if (!repeat[op]) continue;
+        std::vector<char>& t = tiles[op];
+        const size_t period = static_cast<size_t>(k * sizes[op]), total = static_cast<size_t>(tile_len * sizes[op]);
+        t.resize(total);
+        for (int64_t e = 0; e < k; ++e) {
+          std::memcpy(t.data() + e * sizes[op], base[op] + e * loop.strides[op][0], sizes[op]);
+        }
+        for (size_t filled = period; filled < total; filled *= 2) {  // doubling copies
+          std::memcpy(t.data() + filled, t.data(), std::min(filled, total - filled));
+        }
+      }
+      for (int64_t off = 0; off < span; off += tile_len) {
+        for (size_t op = 0; op < n_ops; ++op) ptr[op] = repeat[op] ? tiles[op].data() : base[op] + off * sizes[op];
+        kernel(ptr.data(), strides.data(), std::min(tile_len, span - off), extra);
+      }
+    }
+  };
+  int threads = loop.numel() < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(ew_num_threads(), outer));
+  if (threads <= 1) {
+    run_outer(0, outer);
+    return;
+  }
+  ew::parallel_for(threads, [&](int chunk) { run_outer(outer * chunk / threads, outer * (chunk + 1) / threads); });
+}
+
 }  // namespace
 
 KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
@@ -519,6 +572,8 @@ struct Elementwise::Prepared {
   std::vector<char> is_scalar;     // per input
   int compute_size = 0;
   std::shared_ptr<ew::CudaElementwiseKernel> cuda;  // set for CUDA tensors (then kernel is null)
+  bool tiled = false;      // the small-inner-dim layout runs through tiles (see execute_tiled)
+  std::vector<int> sizes;  // element bytes per operand
 };
 
 namespace {
@@ -619,6 +674,9 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
     p->kernel = impl_->kernel_for(types);
   }
   p->loop = ew::make_loop(call.shape, std::move(ops), outputs.size());
+  for (EwType t : p->op_types) p->sizes.push_back(ew::size_of(t));
+  p->tiled = !p->cuda && ew::tiles_small_inner_dim(p->loop, p->sizes, outputs.size());
+  if (!p->tiled) ew::move_small_inner_dim_out(&p->loop);
   return p;
 }
 
@@ -674,7 +732,12 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
     write_scalar(extra[e], ew::compute_type(p->call.result), &s);
     std::memcpy(extra_bytes.data() + e * p->compute_size, s.bytes, p->compute_size);
   }
-  execute(p->kernel, p->loop, data.data(), extra_bytes.empty() ? nullptr : extra_bytes.data());
+  const void* ex = extra_bytes.empty() ? nullptr : extra_bytes.data();
+  if (p->tiled) {
+    execute_tiled(p->kernel, p->loop, p->sizes, data.data(), ex);
+  } else {
+    execute(p->kernel, p->loop, data.data(), ex);
+  }
 }
 
 }  // namespace kjit

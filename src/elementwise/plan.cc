@@ -140,13 +140,28 @@ Loop make_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> opera
   }
   reorder_fastest_first(&loop, first_input);
   coalesce(&loop);
-  // A tiny inner dim would make every row a few elements long: put the next dim
-  // inside instead (its loop is strided but long).
-  if (loop.shape.size() >= 2 && loop.shape[0] < 16 && loop.shape[1] > loop.shape[0]) {
-    std::swap(loop.shape[0], loop.shape[1]);
-    for (auto& s : loop.strides) std::swap(s[0], s[1]);
-  }
   return loop;
+}
+
+void move_small_inner_dim_out(Loop* loop) {
+  if (loop->shape.size() >= 2 && loop->shape[0] < 16 && loop->shape[1] > loop->shape[0]) {
+    std::swap(loop->shape[0], loop->shape[1]);
+    for (auto& s : loop->strides) std::swap(s[0], s[1]);
+  }
+}
+
+bool tiles_small_inner_dim(const Loop& loop, const std::vector<int>& sizes, size_t n_out) {
+  if (loop.shape.size() < 2 || loop.shape[0] < 2 || loop.shape[0] > 16 || loop.shape[1] < 2) return false;
+  const int64_t k = loop.shape[0];
+  bool repeats = false;
+  for (size_t op = 0; op < loop.strides.size(); ++op) {
+    int64_t s0 = loop.strides[op][0], s1 = loop.strides[op][1];
+    bool dense = s0 == sizes[op] && s1 == k * sizes[op];
+    bool repeat = s1 == 0 && (s0 == sizes[op] || s0 == 0);
+    if (!dense && !(repeat && op >= n_out)) return false;
+    repeats = repeats || !dense;
+  }
+  return repeats;
 }
 
 std::vector<int> output_order(const std::vector<int64_t>& shape, const std::vector<LoopOperand>& inputs) {

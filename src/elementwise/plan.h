@@ -35,9 +35,17 @@ std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape, const 
                                        int64_t element_size, size_t ndim);
 
 /// Builds the loop: dims reordered fastest first (outputs decide first, PyTorch's
-/// comparator), coalesced, and a tiny inner dim swapped outward so the inner loop
-/// stays long (PyTorch issue 57611).
+/// comparator) and coalesced.
 Loop make_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t first_input);
+
+/// PyTorch issue 57611: a tiny inner dim makes every row a few elements long. When
+/// every operand is either dense over the two inner dims or repeats along the
+/// second (`sizes`: element bytes per operand), the engine runs the dense span
+/// through the contiguous kernel with the repeating operands tiled; true if so.
+bool tiles_small_inner_dim(const Loop& loop, const std::vector<int>& sizes, size_t n_out);
+
+/// Otherwise: put the next dim inside instead (its loop is strided but long).
+void move_small_inner_dim_out(Loop* loop);
 
 /// Dims from slowest to fastest for an output that follows the inputs' layout.
 std::vector<int> output_order(const std::vector<int64_t>& shape, const std::vector<LoopOperand>& inputs);
