@@ -899,3 +899,25 @@ def test_tvm_ffi_tensor_gives_tvm_ffi_tensor(add):
     got = add(a, 2.0)
     assert isinstance(got, tvm_ffi.Tensor)
     np.testing.assert_array_equal(np.from_dlpack(got), np.arange(5.0) + 2.0)
+
+
+# ---------------------------------------------------------------------------------
+# the tiled layout for tiny inner dims (PyTorch issue 57611)
+# ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sa, sb", [((3, 1, 4), (1, 5, 4)), ((7, 1, 3), (1, 9, 3)), ((2, 1, 2), (1, 33, 2)),
+                                    ((100, 1, 5), (1, 64, 5)), ((1, 32, 32, 2), (1024, 1, 1, 2))])
+@pytest.mark.parametrize("dtypes", [("float32", "float32"), ("float16", "float32"), ("int8", "int64")])
+def test_small_inner_dim_broadcasts_match_numpy(add, sa, sb, dtypes):
+    a = (np.random.default_rng(1).random(sa) * 50).astype(dtypes[0])
+    b = (np.random.default_rng(2).random(sb) * 50).astype(dtypes[1])
+    np.testing.assert_array_equal(add(a, b), a + b)
+    np.testing.assert_array_equal(add(b, a), b + a)
+
+
+def test_small_inner_dim_with_three_operands_and_threads(madd):
+    x = np.random.default_rng(3).random((1, 64, 64, 3)).astype(np.float64)
+    y = np.random.default_rng(4).random((512, 1, 1, 3)).astype(np.float64)
+    z = np.random.default_rng(5).random((512, 1, 64, 3)).astype(np.float64)
+    np.testing.assert_allclose(madd(x, y, z), x * y + z, rtol=1e-12)
