@@ -233,7 +233,10 @@ class ElementwiseKernel:
         # Hot paths, kept flat: NumPy arrays and Python scalars with a NumPy out=, or
         # without out= for a layout seen before. Anything else takes the general path.
         if type(out) is np.ndarray and self.num_outputs == 1 and not scalars and out.dtype.isbuiltin == 1:
-            if all(type(x) is np.ndarray or type(x) in _PY_SCALARS for x in inputs):
+            for x in inputs:
+                if type(x) is not np.ndarray and type(x) not in _PY_SCALARS:
+                    break
+            else:
                 try:
                     self._run(self._id, _NUMPY, len(inputs), 1, *inputs, out)
                     return out

@@ -611,10 +611,10 @@ void append_tensor(std::string* key, const DLTensor* t) {
 }
 
 /// The metadata a prepared plan depends on.
-std::string plan_key(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs, size_t n_extra,
-                     Promotion p) {
-  std::string key;
-  key.reserve(128);
+void plan_key(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs, size_t n_extra,
+              Promotion p, std::string* out) {
+  std::string& key = *out;
+  key.clear();
   key.push_back(static_cast<char>(p));
   key.push_back(static_cast<char>(n_extra));
   for (const DLTensor* o : outputs) append_tensor(&key, o);
@@ -626,7 +626,6 @@ std::string plan_key(const std::vector<EwOperand>& inputs, const std::vector<con
       key.push_back(static_cast<char>('a' + static_cast<int>(in.scalar)));
     }
   }
-  return key;
 }
 
 }  // namespace
@@ -691,7 +690,8 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
     if (extra[e].tensor != nullptr)
       throw TypeError(fn + ": extra argument #" + std::to_string(e) + " must be a scalar");
   }
-  std::string key = plan_key(inputs, outputs, extra.size(), promotion);
+  thread_local std::string key;  // keeps its capacity between calls
+  plan_key(inputs, outputs, extra.size(), promotion, &key);
   std::shared_ptr<const Prepared> p;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -706,8 +706,10 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
   }
   // This call's data: pointers, scalar values, extra scalars.
   const size_t n_out = outputs.size(), n_ops = n_out + inputs.size();
-  std::vector<char*> data(n_ops);
-  std::vector<ScalarSlot> slots(inputs.size() + extra.size());
+  thread_local std::vector<char*> data;
+  thread_local std::vector<ScalarSlot> slots;
+  data.assign(n_ops, nullptr);
+  slots.resize(inputs.size() + extra.size());
   for (size_t k = 0; k < n_out; ++k) data[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (p->is_scalar[i]) {

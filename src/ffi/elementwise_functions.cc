@@ -132,8 +132,12 @@ void run_entry(PackedArgs args, Any* rv) {
     Elementwise& ew = kernel_of(args[0].cast<int64_t>());
     Promotion p = promotion_of(args[1].cast<int64_t>());
     int n_in = static_cast<int>(args[2].cast<int64_t>()), n_out = static_cast<int>(args[3].cast<int64_t>());
-    std::vector<EwOperand> inputs, extra;
-    std::vector<const DLTensor*> outputs;
+    // Per-thread buffers keep their capacity: a small call allocates nothing here.
+    thread_local std::vector<EwOperand> inputs, extra;
+    thread_local std::vector<const DLTensor*> outputs;
+    inputs.clear();
+    extra.clear();
+    outputs.clear();
     std::vector<std::unique_ptr<RawTensor>> store;
     for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[4 + i], i, &store));
     for (int k = 0; k < n_out; ++k) {
