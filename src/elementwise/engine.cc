@@ -18,13 +18,12 @@
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
+#include "loop_driver.h"
 #include "plan.h"
 #include "thread_pool.h"
 #include "types.h"
 
 namespace kjit {
-
-using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
 
 struct Elementwise::Impl {
   std::string code;
@@ -64,8 +63,6 @@ std::shared_ptr<ew::CudaElementwiseKernel> Elementwise::Impl::cuda_kernel_for(co
 }
 
 namespace {
-
-constexpr int64_t kGrainSize = 32768;  // PyTorch's: below it a loop runs serially
 
 std::string entry_of(const std::string& code, const std::string& name) {
   if (!name.empty()) return name;
@@ -355,124 +352,6 @@ void check_self_overlap(const std::string& fn, const std::vector<const DLTensor*
   }
 }
 
-/// A vector that lives on the stack up to 16 elements (operands, dims).
-template <typename T>
-class SmallVec {
- public:
-  SmallVec(size_t n, T value) : n_(n) {
-    if (n > kInline) heap_.assign(n, value);
-    std::fill(begin(), begin() + n, value);
-  }
-  T* begin() { return n_ > kInline ? heap_.data() : inline_; }
-  T* data() { return begin(); }
-  T& operator[](size_t i) { return begin()[i]; }
-
- private:
-  static constexpr size_t kInline = 16;
-  size_t n_;
-  T inline_[kInline] = {};
-  std::vector<T> heap_;
-};
-
-/// Runs the kernel over the loop nest: rows of the inner dim, split across threads.
-void execute(KernelFn kernel, const ew::Loop& loop, char* const* data, const void* extra) {
-  const size_t n_ops = loop.data.size();
-  const int64_t n0 = loop.shape[0];
-  const int64_t total = loop.numel();
-  if (total == 0) return;
-  int threads = total < kGrainSize ? 1 : std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2));
-  threads = std::max(threads, 1);
-  auto run_range = [&](int64_t begin, int64_t end) {
-    // Small fixed arrays: a 1-element call should not pay for heap allocations.
-    SmallVec<int64_t> idx(loop.shape.size(), 0);
-    int64_t row = begin / n0, col = begin % n0;
-    for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
-      idx[d] = row % loop.shape[d];
-      row /= loop.shape[d];
-    }
-    SmallVec<char*> ptr(n_ops, nullptr);
-    SmallVec<int64_t> inner(n_ops, 0);
-    for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.strides[op][0];
-    int64_t pos = begin;
-    while (pos < end) {
-      for (size_t op = 0; op < n_ops; ++op) {
-        char* p = data[op] + col * loop.strides[op][0];
-        for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * loop.strides[op][d];
-        ptr[op] = p;
-      }
-      int64_t n = std::min(n0 - col, end - pos);
-      kernel(ptr.data(), inner.data(), n, extra);
-      pos += n;
-      col = 0;
-      for (size_t d = 1; d < loop.shape.size(); ++d) {
-        if (++idx[d] < loop.shape[d]) break;
-        idx[d] = 0;
-      }
-    }
-  };
-  if (threads == 1) {
-    run_range(0, total);
-    return;
-  }
-  ew::parallel_for(threads, [&](int chunk) {
-    int64_t begin = total * chunk / threads, end = total * (chunk + 1) / threads;
-    run_range(begin, end);
-  });
-}
-
-/// The tiled layout (tiles_small_inner_dim): per index of the outer dims, the K*rows
-/// dense elements go through the kernel's contiguous path in runs of a tile's
-/// length, with each repeating operand's K values copied into a tile.
-void execute_tiled(KernelFn kernel, const ew::Loop& loop, const std::vector<int>& sizes, char* const* data,
-                   const void* extra) {
-  const size_t n_ops = loop.data.size();
-  const int64_t k = loop.shape[0], span = k * loop.shape[1];
-  int64_t outer = 1;
-  for (size_t d = 2; d < loop.shape.size(); ++d) outer *= loop.shape[d];
-  const int64_t tile_len = std::max<int64_t>(k, 512 / k * k);  // a multiple of k: every run starts in phase
-  std::vector<bool> repeat(n_ops);
-  std::vector<int64_t> strides(n_ops);
-  for (size_t op = 0; op < n_ops; ++op) {
-    repeat[op] = loop.strides[op][1] == 0;
-    strides[op] = sizes[op];
-  }
-  auto run_outer = [&](int64_t begin, int64_t end) {
-    std::vector<std::vector<char>> tiles(n_ops);
-    std::vector<char*> base(n_ops), ptr(n_ops);
-    for (int64_t o = begin; o < end; ++o) {
-      int64_t rest = o;
-      for (size_t op = 0; op < n_ops; ++op) base[op] = data[op];
-      for (size_t d = 2; d < loop.shape.size(); ++d) {
-        int64_t i = rest % loop.shape[d];
-        rest /= loop.shape[d];
-        for (size_t op = 0; op < n_ops; ++op) base[op] += i * loop.strides[op][d];
-      }
-      for (size_t op = 0; op < n_ops; ++op) {
-        if (!repeat[op]) continue;
-        std::vector<char>& t = tiles[op];
-        const size_t period = static_cast<size_t>(k * sizes[op]), total = static_cast<size_t>(tile_len * sizes[op]);
-        t.resize(total);
-        for (int64_t e = 0; e < k; ++e) {
-          std::memcpy(t.data() + e * sizes[op], base[op] + e * loop.strides[op][0], sizes[op]);
-        }
-        for (size_t filled = period; filled < total; filled *= 2) {  // doubling copies
-          std::memcpy(t.data() + filled, t.data(), std::min(filled, total - filled));
-        }
-      }
-      for (int64_t off = 0; off < span; off += tile_len) {
-        for (size_t op = 0; op < n_ops; ++op) ptr[op] = repeat[op] ? tiles[op].data() : base[op] + off * sizes[op];
-        kernel(ptr.data(), strides.data(), std::min(tile_len, span - off), extra);
-      }
-    }
-  };
-  int threads = loop.numel() < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(ew_num_threads(), outer));
-  if (threads <= 1) {
-    run_outer(0, outer);
-    return;
-  }
-  ew::parallel_for(threads, [&](int chunk) { run_outer(outer * chunk / threads, outer * (chunk + 1) / threads); });
-}
-
 }  // namespace
 
 KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
@@ -572,8 +451,8 @@ struct Elementwise::Prepared {
   std::vector<char> is_scalar;     // per input
   int compute_size = 0;
   std::shared_ptr<ew::CudaElementwiseKernel> cuda;  // set for CUDA tensors (then kernel is null)
-  bool tiled = false;      // the small-inner-dim layout runs through tiles (see execute_tiled)
-  std::vector<int> sizes;  // element bytes per operand
+  bool tiled = false;                               // the small-inner-dim layout runs through tiles (see execute_tiled)
+  std::vector<int> sizes;                           // element bytes per operand
 };
 
 namespace {
@@ -736,9 +615,9 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
   }
   const void* ex = extra_bytes.empty() ? nullptr : extra_bytes.data();
   if (p->tiled) {
-    execute_tiled(p->kernel, p->loop, p->sizes, data.data(), ex);
+    ew::execute_tiled(p->kernel, p->loop, p->sizes, data.data(), ex);
   } else {
-    execute(p->kernel, p->loop, data.data(), ex);
+    ew::execute(p->kernel, p->loop, data.data(), ex);
   }
 }
 
