@@ -413,7 +413,7 @@ EwOperand EwOperand::of_complex(double re, double im) {
   return o;
 }
 
-Elementwise::Elementwise(std::string code, std::string name, int num_outputs, ElementwiseOptions options)
+Elementwise::Elementwise(std::string code, const std::string& name, int num_outputs, ElementwiseOptions options)
     : impl_(std::make_unique<Impl>()) {
   if (num_outputs < 1)
     throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));

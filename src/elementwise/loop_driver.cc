@@ -39,7 +39,8 @@ void execute(KernelFn kernel, const Loop& loop, char* const* data, const void* e
   const int64_t n0 = loop.shape[0];
   const int64_t total = loop.numel();
   if (total == 0) return;
-  int threads = total < kGrainSize ? 1 : std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2));
+  int threads =
+      total < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2)));
   threads = std::max(threads, 1);
   auto run_range = [&](int64_t begin, int64_t end) {
     // Small fixed arrays: a 1-element call should not pay for heap allocations.
