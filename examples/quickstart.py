@@ -45,5 +45,17 @@ try:
 except ValueError as err:
     print("rejected call:", type(err).__name__ + ":", err)
 
+# The same kernel declared the brainevent way: the spec is read off the C++ definition.
+print("\ninferred from the C++ definition:", kjit.resolve(SOURCE, ["axpy"]))
+
+# An elementwise kernel from a computation string, with TensorIterator semantics:
+# broadcasting, NumPy 2 promotion, casts inside the kernel, threaded loops.
+hypot = kjit.elementwise("template <typename T> T hypot2(T a, T b) { return std::sqrt(a * a + b * b); }")
+a = np.arange(3, dtype=np.float32).reshape(3, 1)
+b = np.full(4, 4.0, dtype=np.float64)
+r = hypot(a, b)
+print(f"elementwise hypot: shape {r.shape}, dtype {r.dtype}\n", r)
+assert r.dtype == np.float64 and np.allclose(r, np.hypot(a, b))
+
 print("\ngenerated host stub for axpy:\n")
 print(mod.get_host_source("axpy"))

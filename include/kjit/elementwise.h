@@ -80,7 +80,8 @@ class Elementwise {
   /// `code` defines the entry (the last function, or `name`); with num_outputs > 1
   /// the entry writes its results through trailing `T&` parameters. Extra scalar
   /// arguments of a call are passed after the tensor inputs, in the compute type.
-  explicit Elementwise(std::string code, const std::string& name = "", int num_outputs = 1, ElementwiseOptions options = {});
+  explicit Elementwise(std::string code, const std::string& name = "", int num_outputs = 1,
+                       ElementwiseOptions options = {});
   ~Elementwise();
   Elementwise(Elementwise&&) noexcept;
   Elementwise& operator=(Elementwise&&) noexcept;
