@@ -73,6 +73,16 @@ def _allocator(framework: str, shape, dtype: str, order):
     return functools.partial(_allocate, framework, shape, dtype, order)
 
 
+def _torch_like(inputs, shape, dtype: str, order):
+    """Index of a contiguous torch input with the output's shape and dtype, or None."""
+    if order != list(range(len(order))):
+        return None
+    for j, x in enumerate(inputs):
+        if _is_torch_tensor(x) and list(x.shape) == shape and str(x.dtype) == "torch." + dtype and x.is_contiguous():
+            return j
+    return None
+
+
 _KDLCUDA = 2
 
 
@@ -221,13 +231,15 @@ class ElementwiseKernel:
             if len(self._specs) > 256:
                 self._specs.clear()
             promotion = _TORCH if framework == "torch" else _NUMPY
-            allocators = [
-                _allocator(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order])
-                for shape, dtype, order in api.ew_outputs(self._id, promotion, *inputs)
-            ]
+            allocators = []
+            for shape, dtype, order in api.ew_outputs(self._id, promotion, *inputs):
+                shape, dtype, order = [int(s) for s in shape], str(dtype), [int(d) for d in order]
+                like = _torch_like(inputs, shape, dtype, order) if framework == "torch" else None
+                allocators.append(like if like is not None else _allocator(framework, shape, dtype, order))
             cached = self._specs[key] = (allocators, promotion)
         allocators, promotion = cached
-        return [make() for make in allocators], promotion
+        # An int: allocate like that input (torch.empty_like costs half of torch.empty).
+        return [_torch().empty_like(inputs[m]) if type(m) is int else m() for m in allocators], promotion
 
     def __call__(self, *inputs, out=None, **scalars):
         # Hot paths, kept flat: NumPy arrays and Python scalars with a NumPy out=, or
