@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "cuda_cache.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
 #include "nvrtc.h"
@@ -419,7 +420,7 @@ void* CudaElementwiseKernel::function(EwCudaVariant variant, int vec, int cc) {
   if (module == nullptr) {
     const std::string arch = nvrtc_arch_for(cc, nvrtc_supported_archs());
     std::string& image = binaries_[{static_cast<int>(variant), arch}];
-    if (image.empty()) image = compile_elementwise_cuda(code_, entry_, types_, variant, arch, options_).binary;
+    if (image.empty()) image = cached_elementwise_cuda(code_, entry_, types_, variant, arch, options_, "").binary;
     check(d, d.module_load_data(&module, image.c_str()), "cuModuleLoadData");
   }
   void* fn = nullptr;

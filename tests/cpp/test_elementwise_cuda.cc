@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "codegen/elementwise_cuda.h"
+#include "elementwise/cuda_cache.h"
 #include "elementwise/cuda_launch.h"
 #include "elementwise/nvrtc.h"
 #include "kjit/build.h"
@@ -1085,3 +1086,32 @@ TEST(ElementwiseCudaNoDriver, LaunchFailsBeforeCompiling) {
 }  // namespace
 }  // namespace ew
 }  // namespace kjit
+
+// The NVRTC image disk cache: a second kernel object (a fresh process, as far as
+// the cache is concerned) reads the image instead of compiling.
+TEST(ElementwiseCudaDiskCache, SecondCompileIsAHit) {
+  std::string dir = ::testing::TempDir() + "kjit-ew-cuda-cache-" + std::to_string(::getpid());
+  kjit::EwKernelTypes types;
+  types.outputs = {kjit::EwType::kFloat32};
+  types.inputs = {kjit::EwType::kFloat32, kjit::EwType::kFloat32};
+  types.compute = kjit::EwType::kFloat32;
+  const std::string code = "template <typename T> T add(T a, T b) { return a + b; }";
+  bool hit = true;
+  kjit::ew::NvrtcResult first;
+  try {
+    first =
+        kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, &hit);
+  } catch (const kjit::ToolchainError& e) {
+    GTEST_SKIP() << "NVRTC does not load here: " << e.what();
+  }
+  EXPECT_FALSE(hit);
+  kjit::ew::NvrtcResult second =
+      kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, &hit);
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(first.binary, second.binary);
+  EXPECT_FALSE(second.ptx);
+  // Another arch is another image.
+  kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "compute_90", {}, dir, &hit);
+  EXPECT_FALSE(hit);
+  std::filesystem::remove_all(dir);
+}
