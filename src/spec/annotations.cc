@@ -86,12 +86,42 @@ FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where)
   return d;
 }
 
+/// The text with /* ... */ comments blanked (newlines kept, so line numbers stay):
+/// an annotation commented out that way is not one. A "/*" inside a // comment
+/// does not open a block.
+std::string without_block_comments(const std::string& text) {
+  std::string out = text;
+  bool in_block = false, in_line = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    char c = out[i];
+    if (in_block) {
+      if (c == '*' && i + 1 < out.size() && out[i + 1] == '/') {
+        out[i] = out[i + 1] = ' ';
+        ++i;
+        in_block = false;
+      } else if (c != '\n') {
+        out[i] = ' ';
+      }
+    } else if (in_line) {
+      in_line = c != '\n';
+    } else if (c == '/' && i + 1 < out.size() && out[i + 1] == '/') {
+      in_line = true;
+      ++i;
+    } else if (c == '/' && i + 1 < out.size() && out[i + 1] == '*') {
+      out[i] = out[i + 1] = ' ';
+      ++i;
+      in_block = true;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<FunctionDecl> read_annotations(const std::vector<SourceText>& sources) {
   std::vector<FunctionDecl> out;
   for (const SourceText& src : sources) {
-    std::istringstream lines(src.text);
+    std::istringstream lines(without_block_comments(src.text));
     std::string line;
     for (int number = 1; std::getline(lines, line); ++number) {
       AnnotationLine a;

@@ -945,3 +945,11 @@ def test_repeat_load_in_process_is_a_cache_hit():
     first = build("fd_again", src, ["again"], force_rebuild=True)
     second = build("fd_again", src, ["again"])
     assert not first.cache_hit and second.cache_hit
+
+
+def test_annotation_inside_a_block_comment_is_not_read():
+    src = "/*\n// @kjit old\n*/\n// @kjit f\n" + fn_src(XY)
+    assert kjit.resolve(src) == {"f": "x: any[...], y: any[...] out"}
+    # Line numbers survive the blanking: a duplicate names the real lines.
+    with pytest.raises(SpecError, match=r"cpp_sources:4 .* and cpp_sources:5 "):
+        kjit.resolve("/* a\n b */\n\n// @kjit f\n// @kjit f\n" + fn_src(XY))
