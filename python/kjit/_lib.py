@@ -35,6 +35,7 @@ class _Api:
             "ew_outputs",
             "ew_run",
             "ew_empty",
+            "ew_free",
             "ew_num_threads",
             "set_ew_num_threads",
         ):

@@ -313,6 +313,14 @@ class ElementwiseKernel:
             return out
         return outs[0] if self.num_outputs == 1 else tuple(outs)
 
+    def __del__(self):
+        free = getattr(api, "ew_free", None)
+        if free is not None and getattr(self, "_id", None) is not None:
+            try:
+                free(self._id)
+            except Exception:  # noqa: BLE001 (interpreter shutdown: nothing to free into)
+                pass
+
     def __repr__(self) -> str:
         return f"<kjit.elementwise {self.name} ({self.num_outputs} output{'s' if self.num_outputs > 1 else ''})>"
 

@@ -29,11 +29,12 @@ using tvm::ffi::PackedArgs;
 using tvm::ffi::String;
 
 std::mutex g_mu;
-std::vector<std::unique_ptr<Elementwise>> g_kernels;  // id -> engine; lives for the process
+std::vector<std::unique_ptr<Elementwise>> g_kernels;  // id -> engine, until kjit.ew_free
 
 Elementwise& kernel_of(int64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
-  internal_check(id >= 0 && static_cast<size_t>(id) < g_kernels.size(), "unknown elementwise id");
+  internal_check(id >= 0 && static_cast<size_t>(id) < g_kernels.size() && g_kernels[id] != nullptr,
+                 "unknown elementwise id");
   return *g_kernels[id];
 }
 
@@ -193,6 +194,13 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_packed("kjit.ew_outputs", outputs_entry)
       .def_packed("kjit.ew_run", run_entry)
       .def("kjit.ew_empty", empty_entry)
+      .def("kjit.ew_free",
+           [](int64_t id) {
+             // The engine's plans and kernel handles go; the compiled libraries stay
+             // loaded (another engine may use the same one) and cached on disk.
+             std::lock_guard<std::mutex> lock(g_mu);
+             if (id >= 0 && static_cast<size_t>(id) < g_kernels.size()) g_kernels[id].reset();
+           })
       .def("kjit.ew_num_threads", []() { return static_cast<int64_t>(ew_num_threads()); })
       .def("kjit.set_ew_num_threads", [](int64_t n) { set_ew_num_threads(static_cast<int>(n)); });
 }
