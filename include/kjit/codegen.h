@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kjit/declare.h"
 #include "kjit/spec.h"
 
 namespace kjit {
@@ -31,19 +32,13 @@ struct StubOptions {
 /// The checked safe call of one function.
 std::string emit_stub(const FunctionSpec& spec, const StubOptions& options = {});
 
-/// One user source with the name the compiler should report for it (#line).
-struct UserSource {
-  std::string file_name;
-  std::string text;
-};
-
 /// Host-side helpers of CUDA stubs: the CUDA runtime calls (bound by asm label, so
 /// a user's <cuda_runtime.h> cannot clash), lazy initialisation, error messages.
 std::string emit_cuda_prelude();
 
 /// Declarations the host translation unit needs for functions defined in device
 /// code (`cuda_sources`), read off their C++ definitions; "" when none.
-std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs, const std::vector<UserSource>& cuda_sources);
+std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs, const std::vector<SourceText>& cuda_sources);
 
 /// The inlined function behind a stub that holds every check; the XLA handler
 /// calls it too.
@@ -71,12 +66,12 @@ std::string emit_xla_handler(const FunctionSpec& spec);
 struct ModuleSourceOptions {
   bool xla_handlers = false;             ///< also emit an XLA FFI handler per function
   bool brainevent_alias = false;         ///< declare BE::Tensor as kjit::TensorView before the sources
-  std::vector<UserSource> cuda_sources;  ///< device code: a separate .cu translation unit
+  std::vector<SourceText> cuda_sources;  ///< device code: a separate .cu translation unit
 };
 
-/// kernel.h, the prelude, the user's sources (each under #line 1 "<file_name>")
+/// kernel.h, the prelude, the user's sources (each under #line 1 "<file>")
 /// and every stub; `generated_name` is the file the stubs' line numbers refer to.
-ModuleSource emit_module_source(const std::vector<UserSource>& sources, const std::vector<FunctionSpec>& specs,
+ModuleSource emit_module_source(const std::vector<SourceText>& sources, const std::vector<FunctionSpec>& specs,
                                 const std::string& generated_name, const ModuleSourceOptions& options = {});
 
 }  // namespace kjit

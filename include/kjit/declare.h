@@ -18,6 +18,11 @@ struct SourceText {
   bool cuda = false;  ///< device code (cuda_sources): its functions default to @cuda
 };
 
+/// Names a module's sources for messages and #line: `what` alone for one source,
+/// `what[i]` for several ("cpp_sources", "cuda_sources[1]").
+std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what = "cpp_sources",
+                                      bool cuda = false);
+
 /// How a function was declared.
 struct FunctionDecl {
   enum class Form {
@@ -57,6 +62,13 @@ bool uses_brainevent_spelling(const std::vector<SourceText>& sources);
 std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& decls,
                                             const std::vector<SourceText>& sources,
                                             DeviceKind default_device = DeviceKind::kCPU);
+
+/// A module's whole front door: labels its sources, reads the annotations when
+/// `decls` is empty, and resolves; a function found in no source follows the module
+/// (@cuda when all its code is device code).
+std::vector<FunctionSpec> resolve_module_functions(const std::vector<std::string>& cpp_sources,
+                                                   const std::vector<std::string>& cuda_sources,
+                                                   const std::vector<FunctionDecl>& decls);
 
 }  // namespace kjit
 

@@ -15,27 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "kjit/spec.h"
+
 namespace kjit {
 
-/// The element types of the engine.
-enum class EwType {
-  kBool,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kUInt8,
-  kUInt16,
-  kUInt32,
-  kUInt64,
-  kFloat16,
-  kBFloat16,
-  kFloat32,
-  kFloat64,
-  kComplex64,
-  kComplex128,
-};
-const char* ew_type_name(EwType t);
+/// The element types of the engine: the spec model's scalar types (bool,
+/// int8..uint64, float16, bfloat16, float32, float64, complex64, complex128).
+using EwType = ScalarType;
+/// "float32", as scalar_type_name.
+inline const char* ew_type_name(EwType t) { return scalar_type_name(t); }
 DLDataType ew_dl_type(EwType t);
 
 /// Promotion rules: NumPy 2 (NEP 50: only Python scalars are weak) or PyTorch

@@ -53,15 +53,6 @@ def _inverse(order):
     return inv
 
 
-class _TorchTensorType:
-    """Placeholder type while torch is not imported: nothing is an instance."""
-
-
-def _torch_tensor_type():
-    torch = sys.modules.get("torch")
-    return torch.Tensor if torch is not None else _TorchTensorType
-
-
 def _allocator(framework: str, shape, dtype: str, order):
     """A zero-argument function allocating one output (the per-call fast path)."""
     identity = all(d == i for i, d in enumerate(order))
@@ -205,95 +196,77 @@ class ElementwiseKernel:
         # not per call (ew_run checks everything again).
         self._specs: dict = {}
 
-    def _fast_outputs(self, inputs):
-        """Outputs for calls whose tensors are all NumPy arrays or all torch CPU
-        tensors (plus Python scalars): (outputs, promotion), or None."""
-        key = []
-        framework = None
-        torch_tensor = _torch_tensor_type()
-        for x in inputs:
-            tx = type(x)
-            if tx is np.ndarray and framework != "torch":
-                framework = "numpy"
-                key.append((x.shape, x.strides, x.dtype))
-            elif tx is torch_tensor and framework != "numpy" and not x.is_cuda:
-                framework = "torch"
-                key.append((x.shape, x.stride(), x.dtype))
-            elif tx is float or tx is int or tx is bool:
-                key.append(tx)
-            else:
-                return None
-        if framework is None or (framework == "numpy" and not all(k[2].isbuiltin == 1 for k in key if type(k) is tuple)):
+    def _plan_outputs(self, inputs, framework, key):
+        """(allocators, promotion) for one layout; None when the general path must
+        take it (a NumPy dtype DLPack cannot carry, such as bfloat16)."""
+        if len(self._specs) > 256:
+            self._specs.clear()
+        if framework == "numpy" and not all(k[2].isbuiltin == 1 for k in key if type(k) is tuple):
             return None
-        key = tuple(key)
-        cached = self._specs.get(key)
-        if cached is None:
-            if len(self._specs) > 256:
-                self._specs.clear()
-            promotion = _TORCH if framework == "torch" else _NUMPY
-            allocators = []
-            for shape, dtype, order in api.ew_outputs(self._id, promotion, *inputs):
-                shape, dtype, order = [int(s) for s in shape], str(dtype), [int(d) for d in order]
-                like = _torch_like(inputs, shape, dtype, order) if framework == "torch" else None
-                allocators.append(like if like is not None else _allocator(framework, shape, dtype, order))
-            cached = self._specs[key] = (allocators, promotion)
-        allocators, promotion = cached
-        # An int: allocate like that input (torch.empty_like costs half of torch.empty).
-        return [_torch().empty_like(inputs[m]) if type(m) is int else m() for m in allocators], promotion
+        promotion = _TORCH if framework == "torch" else _NUMPY
+        allocators = []
+        for shape, dtype, order in api.ew_outputs(self._id, promotion, *inputs):
+            shape, dtype, order = [int(s) for s in shape], str(dtype), [int(d) for d in order]
+            like = _torch_like(inputs, shape, dtype, order) if framework == "torch" else None
+            allocators.append(like if like is not None else _allocator(framework, shape, dtype, order))
+        return allocators, promotion
 
     def __call__(self, *inputs, out=None, **scalars):
-        # Hot paths, kept flat: NumPy arrays and Python scalars with a NumPy out=, or
-        # without out= for a layout seen before. Anything else takes the general path.
-        if type(out) is np.ndarray and self.num_outputs == 1 and not scalars and out.dtype.isbuiltin == 1:
-            for x in inputs:
-                if type(x) is not np.ndarray and type(x) not in _PY_SCALARS:
-                    break
-            else:
-                try:
-                    self._run(self._id, _NUMPY, len(inputs), 1, *inputs, out)
-                    return out
-                except BufferError:
-                    pass
-        elif out is None and not scalars:
-            key = []
-            for x in inputs:
-                tx = type(x)
-                if tx is np.ndarray:
-                    key.append((x.shape, x.strides, x.dtype))
-                elif tx is float or tx is int or tx is bool:
-                    key.append(tx)
-                else:
-                    break
-            else:
-                cached = self._specs.get(tuple(key))
-                if cached is not None and cached[1] == _NUMPY:
-                    outs = [make() for make in cached[0]]
-                    try:
-                        self._run(self._id, _NUMPY, len(inputs), len(outs), *inputs, *outs)
-                        return outs[0] if len(outs) == 1 else tuple(outs)
-                    except BufferError:
-                        pass  # e.g. a read-only input: the general path passes it by description
-        if not inputs:
-            raise TypeError(f"{self.name}: expected at least one input")
         try:
-            return self._call(inputs, out, scalars)
+            # The hot path, kept flat: NumPy arrays or torch CPU tensors and Python
+            # scalars, with no out= (a layout seen before allocates from a cached
+            # plan) or a NumPy out=. Anything else takes the general path.
+            if out is None:
+                key = []
+                framework = None
+                torch = sys.modules.get("torch")
+                for x in inputs:
+                    tx = type(x)
+                    if tx is np.ndarray and framework != "torch":
+                        framework = "numpy"
+                        key.append((x.shape, x.strides, x.dtype))
+                    elif tx in _PY_SCALARS:
+                        key.append(tx)
+                    elif torch is not None and tx is torch.Tensor and framework != "numpy" and not x.is_cuda:
+                        framework = "torch"
+                        key.append((x.shape, x.stride(), x.dtype))
+                    else:
+                        break
+                else:
+                    if framework is not None:
+                        key = tuple(key)
+                        try:
+                            cached = self._specs.get(key, False)
+                            if cached is False:
+                                cached = self._specs[key] = self._plan_outputs(inputs, framework, key)
+                            if cached is not None:
+                                allocators, promotion = cached
+                                # An int: allocate like that input (empty_like is half of torch.empty).
+                                outs = [m() if type(m) is not int else torch.empty_like(inputs[m]) for m in allocators]
+                                extra = [_extra(v, k) for k, v in scalars.items()] if scalars else ()
+                                self._run(self._id, promotion, len(inputs), len(outs), *inputs, *outs, *extra)
+                                return outs[0] if len(outs) == 1 else tuple(outs)
+                        except BufferError:
+                            pass  # e.g. a read-only input: the general path passes it by description
+            elif type(out) is np.ndarray and self.num_outputs == 1 and not scalars and out.dtype.isbuiltin == 1:
+                for x in inputs:
+                    if type(x) is not np.ndarray and type(x) not in _PY_SCALARS:
+                        break
+                else:
+                    try:
+                        self._run(self._id, _NUMPY, len(inputs), 1, *inputs, out)
+                        return out
+                    except BufferError:
+                        pass
+            if not inputs:
+                raise TypeError(f"{self.name}: expected at least one input")
+            return self._general_call(inputs, out, scalars)
         except CompileError as err:
             command, log = api.take_compile_error()
             err.command, err.log = str(command), str(log)
             raise
 
-    def _call(self, inputs, out, scalars):
-        try:
-            fast = self._fast_outputs(inputs) if out is None else None
-            if fast is not None:
-                outs, promotion = fast
-                extra = scalars.values()
-                if any(type(v) not in (int, float, bool) for v in extra):
-                    extra = [_extra(v, k) for k, v in scalars.items()]
-                self._run(self._id, promotion, len(inputs), len(outs), *inputs, *outs, *extra)
-                return outs[0] if self.num_outputs == 1 else tuple(outs)
-        except BufferError:
-            pass  # e.g. a read-only input: the general path passes it by description
+    def _general_call(self, inputs, out, scalars):
         args = [_argument(x, i) for i, x in enumerate(inputs)]
         framework = _framework(inputs)
         promotion = _TORCH if framework == "torch" else _NUMPY

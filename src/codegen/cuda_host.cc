@@ -111,14 +111,14 @@ __attribute__((noinline, cold, unused)) int fail_cuda(const char* fn, const char
 }
 
 std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs,
-                                   const std::vector<UserSource>& cuda_sources) {
+                                   const std::vector<SourceText>& cuda_sources) {
   std::string decls;
   for (const FunctionSpec& spec : specs) {
-    for (const UserSource& src : cuda_sources) {
+    for (const SourceText& src : cuda_sources) {
       const std::vector<CppFunction> found = find_cpp_functions(src.text, spec.name);
       const CppFunction* def = find_definition(found);
       if (def != nullptr) {
-        decls += declaration_of(*def, src.file_name);
+        decls += declaration_of(*def, src.file);
         break;
       }
     }

@@ -27,14 +27,13 @@ std::string store_stmt(EwType t, const std::string& p, const std::string& v) {
 }
 
 bool uses_complex(const EwKernelTypes& t) {
-  auto is_c = [](EwType x) { return ew::kind_of(x) == ew::Kind::kComplex; };
   for (EwType x : t.inputs) {
-    if (is_c(x)) return true;
+    if (is_complex(x)) return true;
   }
   for (EwType x : t.outputs) {
-    if (is_c(x)) return true;
+    if (is_complex(x)) return true;
   }
-  return is_c(t.compute);
+  return is_complex(t.compute);
 }
 
 class KernelWriter {

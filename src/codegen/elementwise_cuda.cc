@@ -123,7 +123,6 @@ using ::trunc;
 }
 
 bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
-bool is_complex(EwType t) { return ew::kind_of(t) == ew::Kind::kComplex; }
 
 /// The device spelling of a type's storage (float16/bfloat16 are uint16_t bits).
 std::string device_type(EwType t) {

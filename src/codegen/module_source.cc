@@ -21,9 +21,9 @@ std::string brainevent_alias() {
          "namespace BE { using Tensor = ::kjit::TensorView; }\n";
 }
 
-void append_sources(const std::vector<UserSource>& sources, std::string* text) {
-  for (const UserSource& s : sources) {
-    *text += "#line 1 " + c_string(s.file_name) + "\n";
+void append_sources(const std::vector<SourceText>& sources, std::string* text) {
+  for (const SourceText& s : sources) {
+    *text += "#line 1 " + c_string(s.file) + "\n";
     *text += s.text;
     if (text->empty() || text->back() != '\n') *text += "\n";
   }
@@ -33,7 +33,7 @@ size_t count_lines(const std::string& text) { return static_cast<size_t>(std::co
 
 }  // namespace
 
-ModuleSource emit_module_source(const std::vector<UserSource>& sources, const std::vector<FunctionSpec>& specs,
+ModuleSource emit_module_source(const std::vector<SourceText>& sources, const std::vector<FunctionSpec>& specs,
                                 const std::string& generated_name, const ModuleSourceOptions& options) {
   ModuleSource out;
   std::string& text = out.text;

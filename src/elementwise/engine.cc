@@ -201,6 +201,8 @@ void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
   }
 }
 
+bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
+
 /// `v` rounded (to nearest even) to a float with `digits` significand bits and
 /// smallest normal exponent `min_exp`: how a Python float becomes a float16 or
 /// bfloat16 before NumPy computes with it.
@@ -236,7 +238,6 @@ struct Call {
   std::vector<int64_t> shape;
   DLDevice device{kDLCPU, 0};
   std::vector<EwType> input_types;  // scalars: the result type (NumPy casts weak scalars to it)
-  std::vector<EwType> half_scalar;  // per input: float16/bfloat16 if a scalar is rounded to it
   EwType result = EwType::kFloat32;
 };
 
@@ -267,28 +268,23 @@ Call plan_types(const std::string& fn, const std::vector<EwOperand>& inputs, Pro
       call.input_types.push_back(tin[i].type);
     } else {
       check_weak_int_fits(fn, inputs[i], call.result, p);
-      // 16-bit floats: the scalar travels as float32, already rounded (write_scalar).
-      bool half = call.result == EwType::kFloat16 || call.result == EwType::kBFloat16;
-      call.input_types.push_back(half ? EwType::kFloat32 : call.result);
-      call.half_scalar.push_back(half ? call.result : EwType::kFloat32);
-      continue;
+      // 16-bit floats: the scalar travels as float32, already rounded (bind_scalar).
+      call.input_types.push_back(is_half(call.result) ? EwType::kFloat32 : call.result);
     }
-    call.half_scalar.push_back(EwType::kFloat32);
   }
   return call;
 }
 
-/// A scalar input written into its slot in the type the kernel loads.
+/// A scalar input written into its slot in the type the kernel loads; for a
+/// float16/bfloat16 result it is first rounded to that precision, as NumPy does.
 void bind_scalar(const EwOperand& input, const Call& call, size_t i, ScalarSlot* slot) {
   EwOperand value = input;
-  if (value.scalar != EwOperand::Scalar::kFloat && call.half_scalar[i] != EwType::kFloat32) {
+  if (is_half(call.result) && value.scalar != EwOperand::Scalar::kFloat) {
     value.real = static_cast<double>(value.int_value);
     value.scalar = EwOperand::Scalar::kFloat;
   }
-  if (call.half_scalar[i] == EwType::kFloat16) value.real = round_to_precision(value.real, 11, -14, 65504.0);
-  if (call.half_scalar[i] == EwType::kBFloat16) {
-    value.real = round_to_precision(value.real, 8, -126, 3.3895313892515355e38);
-  }
+  if (call.result == EwType::kFloat16) value.real = round_to_precision(value.real, 11, -14, 65504.0);
+  if (call.result == EwType::kBFloat16) value.real = round_to_precision(value.real, 8, -126, 3.3895313892515355e38);
   write_scalar(value, call.input_types[i], slot);
 }
 

@@ -12,7 +12,6 @@ namespace {
 
 struct Info {
   EwType type;
-  const char* name;
   DLDataType dl;
   Kind kind;
   int size;
@@ -20,21 +19,21 @@ struct Info {
 };
 
 constexpr Info kInfo[] = {
-    {EwType::kBool, "bool", {kDLBool, 8, 1}, Kind::kBool, 1, "bool"},
-    {EwType::kInt8, "int8", {kDLInt, 8, 1}, Kind::kInt, 1, "int8_t"},
-    {EwType::kInt16, "int16", {kDLInt, 16, 1}, Kind::kInt, 2, "int16_t"},
-    {EwType::kInt32, "int32", {kDLInt, 32, 1}, Kind::kInt, 4, "int32_t"},
-    {EwType::kInt64, "int64", {kDLInt, 64, 1}, Kind::kInt, 8, "int64_t"},
-    {EwType::kUInt8, "uint8", {kDLUInt, 8, 1}, Kind::kUInt, 1, "uint8_t"},
-    {EwType::kUInt16, "uint16", {kDLUInt, 16, 1}, Kind::kUInt, 2, "uint16_t"},
-    {EwType::kUInt32, "uint32", {kDLUInt, 32, 1}, Kind::kUInt, 4, "uint32_t"},
-    {EwType::kUInt64, "uint64", {kDLUInt, 64, 1}, Kind::kUInt, 8, "uint64_t"},
-    {EwType::kFloat16, "float16", {kDLFloat, 16, 1}, Kind::kFloat, 2, "uint16_t"},
-    {EwType::kBFloat16, "bfloat16", {kDLBfloat, 16, 1}, Kind::kFloat, 2, "uint16_t"},
-    {EwType::kFloat32, "float32", {kDLFloat, 32, 1}, Kind::kFloat, 4, "float"},
-    {EwType::kFloat64, "float64", {kDLFloat, 64, 1}, Kind::kFloat, 8, "double"},
-    {EwType::kComplex64, "complex64", {kDLComplex, 64, 1}, Kind::kComplex, 8, "std::complex<float>"},
-    {EwType::kComplex128, "complex128", {kDLComplex, 128, 1}, Kind::kComplex, 16, "std::complex<double>"},
+    {EwType::kBool, {kDLBool, 8, 1}, Kind::kBool, 1, "bool"},
+    {EwType::kInt8, {kDLInt, 8, 1}, Kind::kInt, 1, "int8_t"},
+    {EwType::kInt16, {kDLInt, 16, 1}, Kind::kInt, 2, "int16_t"},
+    {EwType::kInt32, {kDLInt, 32, 1}, Kind::kInt, 4, "int32_t"},
+    {EwType::kInt64, {kDLInt, 64, 1}, Kind::kInt, 8, "int64_t"},
+    {EwType::kUInt8, {kDLUInt, 8, 1}, Kind::kUInt, 1, "uint8_t"},
+    {EwType::kUInt16, {kDLUInt, 16, 1}, Kind::kUInt, 2, "uint16_t"},
+    {EwType::kUInt32, {kDLUInt, 32, 1}, Kind::kUInt, 4, "uint32_t"},
+    {EwType::kUInt64, {kDLUInt, 64, 1}, Kind::kUInt, 8, "uint64_t"},
+    {EwType::kFloat16, {kDLFloat, 16, 1}, Kind::kFloat, 2, "uint16_t"},
+    {EwType::kBFloat16, {kDLBfloat, 16, 1}, Kind::kFloat, 2, "uint16_t"},
+    {EwType::kFloat32, {kDLFloat, 32, 1}, Kind::kFloat, 4, "float"},
+    {EwType::kFloat64, {kDLFloat, 64, 1}, Kind::kFloat, 8, "double"},
+    {EwType::kComplex64, {kDLComplex, 64, 1}, Kind::kComplex, 8, "std::complex<float>"},
+    {EwType::kComplex128, {kDLComplex, 128, 1}, Kind::kComplex, 16, "std::complex<double>"},
 };
 
 const Info& info(EwType t) {
@@ -43,8 +42,6 @@ const Info& info(EwType t) {
   }
   throw InternalError("kjit internal error: unknown EwType");
 }
-
-bool is_int(EwType t) { return kind_of(t) == Kind::kInt || kind_of(t) == Kind::kUInt; }
 
 EwType int_of_size(int bytes) {
   switch (bytes) {
@@ -140,7 +137,7 @@ EwType promote(EwType a, EwType b, Promotion p) {
   Kind ka = kind_of(a), kb = kind_of(b);
   if (ka == Kind::kBool) return b;
   if (kb == Kind::kBool) return a;
-  if (is_int(a) && is_int(b)) return promote_ints(a, b);
+  if (is_integer(a) && is_integer(b)) return promote_ints(a, b);
   if (ka == Kind::kComplex || kb == Kind::kComplex) {
     EwType ra = ka == Kind::kComplex ? real_of(a) : a, rb = kb == Kind::kComplex ? real_of(b) : b;
     return complex_of(promote(ra, rb, p) == EwType::kFloat64 ? EwType::kFloat64 : EwType::kFloat32);
@@ -210,7 +207,6 @@ bool can_cast(EwType from, EwType to, Promotion p) {
 
 }  // namespace ew
 
-const char* ew_type_name(EwType t) { return ew::info(t).name; }
 DLDataType ew_dl_type(EwType t) { return ew::info(t).dl; }
 
 }  // namespace kjit

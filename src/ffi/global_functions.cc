@@ -109,19 +109,9 @@ Array<String> strings(const std::vector<std::string>& v) {
 Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>>& functions,
                          const Array<String>& cuda_sources) {
   return at_ffi_boundary([&] {
-    std::vector<SourceText> texts;
-    for (auto [list, what, cuda] :
-         {std::make_tuple(&sources, "cpp_sources", false), std::make_tuple(&cuda_sources, "cuda_sources", true)}) {
-      std::vector<std::string> src = to_strings(*list);
-      for (size_t i = 0; i < src.size(); ++i) {
-        texts.push_back({src.size() == 1 ? what : what + ("[" + std::to_string(i) + "]"), src[i], cuda});
-      }
-    }
-    std::vector<FunctionDecl> decls = to_decls(functions);
-    if (decls.empty()) decls = read_annotations(texts);
     Array<Any> out;
-    DeviceKind fallback = sources.empty() && !cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
-    for (const FunctionSpec& s : resolve_functions(decls, texts, fallback)) {
+    for (const FunctionSpec& s :
+         resolve_module_functions(to_strings(sources), to_strings(cuda_sources), to_decls(functions))) {
       out.push_back(Array<Any>{String(s.name), String(to_string(s)), strings(to_arg_spec(s))});
     }
     return out;

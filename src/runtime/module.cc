@@ -29,15 +29,6 @@ namespace {
 std::mutex g_loaded_mu;
 std::map<std::string, std::shared_ptr<const Module::State>> g_loaded;
 
-std::vector<SourceText> label_sources(const Sources& sources, const std::string& what = "cpp_sources",
-                                      bool cuda = false) {
-  std::vector<SourceText> out;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    out.push_back({sources.size() == 1 ? what : what + "[" + std::to_string(i) + "]", sources[i], cuda});
-  }
-  return out;
-}
-
 /// The CUDA part of a build request: device TU, flags, architectures.
 void add_cuda_build(const ModuleSource& source, const InlineOptions& options, BuildRequest* request) {
   if (source.cuda_text.empty()) return;
@@ -51,12 +42,6 @@ void add_cuda_build(const ModuleSource& source, const InlineOptions& options, Bu
     std::fprintf(stderr, "[kjit] module '%s': CUDA architectures %s (%s), nvcc %s\n", request->name.c_str(),
                  archs.c_str(), how.c_str(), find_cuda_toolchain().version.c_str());
   }
-}
-
-std::vector<UserSource> user_sources(const std::vector<SourceText>& sources) {
-  std::vector<UserSource> out;
-  for (const SourceText& s : sources) out.push_back({s.file, s.text});
-  return out;
 }
 
 void check_module_request(const std::string& name, const std::vector<FunctionSpec>& specs) {
@@ -103,11 +88,9 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   std::vector<SourceText> cuda = label_sources(options.cuda_sources, "cuda_sources", true);
   ModuleSourceOptions source_options;
   source_options.xla_handlers = !options.xla_include_dir.empty();
-  std::vector<SourceText> all = sources;
-  all.insert(all.end(), cuda.begin(), cuda.end());
-  source_options.brainevent_alias = uses_brainevent_spelling(all);
-  source_options.cuda_sources = user_sources(cuda);
-  ModuleSource source = emit_module_source(user_sources(sources), specs, name + ".cc", source_options);
+  source_options.brainevent_alias = uses_brainevent_spelling(sources) || uses_brainevent_spelling(cuda);
+  source_options.cuda_sources = cuda;
+  ModuleSource source = emit_module_source(sources, specs, name + ".cc", source_options);
   // 3. build (or find in the cache)
   BuildRequest request;
   request.name = name;
@@ -171,13 +154,8 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const Si
 
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionDecl>& functions,
                    const InlineOptions& options) {
-  std::vector<SourceText> sources = label_sources(cpp_sources);
-  std::vector<SourceText> cuda = label_sources(options.cuda_sources, "cuda_sources", true);
-  sources.insert(sources.end(), cuda.begin(), cuda.end());
-  std::vector<FunctionDecl> decls = functions.empty() ? read_annotations(sources) : functions;
-  // A function found in no source follows the module: @cuda when all code is device code.
-  DeviceKind fallback = cpp_sources.empty() && !options.cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
-  return load_inline(name, cpp_sources, resolve_functions(decls, sources, fallback), options);
+  return load_inline(name, cpp_sources, resolve_module_functions(cpp_sources, options.cuda_sources, functions),
+                     options);
 }
 
 const std::string& Module::name() const { return state_->name; }

@@ -276,6 +276,24 @@ FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceK
 
 }  // namespace
 
+std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what, bool cuda) {
+  std::vector<SourceText> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out.push_back({texts.size() == 1 ? what : what + "[" + std::to_string(i) + "]", texts[i], cuda});
+  }
+  return out;
+}
+
+std::vector<FunctionSpec> resolve_module_functions(const std::vector<std::string>& cpp_sources,
+                                                   const std::vector<std::string>& cuda_sources,
+                                                   const std::vector<FunctionDecl>& decls) {
+  std::vector<SourceText> sources = label_sources(cpp_sources);
+  std::vector<SourceText> cuda = label_sources(cuda_sources, "cuda_sources", true);
+  sources.insert(sources.end(), cuda.begin(), cuda.end());
+  DeviceKind fallback = cpp_sources.empty() && !cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
+  return resolve_functions(decls.empty() ? read_annotations(sources) : decls, sources, fallback);
+}
+
 std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& decls,
                                             const std::vector<SourceText>& sources, DeviceKind default_device) {
   std::vector<FunctionSpec> specs;

@@ -365,29 +365,16 @@ void expect_sass_has_kernels(const FatbinEntry& e, const Sample& s) {
 // ---------------------------------------------------------------------------
 // Generated translation units.
 
-std::vector<SourceText> label(const std::vector<std::string>& texts, const std::string& what, bool cuda) {
-  std::vector<SourceText> out;
-  for (size_t i = 0; i < texts.size(); ++i)
-    out.push_back({texts.size() == 1 ? what : what + "[" + std::to_string(i) + "]", texts[i], cuda});
-  return out;
-}
-
-std::vector<UserSource> users(const std::vector<SourceText>& sources) {
-  std::vector<UserSource> out;
-  for (const SourceText& s : sources) out.push_back({s.file, s.text});
-  return out;
-}
-
 /// What load_inline emits for these sources and declarations (without building).
 ModuleSource emit(const std::string& name, const std::vector<std::string>& cpp, const std::vector<std::string>& cuda,
                   const std::vector<FunctionDecl>& decls) {
-  std::vector<SourceText> cpp_src = label(cpp, "cpp_sources", false);
-  std::vector<SourceText> cuda_src = label(cuda, "cuda_sources", true);
+  std::vector<SourceText> cpp_src = label_sources(cpp, "cpp_sources", false);
+  std::vector<SourceText> cuda_src = label_sources(cuda, "cuda_sources", true);
   std::vector<SourceText> all = cpp_src;
   all.insert(all.end(), cuda_src.begin(), cuda_src.end());
   ModuleSourceOptions options;
-  options.cuda_sources = users(cuda_src);
-  return emit_module_source(users(cpp_src), resolve_functions(decls, all), name + ".cc", options);
+  options.cuda_sources = cuda_src;
+  return emit_module_source(cpp_src, resolve_functions(decls, all), name + ".cc", options);
 }
 
 /// The entry point taking `__half*` (the host TU only declares `struct __half;`);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "ffi_error.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
 
@@ -43,14 +44,7 @@ std::optional<Module> touch_module(std::string* skip) {
   }
 }
 
-std::string error_of(const tvm::ffi::Function& f, DLTensor* x) {
-  try {
-    f(x);
-  } catch (const tvm::ffi::Error& e) {
-    return e.kind() + ": " + e.message();
-  }
-  return "";
-}
+using kjit_test::error_of;
 
 TEST(CudaNoDriver, ModuleLoads) {
   std::string skip;

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "ffi_error.h"
 #include "kjit/runtime.h"
 
 namespace {
@@ -142,15 +143,7 @@ struct FakeTensor {
   FakeTensor(const FakeTensor&) = delete;  // t.shape points into this object
 };
 
-template <typename... Args>
-std::string error_of(const tvm::ffi::Function& f, Args&&... args) {
-  try {
-    f(std::forward<Args>(args)...);
-  } catch (const tvm::ffi::Error& e) {
-    return e.kind() + ": " + e.message();
-  }
-  return "";
-}
+using kjit_test::error_of;
 
 void* stream(uintptr_t v) { return reinterpret_cast<void*>(v); }
 void set_stream(int device, void* s) { TVMFFIEnvSetStream(kDLCUDA, device, s, nullptr); }

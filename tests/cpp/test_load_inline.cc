@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "ffi_error.h"
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
@@ -51,16 +52,7 @@ Module axpy_module() {
                                    {"boom", "how: int32"}});
 }
 
-/// Calls f and returns the FFI error's "kind: message", or "" on success.
-template <typename... Args>
-std::string error_of(const tvm::ffi::Function& f, Args&&... args) {
-  try {
-    f(std::forward<Args>(args)...);
-  } catch (const tvm::ffi::Error& e) {
-    return e.kind() + ": " + e.message();
-  }
-  return "";
-}
+using kjit_test::error_of;
 
 TEST(LoadInline, CallsACheckedKernel) {
   Module m = axpy_module();

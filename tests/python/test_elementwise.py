@@ -921,3 +921,12 @@ def test_small_inner_dim_with_three_operands_and_threads(madd):
     y = np.random.default_rng(4).random((512, 1, 1, 3)).astype(np.float64)
     z = np.random.default_rng(5).random((512, 1, 64, 3)).astype(np.float64)
     np.testing.assert_allclose(madd(x, y, z), x * y + z, rtol=1e-12)
+
+
+def test_compile_error_of_a_repeated_call_keeps_command_and_log():
+    mod = kjit.elementwise("template <typename T> T m(T a, T b) { return a % b; }")  # no % for floats
+    x = np.ones(3, np.float32)
+    for _ in range(2):  # the second call finds its output plan cached
+        with pytest.raises(kjit.CompileError) as info:
+            mod(x, x)
+        assert info.value.log and "code:1:" in info.value.log and info.value.command
