@@ -23,8 +23,10 @@ cmake -S "$ROOT" -B "$BUILD" \
   -DKJIT_BUILD_BENCH=ON \
   -DPython_EXECUTABLE="$PY" \
   -Dtvm_ffi_ROOT="$TVM_FFI_CMAKEDIR" >/dev/null
-cmake --build "$BUILD" -j"$JOBS" --target bench_stub_call
+cmake --build "$BUILD" -j"$JOBS" --target bench_stub_call bench_elementwise_call
 "$BUILD/bench/cpp/bench_stub_call" --benchmark_color=false
+echo "-- the C++ side of a 1-element kjit.elementwise call --"
+"$BUILD/bench/cpp/bench_elementwise_call" --benchmark_color=false
 
 echo
 echo "== [2/6] Python: per-call overhead, kjit vs tvm_ffi.cpp.load_inline export =="

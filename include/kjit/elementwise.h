@@ -11,6 +11,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ struct EwOutput {
   std::vector<int> order;
 };
 
+/// Makes output `k` of a call: `spec.shape` in the layout `spec.order` asks for,
+/// of type `spec.type`, on `device`. The tensor must live until the call returns.
+using EwAllocate = std::function<const DLTensor*(size_t k, const EwOutput& spec, DLDevice device)>;
+
 struct ElementwiseOptions {
   std::string build_directory;  ///< kernel cache root; empty: default_cache_dir()
   bool verbose = false;
@@ -89,13 +94,27 @@ class Elementwise {
   void run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
            const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy);
 
+  /// As run, into new outputs made by `allocate`. What to allocate is cached with
+  /// the inputs' metadata, so a repeated layout costs one lookup (the fast path of
+  /// the Python binding).
+  void run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
+                      const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy);
+
   struct Impl;
   struct Prepared;
+  struct OutputPlan;
 
  private:
   std::shared_ptr<const Prepared> prepare(const std::vector<EwOperand>& inputs,
                                           const std::vector<const DLTensor*>& outputs, size_t n_extra,
                                           Promotion promotion);
+  /// The cached plan for these operands' metadata, prepared on a miss.
+  std::shared_ptr<const Prepared> plan_for(const std::vector<EwOperand>& inputs,
+                                           const std::vector<const DLTensor*>& outputs, size_t n_extra,
+                                           Promotion promotion);
+  void run_prepared(const Prepared& p, const std::vector<EwOperand>& inputs,
+                    const std::vector<const DLTensor*>& outputs, const std::vector<EwOperand>& extra,
+                    Promotion promotion);
   std::unique_ptr<Impl> impl_;
 };
 

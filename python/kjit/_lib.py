@@ -34,6 +34,8 @@ class _Api:
             "ew_create",
             "ew_outputs",
             "ew_run",
+            "ew_call",
+            "ew_function",
             "ew_empty",
             "ew_free",
             "ew_num_threads",

@@ -7,7 +7,6 @@ module only picks the framework of the result and allocates it.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from typing import Optional
@@ -19,6 +18,7 @@ from .errors import CompileError
 
 _NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
 _PY_SCALARS = (float, int, bool)
+_NDARRAY = np.ndarray
 
 
 def _torch():
@@ -28,6 +28,22 @@ def _torch():
 def _is_torch_tensor(x) -> bool:
     torch = _torch()
     return torch is not None and isinstance(x, torch.Tensor)
+
+
+_TORCH_TENSOR = None
+
+
+def _torch_tensor_type():
+    """torch.Tensor once torch is imported (kjit never imports it), else None."""
+    global _TORCH_TENSOR  # noqa: PLW0603 (a cache: torch cannot be unloaded)
+    if _TORCH_TENSOR is None:
+        torch = _torch()
+        if torch is not None:
+            _TORCH_TENSOR = torch.Tensor
+    return _TORCH_TENSOR
+
+
+_from_dlpack = np.from_dlpack  # kjit's own results (tvm_ffi.Tensor) as NumPy arrays
 
 
 _NUMPY_DTYPES: dict = {}
@@ -51,27 +67,6 @@ def _inverse(order):
     for i, d in enumerate(order):
         inv[d] = i
     return inv
-
-
-def _allocator(framework: str, shape, dtype: str, order):
-    """A zero-argument function allocating one output (the per-call fast path)."""
-    identity = all(d == i for i, d in enumerate(order))
-    if framework == "numpy" and identity:
-        return functools.partial(np.empty, shape, _numpy_dtype(dtype))
-    if framework == "torch" and identity:
-        torch = _torch()
-        return functools.partial(torch.empty, shape, dtype=getattr(torch, dtype))
-    return functools.partial(_allocate, framework, shape, dtype, order)
-
-
-def _torch_like(inputs, shape, dtype: str, order):
-    """Index of a contiguous torch input with the output's shape and dtype, or None."""
-    if order != list(range(len(order))):
-        return None
-    for j, x in enumerate(inputs):
-        if _is_torch_tensor(x) and list(x.shape) == shape and str(x.dtype) == "torch." + dtype and x.is_contiguous():
-            return j
-    return None
 
 
 _KDLCUDA = 2
@@ -192,62 +187,48 @@ class ElementwiseKernel:
         self.num_outputs: int = num_outputs
         self.code: str = code
         self._run = api.ew_run
-        # Inputs' metadata -> what to allocate: the plan is asked for once per layout,
-        # not per call (ew_run checks everything again).
-        self._specs: dict = {}
-
-    def _plan_outputs(self, inputs, framework, key):
-        """(allocators, promotion) for one layout; None when the general path must
-        take it (a NumPy dtype DLPack cannot carry, such as bfloat16)."""
-        if len(self._specs) > 256:
-            self._specs.clear()
-        if framework == "numpy" and not all(k[2].isbuiltin == 1 for k in key if type(k) is tuple):
-            return None
-        promotion = _TORCH if framework == "torch" else _NUMPY
-        allocators = []
-        for shape, dtype, order in api.ew_outputs(self._id, promotion, *inputs):
-            shape, dtype, order = [int(s) for s in shape], str(dtype), [int(d) for d in order]
-            like = _torch_like(inputs, shape, dtype, order) if framework == "torch" else None
-            allocators.append(like if like is not None else _allocator(framework, shape, dtype, order))
-        return allocators, promotion
+        self._call = api.ew_call
+        # The inputs alone -> new outputs, under each framework's promotion rules.
+        self._numpy_fn = api.ew_function(self._id, _NUMPY)
+        self._torch_fn = api.ew_function(self._id, _TORCH)
 
     def __call__(self, *inputs, out=None, **scalars):
         try:
-            # The hot path, kept flat: NumPy arrays or torch CPU tensors and Python
-            # scalars, with no out= (a layout seen before allocates from a cached
-            # plan) or a NumPy out=. Anything else takes the general path.
+            # The hot path, kept flat: NumPy arrays or torch tensors (one framework)
+            # and Python scalars, no out=. One crossing into C++ plans (cached by the
+            # inputs' metadata), allocates (torch's allocator for torch inputs) and
+            # runs. Anything else takes the general path.
             if out is None:
-                key = []
-                framework = None
-                torch = sys.modules.get("torch")
+                numpy_in = torch_in = False
                 for x in inputs:
                     tx = type(x)
-                    if tx is np.ndarray and framework != "torch":
-                        framework = "numpy"
-                        key.append((x.shape, x.strides, x.dtype))
+                    if tx is _NDARRAY:
+                        numpy_in = True
+                    elif tx is _TORCH_TENSOR or (_TORCH_TENSOR is None and tx is _torch_tensor_type()):
+                        torch_in = True
                     elif tx in _PY_SCALARS:
-                        key.append(tx)
-                    elif torch is not None and tx is torch.Tensor and framework != "numpy" and not x.is_cuda:
-                        framework = "torch"
-                        key.append((x.shape, x.stride(), x.dtype))
+                        pass
                     else:
                         break
                 else:
-                    if framework is not None:
-                        key = tuple(key)
+                    if numpy_in != torch_in:
                         try:
-                            cached = self._specs.get(key, False)
-                            if cached is False:
-                                cached = self._specs[key] = self._plan_outputs(inputs, framework, key)
-                            if cached is not None:
-                                allocators, promotion = cached
-                                # An int: allocate like that input (empty_like is half of torch.empty).
-                                outs = [m() if type(m) is not int else torch.empty_like(inputs[m]) for m in allocators]
-                                extra = [_extra(v, k) for k, v in scalars.items()] if scalars else ()
-                                self._run(self._id, promotion, len(inputs), len(outs), *inputs, *outs, *extra)
-                                return outs[0] if len(outs) == 1 else tuple(outs)
+                            if scalars:
+                                extra = [_extra(v, k) for k, v in scalars.items()]
+                                promotion = _TORCH if torch_in else _NUMPY
+                                result = self._call(self._id, promotion, len(inputs), *inputs, *extra)
+                            else:
+                                result = self._torch_fn(*inputs) if torch_in else self._numpy_fn(*inputs)
                         except BufferError:
-                            pass  # e.g. a read-only input: the general path passes it by description
+                            pass  # a read-only or bfloat16 array: the general path passes it by description
+                        else:
+                            if torch_in:  # tvm-ffi returns torch tensors for torch inputs
+                                if self.num_outputs == 1:
+                                    return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
+                                return tuple(r if type(r) is _TORCH_TENSOR else _torch().from_dlpack(r) for r in result)
+                            if self.num_outputs == 1:
+                                return _from_dlpack(result)
+                            return tuple(_from_dlpack(r) for r in result)
             elif type(out) is np.ndarray and self.num_outputs == 1 and not scalars and out.dtype.isbuiltin == 1:
                 for x in inputs:
                     if type(x) is not np.ndarray and type(x) not in _PY_SCALARS:

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "../codegen/elementwise_cpu.h"
 #include "../spec/cpp_signature.h"
@@ -31,9 +32,10 @@ struct Elementwise::Impl {
   int num_outputs = 1;
   ElementwiseOptions options;
   std::mutex mu;
-  std::map<std::string, KernelFn> kernels;                                         // by kernel types
-  std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
-  std::map<std::string, std::shared_ptr<const Prepared>> plans;                    // by operand metadata
+  std::map<std::string, KernelFn> kernels;                                          // by kernel types
+  std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;   // by kernel types
+  std::unordered_map<std::string, std::shared_ptr<const Prepared>> plans;           // by operand metadata
+  std::unordered_map<std::string, std::shared_ptr<const OutputPlan>> output_plans;  // by input metadata
 
   KernelFn kernel_for(const EwKernelTypes& types);
   std::shared_ptr<ew::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
@@ -474,15 +476,35 @@ void check_data_overlap(const std::string& fn, const Elementwise::Prepared& p, c
   }
 }
 
-void append_raw(std::string* key, const void* p, size_t n) { key->append(static_cast<const char*>(p), n); }
-
 void append_tensor(std::string* key, const DLTensor* t) {
-  append_raw(key, &t->dtype, sizeof(t->dtype));
-  append_raw(key, &t->device, sizeof(t->device));
-  append_raw(key, &t->ndim, sizeof(t->ndim));
-  append_raw(key, t->shape, sizeof(int64_t) * t->ndim);
-  if (t->strides != nullptr) append_raw(key, t->strides, sizeof(int64_t) * t->ndim);
-  key->push_back(t->strides != nullptr ? 's' : 'c');
+  // One resize and plain copies: this runs on every call.
+  const size_t dims = sizeof(int64_t) * t->ndim;
+  const size_t at = key->size();
+  key->resize(at + sizeof(t->dtype) + sizeof(t->device) + sizeof(t->ndim) + dims * (t->strides ? 2 : 1) + 1);
+  char* p = &(*key)[at];
+  std::memcpy(p, &t->dtype, sizeof(t->dtype));
+  p += sizeof(t->dtype);
+  std::memcpy(p, &t->device, sizeof(t->device));
+  p += sizeof(t->device);
+  std::memcpy(p, &t->ndim, sizeof(t->ndim));
+  p += sizeof(t->ndim);
+  std::memcpy(p, t->shape, dims);
+  p += dims;
+  if (t->strides != nullptr) {
+    std::memcpy(p, t->strides, dims);
+    p += dims;
+  }
+  *p = t->strides != nullptr ? 's' : 'c';
+}
+
+void append_inputs(std::string* key, const std::vector<EwOperand>& inputs) {
+  for (const EwOperand& in : inputs) {
+    if (in.tensor != nullptr) {
+      append_tensor(key, in.tensor);
+    } else {
+      key->push_back(static_cast<char>('a' + static_cast<int>(in.scalar)));
+    }
+  }
 }
 
 /// The metadata a prepared plan depends on.
@@ -494,16 +516,18 @@ void plan_key(const std::vector<EwOperand>& inputs, const std::vector<const DLTe
   key.push_back(static_cast<char>(n_extra));
   for (const DLTensor* o : outputs) append_tensor(&key, o);
   key.push_back('|');
-  for (const EwOperand& in : inputs) {
-    if (in.tensor != nullptr) {
-      append_tensor(&key, in.tensor);
-    } else {
-      key.push_back(static_cast<char>('a' + static_cast<int>(in.scalar)));
-    }
-  }
+  append_inputs(&key, inputs);
 }
 
 }  // namespace
+
+/// What a call with some inputs' metadata allocates.
+struct Elementwise::OutputPlan {
+  std::vector<EwOutput> outputs;
+  DLDevice device{kDLCPU, 0};
+  std::string outputs_key;                   // the first allocated outputs' metadata
+  std::shared_ptr<const Prepared> prepared;  // the plan for outputs with that metadata
+};
 
 std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vector<EwOperand>& inputs,
                                                                   const std::vector<const DLTensor*>& outputs,
@@ -554,31 +578,50 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
   return p;
 }
 
-void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
-                      const std::vector<EwOperand>& extra, Promotion promotion) {
-  const std::string& fn = impl_->entry;
-  if (outputs.size() != static_cast<size_t>(impl_->num_outputs)) {
-    throw TypeError(fn + ": expected " + std::to_string(impl_->num_outputs) + " output tensor(s), got " +
-                    std::to_string(outputs.size()));
+namespace {
+
+void check_call_arity(const std::string& fn, int num_outputs, size_t n_outputs, const std::vector<EwOperand>& extra) {
+  if (n_outputs != static_cast<size_t>(num_outputs)) {
+    throw TypeError(fn + ": expected " + std::to_string(num_outputs) + " output tensor(s), got " +
+                    std::to_string(n_outputs));
   }
   for (size_t e = 0; e < extra.size(); ++e) {
     if (extra[e].tensor != nullptr)
       throw TypeError(fn + ": extra argument #" + std::to_string(e) + " must be a scalar");
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const Elementwise::Prepared> Elementwise::plan_for(const std::vector<EwOperand>& inputs,
+                                                                   const std::vector<const DLTensor*>& outputs,
+                                                                   size_t n_extra, Promotion promotion) {
   thread_local std::string key;  // keeps its capacity between calls
-  plan_key(inputs, outputs, extra.size(), promotion, &key);
-  std::shared_ptr<const Prepared> p;
+  plan_key(inputs, outputs, n_extra, promotion, &key);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     auto it = impl_->plans.find(key);
-    if (it != impl_->plans.end()) p = it->second;
+    if (it != impl_->plans.end()) return it->second;
   }
-  if (!p) {
-    p = prepare(inputs, outputs, extra.size(), promotion);
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->plans.size() > 1024) impl_->plans.clear();
-    impl_->plans.emplace(key, p);
-  }
+  std::shared_ptr<const Prepared> p = prepare(inputs, outputs, n_extra, promotion);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->plans.size() > 1024) impl_->plans.clear();
+  impl_->plans.emplace(key, p);
+  return p;
+}
+
+void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
+                      const std::vector<EwOperand>& extra, Promotion promotion) {
+  check_call_arity(impl_->entry, impl_->num_outputs, outputs.size(), extra);
+  std::shared_ptr<const Prepared> p = plan_for(inputs, outputs, extra.size(), promotion);
+  run_prepared(*p, inputs, outputs, extra, promotion);
+}
+
+void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOperand>& inputs,
+                               const std::vector<const DLTensor*>& outputs, const std::vector<EwOperand>& extra,
+                               Promotion promotion) {
+  const std::string& fn = impl_->entry;
+  const Prepared* p = &prepared;
   // This call's data: pointers, scalar values, extra scalars.
   const size_t n_out = outputs.size(), n_ops = n_out + inputs.size();
   thread_local std::vector<char*> data;
@@ -615,6 +658,54 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
   } else {
     ew::execute(p->kernel, p->loop, data.data(), ex);
   }
+}
+
+void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
+                                 const std::vector<EwOperand>& extra, Promotion promotion) {
+  check_call_arity(impl_->entry, impl_->num_outputs, impl_->num_outputs, extra);
+  thread_local std::string key;  // keeps its capacity between calls
+  key.clear();
+  key.push_back(static_cast<char>(promotion));
+  key.push_back(static_cast<char>(extra.size()));
+  append_inputs(&key, inputs);
+  std::shared_ptr<const OutputPlan> plan;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->output_plans.find(key);
+    if (it != impl_->output_plans.end()) plan = it->second;
+  }
+  const std::vector<EwOutput> specs = plan ? std::vector<EwOutput>{} : outputs_for(inputs, promotion);
+  const std::vector<EwOutput>& wanted = plan ? plan->outputs : specs;
+  const DLDevice device = plan ? plan->device : plan_types(impl_->entry, inputs, promotion).device;
+  thread_local std::vector<const DLTensor*> outputs;
+  outputs.clear();
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const DLTensor* t = allocate(k, wanted[k], device);
+    internal_check(t != nullptr, "an elementwise output allocator returned no tensor");
+    outputs.push_back(t);
+  }
+  // An allocator gives the same layout for the same request, so the plan prepared
+  // for the first call's outputs is reused; it is checked, since an allocator
+  // chooses the strides.
+  thread_local std::string out_key;
+  out_key.clear();
+  for (const DLTensor* o : outputs) append_tensor(&out_key, o);
+  if (plan && plan->outputs_key == out_key) {
+    run_prepared(*plan->prepared, inputs, outputs, extra, promotion);
+    return;
+  }
+  std::shared_ptr<const Prepared> prepared = plan_for(inputs, outputs, extra.size(), promotion);
+  if (!plan) {
+    auto made = std::make_shared<OutputPlan>();
+    made->outputs = specs;
+    made->device = device;
+    made->outputs_key = out_key;
+    made->prepared = prepared;
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->output_plans.size() > 1024) impl_->output_plans.clear();
+    impl_->output_plans.emplace(key, std::move(made));
+  }
+  run_prepared(*prepared, inputs, outputs, extra, promotion);
 }
 
 }  // namespace kjit

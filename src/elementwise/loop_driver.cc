@@ -39,6 +39,17 @@ void execute(KernelFn kernel, const Loop& loop, char* const* data, const void* e
   const int64_t n0 = loop.shape[0];
   const int64_t total = loop.numel();
   if (total == 0) return;
+  if (total < kGrainSize && loop.shape.size() == 1 && n_ops <= 16) {
+    // One serial row (small contiguous calls): straight to the kernel.
+    int64_t inner[16];
+    char* ptr[16];
+    for (size_t op = 0; op < n_ops; ++op) {
+      inner[op] = loop.strides[op][0];
+      ptr[op] = data[op];
+    }
+    kernel(ptr, inner, total, extra);
+    return;
+  }
   int threads =
       total < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2)));
   threads = std::max(threads, 1);

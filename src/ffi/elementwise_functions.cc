@@ -2,6 +2,7 @@
 // tensors and scalars arrive as they were passed from Python.
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
@@ -29,13 +30,14 @@ using tvm::ffi::PackedArgs;
 using tvm::ffi::String;
 
 std::mutex g_mu;
-std::vector<std::unique_ptr<Elementwise>> g_kernels;  // id -> engine, until kjit.ew_free
+std::vector<std::shared_ptr<Elementwise>> g_kernels;  // id -> engine, until kjit.ew_free
 
-Elementwise& kernel_of(int64_t id) {
+/// Shared: a call or an ew_function in flight keeps the engine alive through ew_free.
+std::shared_ptr<Elementwise> kernel_of(int64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
   internal_check(id >= 0 && static_cast<size_t>(id) < g_kernels.size() && g_kernels[id] != nullptr,
                  "unknown elementwise id");
-  return *g_kernels[id];
+  return g_kernels[id];
 }
 
 /// A tensor DLPack cannot carry from NumPy (read-only, or an ml_dtypes type such as
@@ -111,7 +113,7 @@ Promotion promotion_of(int64_t p) { return p == 1 ? Promotion::kTorch : Promotio
 /// ew_outputs(id, promotion, inputs...) -> [[shape, dtype, order], ...]
 void outputs_entry(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
-    Elementwise& ew = kernel_of(args[0].cast<int64_t>());
+    Elementwise& ew = *kernel_of(args[0].cast<int64_t>());
     std::vector<EwOperand> inputs;
     std::vector<std::unique_ptr<RawTensor>> store;
     for (int i = 2; i < args.size(); ++i) inputs.push_back(operand_of(args[i], i - 2, &store));
@@ -130,7 +132,7 @@ void outputs_entry(PackedArgs args, Any* rv) {
 /// ew_run(id, promotion, n_inputs, n_outputs, inputs..., outputs..., extra...)
 void run_entry(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
-    Elementwise& ew = kernel_of(args[0].cast<int64_t>());
+    Elementwise& ew = *kernel_of(args[0].cast<int64_t>());
     Promotion p = promotion_of(args[1].cast<int64_t>());
     int n_in = static_cast<int>(args[2].cast<int64_t>()), n_out = static_cast<int>(args[3].cast<int64_t>());
     // Per-thread buffers keep their capacity: a small call allocates nothing here.
@@ -153,15 +155,111 @@ void run_entry(PackedArgs args, Any* rv) {
   });
 }
 
-/// 64-byte aligned host memory for outputs kjit allocates itself.
+/// Host memory for outputs kjit allocates itself: 64-byte aligned from 4 KiB (the
+/// vector loops' and non-temporal stores' preference), malloc's 16 below, where
+/// aligned_alloc costs more than the call.
 struct HostAlloc {
   void AllocData(DLTensor* t) {
     size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
-    t->data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    t->data = bytes < 4096 ? std::malloc(bytes) : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (t->data == nullptr) throw std::bad_alloc();
   }
   void FreeData(DLTensor* t) { std::free(t->data); }
 };
+
+/// Output k of ew_call: from the caller's framework when tvm-ffi set its allocator
+/// for the call (torch inputs: torch tensors come back), else 64-byte aligned host
+/// memory. Allocated contiguous in the order the plan asks for, then viewed in the
+/// output's dim order.
+tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const std::string& fn) {
+  const size_t nd = spec.shape.size();
+  int64_t small[8];  // no heap for the usual ranks
+  std::vector<int64_t> large(nd > 8 ? nd : 0);
+  int64_t* permuted = nd > 8 ? large.data() : small;
+  bool identity = true;
+  for (size_t i = 0; i < nd; ++i) {
+    permuted[i] = spec.shape[spec.order[i]];
+    identity = identity && spec.order[i] == static_cast<int>(i);
+  }
+  tvm::ffi::ShapeView shape(permuted, nd);
+  tvm::ffi::Tensor t;
+  if (device.device_type == kDLCPU) {
+    t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, ew_dl_type(spec.type), device);
+  } else if (TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr) {
+    t = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, ew_dl_type(spec.type), device);
+  } else {
+    throw TypeError(fn + ": cannot allocate the output on " + (device.device_type == kDLCUDA ? "CUDA" : "this device") +
+                    " for these tensors (only torch provides an allocator through DLPack); pass out=");
+  }
+  if (identity) return t;
+  std::vector<int64_t> strides(nd);
+  int64_t step = 1;
+  for (size_t i = nd; i-- > 0;) {  // the permuted buffer's strides, seen in the output's dim order
+    strides[spec.order[i]] = step;
+    step *= permuted[i];
+  }
+  return t.as_strided(tvm::ffi::ShapeView(spec.shape.data(), nd), tvm::ffi::ShapeView(strides.data(), nd));
+}
+
+/// Runs `ew` on args[first, first + n_in) (the inputs) and the args after them (extra
+/// scalars) into new outputs: *rv is the output, or an Array of them.
+void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, Any* rv) {
+  thread_local std::vector<EwOperand> inputs, extra;
+  inputs.clear();
+  extra.clear();
+  std::vector<std::unique_ptr<RawTensor>> store;
+  for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[first + i], i, &store));
+  for (int e = first + n_in; e < args.size(); ++e) extra.push_back(operand_of(args[e], e - first, &store));
+  struct Made {
+    const std::string* fn;
+    tvm::ffi::Tensor single;             // the usual single output, without a heap vector
+    std::vector<tvm::ffi::Tensor> more;  // each Tensor keeps its DLTensor where the engine saw it
+  } made{&ew.name(), {}, {}};
+  // One captured pointer: fits std::function's inline buffer, so no allocation.
+  auto allocate = [m = &made](size_t k, const EwOutput& spec, DLDevice device) -> const DLTensor* {
+    tvm::ffi::Tensor t = allocate_output(spec, device, *m->fn);
+    if (k == 0) {
+      m->single = std::move(t);
+      return m->single.GetDLTensorPtr();
+    }
+    m->more.push_back(std::move(t));
+    return m->more.back().GetDLTensorPtr();
+  };
+  ew.run_allocating(inputs, allocate, extra, p);
+  if (made.more.empty()) {
+    *rv = std::move(made.single);
+  } else {
+    made.more.insert(made.more.begin(), made.single);
+    *rv = Array<tvm::ffi::Tensor>(made.more.begin(), made.more.end());
+  }
+}
+
+/// ew_call(id, promotion, n_inputs, inputs..., extra...) -> the new output, or an
+/// Array of them: one crossing for plan, allocation and run.
+void call_entry(PackedArgs args, Any* rv) {
+  at_ffi_boundary([&] {
+    std::shared_ptr<Elementwise> ew = kernel_of(args[0].cast<int64_t>());
+    run_into_new_outputs(*ew, promotion_of(args[1].cast<int64_t>()), args, 3, static_cast<int>(args[2].cast<int64_t>()),
+                         rv);
+    return 0;
+  });
+}
+
+/// ew_function(id, promotion) -> a function of the inputs alone (no extra scalars)
+/// returning new outputs: ew_call without the three leading ints, the hot path of
+/// kjit.elementwise (which packs no new argument tuple for it).
+tvm::ffi::Function function_entry(int64_t id, int64_t promotion) {
+  return at_ffi_boundary([&] {
+    std::shared_ptr<Elementwise> ew = kernel_of(id);
+    Promotion p = promotion_of(promotion);
+    return tvm::ffi::Function::FromPacked([ew, p](PackedArgs args, Any* rv) {
+      at_ffi_boundary([&] {
+        run_into_new_outputs(*ew, p, args, 0, args.size(), rv);
+        return 0;
+      });
+    });
+  });
+}
 
 /// A C-contiguous CPU tensor of a dtype kjit knows by name (for results whose
 /// framework cannot allocate it, e.g. bfloat16 for DLPack inputs).
@@ -184,7 +282,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
                ElementwiseOptions opts;
                opts.build_directory = std::string(build_dir);
                opts.verbose = verbose;
-               auto ew = std::make_unique<Elementwise>(std::string(code), std::string(name),
+               auto ew = std::make_shared<Elementwise>(std::string(code), std::string(name),
                                                        static_cast<int>(num_outputs), opts);
                std::lock_guard<std::mutex> lock(g_mu);
                g_kernels.push_back(std::move(ew));
@@ -193,6 +291,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def_packed("kjit.ew_outputs", outputs_entry)
       .def_packed("kjit.ew_run", run_entry)
+      .def_packed("kjit.ew_call", call_entry)
+      .def("kjit.ew_function", function_entry)
       .def("kjit.ew_empty", empty_entry)
       .def("kjit.ew_free",
            [](int64_t id) {

@@ -1,8 +1,14 @@
 // kjit::Elementwise from C++: the mirror of kjit.elementwise, on CPU DLTensors.
 #include <gtest/gtest.h>
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/string.h>
 
+#include <memory>
 #include <vector>
 
+#include "ffi_error.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
@@ -78,6 +84,117 @@ TEST(ElementwiseCpp, ErrorsAreTypedAndSayWhat) {
     EXPECT_NE(std::string(e.what()).find("(float32) -> float32, computing in float32"), std::string::npos);
     EXPECT_NE(e.log().find("code:1:"), std::string::npos) << e.log();
   }
+}
+
+/// An EwAllocate that records each request and hands out float32 buffers with the
+/// strides the request's layout asks for (or C-contiguous ones when told to).
+struct RecordingAllocator {
+  std::vector<kjit::EwOutput> requests;
+  std::vector<std::unique_ptr<Buf<float>>> made;
+  bool ignore_order = false;
+
+  kjit::EwAllocate fn() {
+    return [this](size_t, const kjit::EwOutput& spec, DLDevice) -> const DLTensor* {
+      requests.push_back(spec);
+      const size_t nd = spec.shape.size();
+      std::vector<int64_t> strides(nd);
+      int64_t step = 1, numel = 1;
+      for (size_t i = nd; i-- > 0;) {
+        const size_t dim = ignore_order ? i : static_cast<size_t>(spec.order[i]);
+        strides[dim] = step;
+        step *= spec.shape[dim];
+      }
+      for (int64_t d : spec.shape) numel *= d;
+      made.push_back(std::make_unique<Buf<float>>(std::vector<float>(numel), spec.shape, strides));
+      return &made.back()->t;
+    };
+  }
+};
+
+TEST(ElementwiseCpp, RunAllocatingFollowsTheInputLayout) {
+  Elementwise add(kAdd);
+  Buf<float> a({1, 2, 3, 4, 5, 6}, {2, 3}, {1, 2});  // a transposed (column-major) view
+  Buf<float> b({10, 20, 30, 40, 50, 60}, {2, 3}, {1, 2});
+  RecordingAllocator alloc;
+  add.run_allocating({EwOperand::of(&a.t), EwOperand::of(&b.t)}, alloc.fn());
+  ASSERT_EQ(alloc.requests.size(), 1u);
+  EXPECT_EQ(alloc.requests[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(alloc.requests[0].type, kjit::EwType::kFloat32);
+  EXPECT_EQ(alloc.requests[0].order, (std::vector<int>{1, 0}));  // dim 1 varies slowest, as in the inputs
+  // Column-major storage of [[11, 33, 55], [22, 44, 66]].
+  EXPECT_EQ(alloc.made[0]->data, (std::vector<float>{11, 22, 33, 44, 55, 66}));
+  EXPECT_EQ(alloc.made[0]->strides, (std::vector<int64_t>{1, 2}));
+}
+
+TEST(ElementwiseCpp, RunAllocatingTakesAnyStridesTheAllocatorChooses) {
+  // The plan cached for the first call's outputs must not be reused for outputs
+  // with other strides: the second call's allocator ignores the requested order.
+  Elementwise add(kAdd);
+  Buf<float> a({1, 2, 3, 4, 5, 6}, {2, 3}, {1, 2});
+  RecordingAllocator first, second;
+  second.ignore_order = true;
+  add.run_allocating({EwOperand::of(&a.t), EwOperand::of_float(1.0)}, first.fn());
+  add.run_allocating({EwOperand::of(&a.t), EwOperand::of_float(1.0)}, second.fn());
+  EXPECT_EQ(first.made[0]->data, (std::vector<float>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(second.made[0]->data, (std::vector<float>{2, 4, 6, 3, 5, 7}));  // row-major [[2, 4, 6], [3, 5, 7]]
+}
+
+TEST(ElementwiseCpp, RunAllocatingMakesEveryOutputAndChecksTheAllocator) {
+  Elementwise divmod("template <typename T> void dm(T a, T b, T& q, T& r) { q = a / b; r = a - b * q; }", "", 2);
+  Buf<float> a({7, 9}, {2}), b({2, 4}, {2});
+  RecordingAllocator alloc;
+  divmod.run_allocating({EwOperand::of(&a.t), EwOperand::of(&b.t)}, alloc.fn());
+  ASSERT_EQ(alloc.made.size(), 2u);
+  EXPECT_EQ(alloc.made[0]->data, (std::vector<float>{3.5f, 2.25f}));
+  EXPECT_EQ(alloc.made[1]->data, (std::vector<float>{0, 0}));
+  const kjit::EwAllocate none = [](size_t, const kjit::EwOutput&, DLDevice) -> const DLTensor* { return nullptr; };
+  try {
+    divmod.run_allocating({EwOperand::of(&a.t), EwOperand::of(&b.t)}, none);
+    FAIL() << "no error";
+  } catch (const kjit::InternalError& e) {
+    EXPECT_STREQ(e.what(), "kjit internal error: an elementwise output allocator returned no tensor");
+  }
+  try {
+    divmod.run_allocating({EwOperand::of(&a.t), EwOperand::of(&b.t)}, alloc.fn(), {EwOperand::of(&a.t)});
+    FAIL() << "no error";
+  } catch (const kjit::TypeError& e) {
+    EXPECT_STREQ(e.what(), "dm: extra argument #0 must be a scalar");
+  }
+}
+
+/// kjit.ew_function and kjit.ew_call, the Python binding's entries, called from C++.
+TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
+  namespace ffi = tvm::ffi;
+  auto made = ffi::Function::GetGlobalRequired("kjit.ew_create")(ffi::String(kAdd), ffi::String(""), int64_t{1},
+                                                                 ffi::String(""), false)
+                  .cast<ffi::Array<ffi::Any>>();
+  const int64_t id = made[0].cast<int64_t>();
+  Buf<float> a({1, 2, 3, 4, 5, 6}, {2, 3}, {1, 2});
+  Buf<int32_t> b({10, 20, 30}, {3});
+  ffi::Function numpy_rules =
+      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}).cast<ffi::Function>();
+  ffi::Tensor result = numpy_rules(&a.t, &b.t).cast<ffi::Tensor>();
+  const DLTensor* r = result.GetDLTensorPtr();
+  ASSERT_EQ(r->ndim, 2);
+  EXPECT_EQ(r->dtype.bits, 64);  // NumPy 2: float32 + int32 -> float64
+  EXPECT_EQ(r->strides[0], 1);   // the inputs' column-major layout
+  EXPECT_EQ(r->strides[1], 2);
+  const double* v = static_cast<const double*>(r->data);
+  EXPECT_EQ(std::vector<double>(v, v + 6), (std::vector<double>{11, 12, 23, 24, 35, 36}));
+  ffi::Function ew_call = ffi::Function::GetGlobalRequired("kjit.ew_call");
+  ffi::Tensor t = ew_call(id, int64_t{1}, int64_t{2}, &a.t, &b.t).cast<ffi::Tensor>();
+  EXPECT_EQ(t.GetDLTensorPtr()->dtype.bits, 32);  // PyTorch: the float type wins
+
+  // Without a framework allocator (tvm-ffi sets torch's for torch inputs), kjit
+  // cannot allocate device memory.
+  Buf<float> dev({1, 2}, {2});
+  dev.t.device = DLDevice{kDLCUDA, 0};
+  EXPECT_EQ(kjit_test::error_of(numpy_rules, &dev.t, &dev.t),
+            "TypeError: add: cannot allocate the output on CUDA for these tensors (only torch provides an allocator "
+            "through DLPack); pass out=");
+  ffi::Function::GetGlobalRequired("kjit.ew_free")(id);
+  EXPECT_EQ(numpy_rules(&a.t, &b.t).cast<ffi::Tensor>().GetDLTensorPtr()->ndim,
+            2);  // a function keeps its engine alive
 }
 
 TEST(ElementwiseCpp, ThreadCountFollowsTheSetting) {

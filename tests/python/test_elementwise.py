@@ -6,6 +6,7 @@ so the kernels are module-scoped fixtures and the dtype matrix is a chosen subse
 """
 
 import ctypes
+import gc
 import importlib
 
 import numpy as np
@@ -870,6 +871,15 @@ def test_torch_empty_and_0d(add):
     assert got.shape == () and got.dtype == torch.float32 and got.item() == 3.0
 
 
+def test_torch_two_outputs_and_extra_scalars(divmod_kernel, axpy):
+    torch = pytest.importorskip("torch")
+    q, r = divmod_kernel(torch.tensor([7.0, 9.0]), torch.tensor([2.0, 4.0]))
+    assert isinstance(q, torch.Tensor) and isinstance(r, torch.Tensor)
+    assert torch.equal(q, torch.tensor([3.5, 2.25])) and torch.equal(r, torch.zeros(2))
+    got = axpy(torch.arange(3.0), torch.ones(3), alpha=2)
+    assert isinstance(got, torch.Tensor) and torch.equal(got, torch.tensor([1.0, 3.0, 5.0]))
+
+
 def test_torch_unsupported_dtype(add):
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="which kjit.elementwise does not support"):
@@ -921,6 +931,19 @@ def test_small_inner_dim_with_three_operands_and_threads(madd):
     y = np.random.default_rng(4).random((512, 1, 1, 3)).astype(np.float64)
     z = np.random.default_rng(5).random((512, 1, 64, 3)).astype(np.float64)
     np.testing.assert_allclose(madd(x, y, z), x * y + z, rtol=1e-12)
+
+
+def test_new_outputs_are_fresh_writable_arrays_that_outlive_the_kernel():
+    k = kjit.elementwise(ADD)
+    a = np.arange(4, dtype=np.float32)
+    r1, r2 = k(a, 1), k(a, 1)
+    assert type(r1) is np.ndarray and r1.flags.writeable and r1.flags.c_contiguous
+    assert not np.shares_memory(r1, r2)
+    del k
+    gc.collect()
+    r1 += 1
+    np.testing.assert_array_equal(r1, a + 2)
+    np.testing.assert_array_equal(r2, a + 1)
 
 
 def test_compile_error_of_a_repeated_call_keeps_command_and_log():

@@ -1,0 +1,94 @@
+// bench_elementwise_call: the C++ cost of one small kjit::Elementwise call (a
+// 1-element float32 add), the part of kjit.elementwise's per-call overhead that is
+// not Python or tvm-ffi: planning lookup, output allocation, overlap checks and the
+// loop driver. The floor is the same add written inline.
+//
+// Usage: bench_elementwise_call [google-benchmark flags]
+#include <benchmark/benchmark.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "kjit/elementwise.h"
+
+namespace {
+
+struct Scalar1 {
+  float value = 1.0f;
+  int64_t shape[1] = {1};
+  DLTensor t{};
+  Scalar1() {
+    t.data = &value;
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = DLDataType{kDLFloat, 32, 1};
+    t.shape = shape;
+  }
+};
+
+kjit::Elementwise& add_kernel() {
+  static kjit::Elementwise add("template <typename T> T add(T a, T b) { return a + b; }");
+  return add;
+}
+
+void BM_InlineAdd(benchmark::State& state) {
+  Scalar1 a, b, c;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(a.value);
+    c.value = a.value + b.value;
+    benchmark::DoNotOptimize(c.value);
+  }
+}
+
+void BM_RunIntoOutput(benchmark::State& state) {
+  Scalar1 a, b, c;
+  kjit::Elementwise& add = add_kernel();
+  const std::vector<kjit::EwOperand> inputs{kjit::EwOperand::of(&a.t), kjit::EwOperand::of(&b.t)};
+  const std::vector<const DLTensor*> outputs{&c.t};
+  add.run(inputs, outputs);  // compiles, or loads from the disk cache
+  for (auto _ : state) add.run(inputs, outputs);
+}
+
+void BM_RunAllocating(benchmark::State& state) {
+  Scalar1 a, b, c;
+  kjit::Elementwise& add = add_kernel();
+  const std::vector<kjit::EwOperand> inputs{kjit::EwOperand::of(&a.t), kjit::EwOperand::of(&b.t)};
+  const kjit::EwAllocate reuse = [&](size_t, const kjit::EwOutput&, DLDevice) -> const DLTensor* { return &c.t; };
+  add.run_allocating(inputs, reuse);
+  for (auto _ : state) add.run_allocating(inputs, reuse);
+}
+
+struct HostAlloc {
+  void AllocData(DLTensor* t) { t->data = std::malloc(64); }
+  void FreeData(DLTensor* t) { std::free(t->data); }
+};
+
+/// The Python binding's entry (kjit.ew_call) without Python: tvm-ffi packed call,
+/// operand decoding, allocation of the result, the run.
+void BM_FfiEwCall(benchmark::State& state) {
+  namespace ffi = tvm::ffi;
+  ffi::Function create = ffi::Function::GetGlobalRequired("kjit.ew_create");
+  ffi::Function call = ffi::Function::GetGlobalRequired("kjit.ew_call");
+  auto made = create(ffi::String("template <typename T> T add(T a, T b) { return a + b; }"), ffi::String(""),
+                     int64_t{1}, ffi::String(""), false)
+                  .cast<ffi::Array<ffi::Any>>();
+  const int64_t id = made[0].cast<int64_t>();
+  int64_t shape[1] = {1};
+  ffi::Tensor a =
+      ffi::Tensor::FromNDAlloc(HostAlloc(), ffi::ShapeView(shape, 1), DLDataType{kDLFloat, 32, 1}, DLDevice{kDLCPU, 0});
+  ffi::Tensor b = a;
+  call(id, int64_t{0}, int64_t{2}, a, b);
+  for (auto _ : state) benchmark::DoNotOptimize(call(id, int64_t{0}, int64_t{2}, a, b));
+}
+
+}  // namespace
+
+BENCHMARK(BM_InlineAdd);
+BENCHMARK(BM_FfiEwCall);
+BENCHMARK(BM_RunIntoOutput);
+BENCHMARK(BM_RunAllocating);
+BENCHMARK_MAIN();
