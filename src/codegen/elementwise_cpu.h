@@ -17,7 +17,10 @@ struct EwKernelTypes {
   std::vector<EwType> inputs;
   EwType compute = EwType::kFloat32;  ///< the entry's T
   int num_extra = 0;                  ///< extra scalars, passed in the compute type
-  std::string text() const;           ///< "(int32, float32) -> float32, computing in float32"
+  /// CUDA only: by_value[i] when input i is a Python scalar, passed to the kernel
+  /// by value (JITerator's CPU scalars) instead of through memory. Empty: none.
+  std::vector<bool> by_value;
+  std::string text() const;  ///< "(int32, float32) -> float32, computing in float32"
 };
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,

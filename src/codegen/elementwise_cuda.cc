@@ -194,12 +194,20 @@ class CudaKernelWriter {
  private:
   bool strided() const { return variant_ == EwCudaVariant::kStrided || variant_ == EwCudaVariant::kCastStrided; }
   EwType type_of(size_t op) const { return op < n_out_ ? t_.outputs[op] : t_.inputs[op - n_out_]; }
+  bool by_value(size_t input) const { return ew_cuda_by_value(t_, input); }
+  bool any_by_value() const {
+    for (size_t i = 0; i < t_.inputs.size(); ++i) {
+      if (by_value(i)) return true;
+    }
+    return false;
+  }
   std::string params() const {
     return std::string("int n, kjit_ptrs data") + (strided() ? ", kjit_offsets oc" : "") +
-           (t_.num_extra > 0 ? ", kjit_extra ex" : "");
+           (any_by_value() ? ", kjit_scalars sc" : "") + (t_.num_extra > 0 ? ", kjit_extra ex" : "");
   }
   std::string args() const {
-    return std::string("n, data") + (strided() ? ", oc" : "") + (t_.num_extra > 0 ? ", ex" : "");
+    return std::string("n, data") + (strided() ? ", oc" : "") + (any_by_value() ? ", sc" : "") +
+           (t_.num_extra > 0 ? ", ex" : "");
   }
 
   std::string declarations() const {
@@ -210,6 +218,14 @@ class CudaKernelWriter {
       << "constexpr int KJIT_NOPS = " << n_ops_ << ";\n"
       << "struct kjit_ptrs { char* p[KJIT_NOPS]; };\n";
     if (t_.num_extra > 0) o << "struct kjit_extra { " << c_ << " v[" << t_.num_extra << "]; };\n";
+    if (any_by_value()) {
+      o << "struct kjit_scalars {";
+      for (size_t i = 0; i < t_.inputs.size(); ++i) {
+        if (by_value(i)) o << " " << device_type(t_.inputs[i]) << " s" << i << ";";
+      }
+      o << " };\nstatic_assert(sizeof(kjit_scalars) == " << ew_cuda_scalars_layout(t_).back()
+        << ", \"kjit_scalars must match the host's packing\");\n";
+    }
     return o.str();
   }
 
@@ -246,6 +262,13 @@ class CudaKernelWriter {
     EwType t = type_of(op);
     std::string raw = "*reinterpret_cast<const " + device_type(t) + "*>(" + addr + ")";
     return cast_value(widened(t), t_.compute, widen(t, raw));
+  }
+
+  /// Input i's value for the element at `i_expr`: from the parameters when by value.
+  std::string load_input(size_t i, const std::string& i_expr) const {
+    if (!by_value(i)) return load(n_out_ + i, address(n_out_ + i, i_expr));
+    EwType t = t_.inputs[i];
+    return cast_value(widened(t), t_.compute, widen(t, "sc.s" + std::to_string(i)));
   }
 
   std::string store(size_t op, const std::string& addr, const std::string& value) const {
@@ -303,7 +326,7 @@ class CudaKernelWriter {
       for (size_t k = 0; k < n_out_; ++k) arrays << "  int out_off" << k << "[KJIT_WORK];\n";
     }
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      loads << "    in" << i << "[j] = " << load(n_out_ + i, address(n_out_ + i, "i")) << ";\n";
+      loads << "    in" << i << "[j] = " << load_input(i, "i") << ";\n";
     }
     for (size_t k = 0; k < n_out_; ++k) {
       stores << "    " << store(k, store_address(k), "out" + std::to_string(k) + "[j]") << "\n";
@@ -331,6 +354,11 @@ class CudaKernelWriter {
   std::string vector_loads() const {
     std::ostringstream o;
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
+      if (by_value(i)) {
+        o << "#pragma unroll\n    for (int e = 0; e < V; ++e) in" << i << "[u * V + e] = " << load_input(i, "i")
+          << ";\n";
+        continue;
+      }
       o << "    const vec_t v" << i << " = *reinterpret_cast<const vec_t*>(" << address(n_out_ + i, "i") << ");\n"
         << "#pragma unroll\n    for (int e = 0; e < V; ++e) in" << i << "[u * V + e] = v" << i << ".v[e];\n";
     }
@@ -374,6 +402,8 @@ class CudaKernelWriter {
 
 void check_types(const EwKernelTypes& types, EwCudaVariant variant) {
   internal_check(!types.outputs.empty(), "an elementwise CUDA kernel without outputs");
+  internal_check(types.by_value.empty() || types.by_value.size() == types.inputs.size(),
+                 "by-value flags that do not match the inputs");
   internal_check(!is_half(types.compute), "float16/bfloat16 as an elementwise compute type (they compute in float)");
   bool cast_variant = variant == EwCudaVariant::kCastContiguous || variant == EwCudaVariant::kCastStrided;
   internal_check(cast_variant || !ew_cuda_needs_cast(types), "a no-cast CUDA variant for types that need casts");
@@ -426,6 +456,24 @@ bool ew_cuda_needs_cast(const EwKernelTypes& types) {
 
 bool ew_cuda_vec_width_allowed(int vec_width, int element_size) {
   return (vec_width == 1 || vec_width == 2 || vec_width == 4) && vec_width * element_size <= kEwCudaMaxVecBytes;
+}
+
+bool ew_cuda_by_value(const EwKernelTypes& types, size_t i) { return i < types.by_value.size() && types.by_value[i]; }
+
+std::vector<size_t> ew_cuda_scalars_layout(const EwKernelTypes& types) {
+  std::vector<size_t> offsets;
+  size_t at = 0, align = 1;
+  for (size_t i = 0; i < types.inputs.size(); ++i) {
+    const size_t size = static_cast<size_t>(ew::size_of(types.inputs[i]));
+    if (ew_cuda_by_value(types, i)) at = (at + size - 1) / size * size;
+    offsets.push_back(at);
+    if (ew_cuda_by_value(types, i)) {
+      at += size;
+      align = std::max(align, size);
+    }
+  }
+  offsets.push_back((at + align - 1) / align * align);
+  return offsets;
 }
 
 size_t ew_cuda_offsets_bytes(size_t num_operands) {

@@ -48,10 +48,19 @@ bool ew_cuda_vec_width_allowed(int vec_width, int element_size);
 /// int ndim; {u32 divisor, magic, shift}[kEwCudaMaxDims]; int strides[kEwCudaMaxDims][num_operands].
 size_t ew_cuda_offsets_bytes(size_t num_operands);
 
+/// Whether input `i` of `types` is passed by value.
+bool ew_cuda_by_value(const EwKernelTypes& types, size_t i);
+
+/// Byte offset of each by-value input in the kernel's kjit_scalars (in input
+/// order, natural alignment: every type aligns to its size); the last entry is the
+/// struct's size. The entries of tensor inputs are unused.
+std::vector<size_t> ew_cuda_scalars_layout(const EwKernelTypes& types);
+
 /// The NVRTC source. Kernel parameters, in order: `int n` (elements), a struct of
-/// `char*` per operand (outputs first), for the strided variants the offset
-/// calculator (ew_cuda_offsets_bytes), and with num_extra > 0 a struct of
-/// num_extra compute-type scalars. Complex types use a small std::complex-like
+/// `char*` per operand (outputs first; unused for by-value inputs), for the
+/// strided variants the offset calculator (ew_cuda_offsets_bytes), with by-value
+/// inputs their kjit_scalars (ew_cuda_scalars_layout), and with num_extra > 0 a
+/// struct of num_extra compute-type scalars. Complex types use a small std::complex-like
 /// struct (arithmetic, real/imag/conj/norm/abs/arg/exp/log/sqrt). Throws
 /// InternalError when a non-cast variant is asked for types that need casts.
 std::string emit_elementwise_cuda(const std::string& code, const std::string& entry, const EwKernelTypes& types,

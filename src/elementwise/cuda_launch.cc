@@ -157,7 +157,9 @@ std::vector<Loop> split_for_32bit_indexing(const Loop& loop) {
 bool is_contiguous_loop(const Loop& loop, const EwKernelTypes& types) {
   if (loop.numel() <= 1) return true;
   if (loop.shape.size() != 1) return false;
+  const size_t n_out = types.outputs.size();
   for (size_t op = 0; op < loop.strides.size(); ++op) {
+    if (op >= n_out && ew_cuda_by_value(types, op - n_out)) continue;
     if (loop.strides[op][0] != ew_cuda_operand_size(types, op)) return false;
   }
   return true;
@@ -221,19 +223,34 @@ std::vector<unsigned char> pack_extra(const std::vector<EwOperand>& extra, EwTyp
   return out;
 }
 
+std::vector<unsigned char> pack_scalars(const EwKernelTypes& types, const std::vector<const void*>& values) {
+  internal_check(values.size() == types.inputs.size(), "scalar values that do not match the kernel's inputs");
+  const std::vector<size_t> layout = ew_cuda_scalars_layout(types);
+  std::vector<unsigned char> out(layout.back(), 0);
+  for (size_t i = 0; i < types.inputs.size(); ++i) {
+    if (!ew_cuda_by_value(types, i)) continue;
+    internal_check(values[i] != nullptr, "a by-value input without a value");
+    std::memcpy(out.data() + layout[i], values[i], size_of(types.inputs[i]));
+  }
+  return out;
+}
+
 std::vector<void*> CudaKernelArgs::pointers() {
   std::vector<void*> p = {&n, data.data()};
   if (!offsets.empty()) p.push_back(offsets.data());
+  if (!scalars.empty()) p.push_back(scalars.data());
   if (!extra.empty()) p.push_back(extra.data());
   return p;
 }
 
-CudaKernelArgs pack_cuda_args(const Loop& loop, EwCudaVariant variant, std::vector<unsigned char> extra) {
+CudaKernelArgs pack_cuda_args(const Loop& loop, EwCudaVariant variant, std::vector<unsigned char> extra,
+                              std::vector<unsigned char> scalars) {
   internal_check(fits_32bit_indexing(loop), "packing CUDA arguments of a loop beyond 32-bit indexing");
   CudaKernelArgs a;
   a.n = static_cast<int32_t>(loop.numel());
   a.data = loop.data;
   if (variant == EwCudaVariant::kStrided || variant == EwCudaVariant::kCastStrided) a.offsets = pack_offsets(loop);
+  a.scalars = std::move(scalars);
   a.extra = std::move(extra);
   return a;
 }
@@ -253,18 +270,21 @@ void check_cuda_alignment(const Loop& loop, const EwKernelTypes& types) {
 }
 
 std::vector<CudaLaunch> plan_cuda_launches(const Loop& loop, const EwKernelTypes& types,
-                                           const std::vector<unsigned char>& extra) {
+                                           const std::vector<unsigned char>& extra,
+                                           const std::vector<unsigned char>& scalars) {
   internal_check(loop.data.size() == operand_count(types),
                  "a CUDA loop whose operands do not match the kernel's types");
   internal_check(extra.size() == static_cast<size_t>(types.num_extra) * size_of(types.compute),
                  "extra scalars that do not match the kernel");
+  internal_check(scalars.size() == (types.by_value.empty() ? 0 : ew_cuda_scalars_layout(types).back()),
+                 "by-value inputs that do not match the kernel");
   check_cuda_alignment(loop, types);
   std::vector<CudaLaunch> launches;
   for (const Loop& sub : split_for_32bit_indexing(loop)) {
     CudaLaunch l;
     l.variant = choose_cuda_variant(sub, types);
     if (l.variant == EwCudaVariant::kVectorized) l.vec = cuda_vector_width(sub.data, ew_cuda_max_operand_size(types));
-    l.args = pack_cuda_args(sub, l.variant, extra);
+    l.args = pack_cuda_args(sub, l.variant, extra, scalars);
     l.geometry = cuda_geometry(l.args.n, ew_cuda_work_per_thread(types));
     launches.push_back(std::move(l));
   }
@@ -429,11 +449,11 @@ void* CudaElementwiseKernel::function(EwCudaVariant variant, int vec, int cc) {
 }
 
 void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const Loop& loop, const std::vector<EwOperand>& extra,
-                             int device, void* stream) {
+                             const std::vector<unsigned char>& scalars, int device, void* stream) {
   const CudaDriver& d = cuda_driver();  // first: no driver, no compile
   const EwKernelTypes& t = kernel.types();
   internal_check(extra.size() == static_cast<size_t>(t.num_extra), "extra scalars that do not match the kernel");
-  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t.compute));
+  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t.compute), scalars);
   ContextGuard guard(d, device);
   const int cc = compute_capability(d, device);
   for (CudaLaunch& l : launches) {

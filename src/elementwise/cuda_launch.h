@@ -39,7 +39,8 @@ bool fits_32bit_indexing(const Loop& loop);
 /// (TensorIterator::with_32bit_indexing).
 std::vector<Loop> split_for_32bit_indexing(const Loop& loop);
 
-/// A 1-D (or 0-D) loop in which every operand advances by its element size.
+/// A 1-D (or 0-D) loop in which every operand advances by its element size
+/// (by-value inputs, which do not advance, aside).
 bool is_contiguous_loop(const Loop& loop, const EwKernelTypes& types);
 
 /// JITerator's choice: casts or not, contiguous or not.
@@ -62,16 +63,22 @@ std::vector<uint32_t> pack_offsets(const Loop& loop);
 /// Throws TypeError for a tensor among them.
 std::vector<unsigned char> pack_extra(const std::vector<EwOperand>& extra, EwType compute);
 
+/// The by-value inputs' values laid out as the kernel's kjit_scalars:
+/// values[i] points at input i's value in types.inputs[i] (null for tensor inputs).
+std::vector<unsigned char> pack_scalars(const EwKernelTypes& types, const std::vector<const void*>& values);
+
 /// One launch's arguments; pointers() is the `void* args[]` of cuLaunchKernel and
 /// points into this object, so keep it alive and unmoved until the launch.
 struct CudaKernelArgs {
   int32_t n = 0;
-  std::vector<char*> data;           ///< kjit_ptrs: one per operand, outputs first
-  std::vector<uint32_t> offsets;     ///< kjit_offsets (strided variants only)
-  std::vector<unsigned char> extra;  ///< kjit_extra (only with extra scalars)
+  std::vector<char*> data;             ///< kjit_ptrs: one per operand, outputs first
+  std::vector<uint32_t> offsets;       ///< kjit_offsets (strided variants only)
+  std::vector<unsigned char> scalars;  ///< kjit_scalars (only with by-value inputs)
+  std::vector<unsigned char> extra;    ///< kjit_extra (only with extra scalars)
   std::vector<void*> pointers();
 };
-CudaKernelArgs pack_cuda_args(const Loop& loop, EwCudaVariant variant, std::vector<unsigned char> extra);
+CudaKernelArgs pack_cuda_args(const Loop& loop, EwCudaVariant variant, std::vector<unsigned char> extra,
+                              std::vector<unsigned char> scalars = {});
 
 /// One kernel launch: which kernel, its grid, its arguments.
 struct CudaLaunch {
@@ -81,11 +88,13 @@ struct CudaLaunch {
   CudaKernelArgs args;
 };
 
-/// The launches that run a kernel of `types` over `loop` (operands outputs first):
-/// one per 32-bit sub-loop, each with its variant and vector width; `extra` from
-/// pack_extra. Throws ValueError for misaligned operands.
+/// The launches that run a kernel of `types` over `loop` (operands outputs first;
+/// by-value inputs have stride 0 and no pointer): one per 32-bit sub-loop, each
+/// with its variant and vector width; `extra` from pack_extra, `scalars` from
+/// pack_scalars. Throws ValueError for misaligned operands.
 std::vector<CudaLaunch> plan_cuda_launches(const Loop& loop, const EwKernelTypes& types,
-                                           const std::vector<unsigned char>& extra);
+                                           const std::vector<unsigned char>& extra,
+                                           const std::vector<unsigned char>& scalars = {});
 
 /// Throws ValueError unless every operand's pointer and strides are multiples of
 /// its element size (the kernels access elements with aligned loads).
@@ -148,7 +157,7 @@ class CudaElementwiseKernel {
 /// Throws RuntimeError without a driver (before compiling anything) or when a
 /// driver call fails, ValueError for misaligned operands, CompileError.
 void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const Loop& loop, const std::vector<EwOperand>& extra,
-                             int device, void* stream);
+                             const std::vector<unsigned char>& scalars, int device, void* stream);
 
 }  // namespace ew
 }  // namespace kjit

@@ -51,6 +51,7 @@ std::string types_key(const EwKernelTypes& types) {
   for (EwType t : types.inputs) key += static_cast<char>('A' + static_cast<int>(t));
   key += static_cast<char>('A' + static_cast<int>(types.compute));
   key += static_cast<char>('0' + types.num_extra);
+  for (bool v : types.by_value) key += v ? 'v' : 't';  // CUDA: which inputs come by value
   return key;
 }
 
@@ -560,12 +561,9 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
   for (const EwOperand& in : inputs) p->is_scalar.push_back(in.tensor == nullptr ? 1 : 0);
   p->compute_size = ew::size_of(types.compute);
   if (call.device.device_type == kDLCUDA) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].tensor == nullptr) {
-        throw NotImplementedError(fn + ": input #" + std::to_string(i) +
-                                  " is a Python scalar in a call on CUDA tensors, which the CUDA backend does not "
-                                  "take yet; pass a 0-d CUDA tensor, or the value as an extra scalar argument");
-      }
+    // Python scalars travel as kernel parameters (JITerator's CPU scalars).
+    if (std::find(p->is_scalar.begin(), p->is_scalar.end(), 1) != p->is_scalar.end()) {
+      types.by_value.assign(p->is_scalar.begin(), p->is_scalar.end());
     }
     p->cuda = impl_->cuda_kernel_for(types);
   } else {
@@ -642,8 +640,16 @@ void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOpe
   if (p->cuda) {
     ew::Loop loop = p->loop;
     loop.data = data;
+    std::vector<const void*> values(inputs.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (p->is_scalar[i]) {
+        values[i] = slots[i].bytes;
+        loop.data[n_out + i] = nullptr;  // host memory: the kernel takes the value itself
+      }
+    }
     const int device = p->call.device.device_id;
-    ew::launch_elementwise_cuda(*p->cuda, loop, extra, device, TVMFFIEnvGetStream(kDLCUDA, device));
+    ew::launch_elementwise_cuda(*p->cuda, loop, extra, ew::pack_scalars(p->cuda->types(), values), device,
+                                TVMFFIEnvGetStream(kDLCUDA, device));
     return;
   }
   std::vector<unsigned char> extra_bytes(extra.size() * p->compute_size);

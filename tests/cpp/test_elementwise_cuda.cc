@@ -73,6 +73,12 @@ EwKernelTypes types_of(std::vector<T> outputs, std::vector<T> inputs, T compute,
   return t;
 }
 
+/// `t` with inputs passed by value where `flags` says (Python scalars in a CUDA call).
+EwKernelTypes by_value(EwKernelTypes t, std::vector<bool> flags) {
+  t.by_value = std::move(flags);
+  return t;
+}
+
 std::vector<Case> cases() {
   return {
       {"add_float32", kAdd, "add", types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32)},
@@ -99,6 +105,16 @@ std::vector<Case> cases() {
       {"complex_into_bool", kAdd, "add", types_of({T::kBool}, {T::kComplex64, T::kInt32}, T::kComplex64)},
       {"sum8_int16", kSum8, "sum8", types_of({T::kInt16}, std::vector<T>(8, T::kInt16), T::kInt16)},
       {"plain_function_uint64", kMixed, "shift", types_of({T::kInt64}, {T::kUInt64, T::kInt64}, T::kInt64)},
+      {"add_float32_scalar_right", kAdd, "add",
+       by_value(types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32), {false, true})},
+      {"shift_scalar_left", kMixed, "shift",
+       by_value(types_of({T::kInt64}, {T::kUInt64, T::kInt64}, T::kInt64), {true, false})},
+      {"add_float16_float_scalar", kAdd, "add",
+       by_value(types_of({T::kFloat16}, {T::kFloat16, T::kFloat32}, T::kFloat32), {false, true})},
+      {"complex128_scalar", kComplex, "cfma",
+       by_value(types_of({T::kComplex128}, {T::kComplex128, T::kComplex128}, T::kComplex128), {false, true})},
+      {"axpy_scalars_and_extra", kAxpy, "axpy",
+       by_value(types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, 2), {false, true})},
   };
 }
 
@@ -546,6 +562,70 @@ TEST(ElementwiseCudaPacking, ExtraScalarsInTheComputeType) {
   EXPECT_THROW(pack_extra({EwOperand::of(&t)}, T::kFloat32), TypeError);
 }
 
+TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
+  EwKernelTypes t =
+      by_value(types_of({T::kFloat64}, {T::kInt8, T::kFloat64, T::kFloat64, T::kComplex128, T::kBool}, T::kComplex128),
+               {true, false, true, true, true});
+  const std::vector<size_t> layout = ew_cuda_scalars_layout(t);
+  EXPECT_EQ(layout[0], 0u);
+  EXPECT_EQ(layout[2], 8u);   // double: 8-aligned after the int8
+  EXPECT_EQ(layout[3], 16u);  // complex<double>: 16-aligned
+  EXPECT_EQ(layout[4], 32u);
+  EXPECT_EQ(layout.back(), 48u);  // the struct's size: a multiple of its 16-byte alignment
+  const int8_t i8 = -7;
+  const double f = 2.5;
+  const std::complex<double> c(1.5, -3);
+  const bool b = true;
+  std::vector<unsigned char> packed = pack_scalars(t, {&i8, nullptr, &f, &c, &b});
+  ASSERT_EQ(packed.size(), 48u);
+  EXPECT_EQ(static_cast<int8_t>(packed[0]), -7);
+  double got_f;
+  std::complex<double> got_c;
+  std::memcpy(&got_f, packed.data() + 8, 8);
+  std::memcpy(&got_c, packed.data() + 16, 16);
+  EXPECT_EQ(got_f, 2.5);
+  EXPECT_EQ(got_c, c);
+  EXPECT_EQ(packed[32], 1);
+  EXPECT_THROW(pack_scalars(t, {nullptr, nullptr, &f, &c, &b}), InternalError);  // a by-value input needs its value
+
+  // The kernel's kjit_scalars comes after the offsets and before the extra scalars.
+  Loop loop;
+  loop.shape = {10};
+  loop.strides = {{8}, {0}, {8}, {0}, {0}, {0}};
+  loop.data = {at(0x1000), nullptr, at(0x2000), nullptr, nullptr, nullptr};
+  CudaKernelArgs a =
+      pack_cuda_args(loop, EwCudaVariant::kCastStrided, pack_extra({EwOperand::of_float(1)}, T::kFloat64), packed);
+  std::vector<void*> p = a.pointers();
+  ASSERT_EQ(p.size(), 5u);  // n, data, offsets, scalars, extra
+  EXPECT_EQ(p[3], a.scalars.data());
+  EXPECT_EQ(p[4], a.extra.data());
+}
+
+TEST(ElementwiseCudaSource, ScalarsStructSizeIsPinnedInTheSource) {
+  EwKernelTypes t = by_value(types_of({T::kFloat64}, {T::kInt8, T::kFloat64}, T::kFloat64), {true, true});
+  const std::string src = emit_elementwise_cuda(kAdd, "add", t, EwCudaVariant::kCastContiguous);
+  EXPECT_NE(src.find("struct kjit_scalars { int8_t s0; double s1; };"), std::string::npos) << src;
+  EXPECT_NE(src.find("static_assert(sizeof(kjit_scalars) == 16"), std::string::npos) << src;
+  EXPECT_NE(src.find("kjit_scalars sc"), std::string::npos);
+  // Without by-value inputs the parameter is absent.
+  EXPECT_EQ(emit_elementwise_cuda(kAdd, "add", types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64),
+                                  EwCudaVariant::kStrided)
+                .find("kjit_scalars"),
+            std::string::npos);
+}
+
+TEST(ElementwiseCudaGeometry, ByValueInputsDoNotBreakContiguity) {
+  EwKernelTypes t = by_value(types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32), {false, true});
+  Loop loop;
+  loop.shape = {4096};
+  loop.strides = {{4}, {4}, {0}};
+  loop.data = {at(0x1000), at(0x2000), nullptr};
+  EXPECT_TRUE(is_contiguous_loop(loop, t));
+  EXPECT_EQ(choose_cuda_variant(loop, t), EwCudaVariant::kVectorized);
+  t.by_value = {};  // the same operand as a broadcast tensor: strided
+  EXPECT_EQ(choose_cuda_variant(loop, t), EwCudaVariant::kStrided);
+}
+
 // ---------------------------------------------------------------------------
 // 32-bit index splitting.
 
@@ -696,8 +776,11 @@ std::vector<std::string> variant_kernels(const EwKernelTypes& t, EwCudaVariant v
 std::string emulation_entry(const std::string& kernel, const EwKernelTypes& t, EwCudaVariant v) {
   const bool strided = v == EwCudaVariant::kStrided || v == EwCudaVariant::kCastStrided;
   std::string call = kernel + "(*static_cast<int*>(args[0]), *static_cast<kjit_ptrs*>(args[1])";
-  if (strided) call += ", *static_cast<kjit_offsets*>(args[2])";
-  if (t.num_extra > 0) call += ", *static_cast<kjit_extra*>(args[" + std::string(strided ? "3" : "2") + "])";
+  int next = 2;
+  if (strided) call += ", *static_cast<kjit_offsets*>(args[" + std::to_string(next++) + "])";
+  const bool scalars = std::find(t.by_value.begin(), t.by_value.end(), true) != t.by_value.end();
+  if (scalars) call += ", *static_cast<kjit_scalars*>(args[" + std::to_string(next++) + "])";
+  if (t.num_extra > 0) call += ", *static_cast<kjit_extra*>(args[" + std::to_string(next++) + "])";
   return "extern \"C\" void kjit_emulate_" + kernel + "(unsigned grid, void** args) {\n" +
          "  for (unsigned b = 0; b < grid; ++b) {\n    for (unsigned t = 0; t < " + std::to_string(kEwCudaThreads) +
          "; ++t) {\n      blockIdx.x = b;\n      threadIdx.x = t;\n      " + call + ");\n    }\n  }\n}\n";
@@ -753,8 +836,11 @@ class Buffer {
 
 /// Plans the launches of `loop` and runs each in the emulator; returns the plan.
 std::vector<CudaLaunch> run_emulated(const char* code, const char* entry, const EwKernelTypes& t, const Loop& loop,
-                                     const std::vector<EwOperand>& extra = {}) {
-  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t.compute));
+                                     const std::vector<EwOperand>& extra = {},
+                                     const std::vector<const void*>& scalar_values = {}) {
+  std::vector<unsigned char> scalars =
+      scalar_values.empty() ? std::vector<unsigned char>{} : pack_scalars(t, scalar_values);
+  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t.compute), scalars);
   std::map<EwCudaVariant, std::unique_ptr<EmulatedModule>> modules;
   for (CudaLaunch& l : launches) {
     std::unique_ptr<EmulatedModule>& m = modules[l.variant];
@@ -838,6 +924,59 @@ TEST_F(ElementwiseCudaEmulated, VectorizedWithExtraScalars) {
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].vec, 2);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.as<double>()[i], 0.5 * i - 2.0 * (n - i)) << i;
+}
+
+TEST_F(ElementwiseCudaEmulated, VectorizedWithAScalarOnEitherSide) {
+  const int64_t n = 3000;  // 2 full blocks of 1024 and a tail
+  Buffer out(n * 4), a(n * 4);
+  for (int64_t i = 0; i < n; ++i) a.as<float>()[i] = static_cast<float>(i);
+  const char* code = "template <typename T> T f(T a, T b) { return a - 2 * b; }";
+  const float s = 0.25f;
+  for (bool scalar_first : {false, true}) {
+    EwKernelTypes t =
+        by_value(types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32), {scalar_first, !scalar_first});
+    Loop loop = contiguous_loop(n, {out.data(), a.data(), nullptr}, {4, 4, 0});
+    if (scalar_first) {
+      std::swap(loop.data[1], loop.data[2]);
+      std::swap(loop.strides[1], loop.strides[2]);
+    }
+    std::vector<const void*> values =
+        scalar_first ? std::vector<const void*>{&s, nullptr} : std::vector<const void*>{nullptr, &s};
+    auto launches = run_emulated(code, "f", t, loop, {}, values);
+    ASSERT_EQ(launches.size(), 1u);
+    EXPECT_EQ(launches[0].variant, EwCudaVariant::kVectorized);
+    EXPECT_EQ(launches[0].vec, 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = a.as<float>()[i];
+      ASSERT_EQ(out.as<float>()[i], scalar_first ? s - 2 * x : x - 2 * s) << i;
+    }
+  }
+}
+
+TEST_F(ElementwiseCudaEmulated, CastStridedWithScalarsOfMixedWidthAndExtra) {
+  // f(a, s, b, alpha): an int32 tensor stored transposed, a double and an int8
+  // scalar by value, one extra; computes in float64 into a C-order output.
+  const char* code = "template <typename T> T f(T a, T s, T b, T alpha) { return a * s + b * alpha; }";
+  const int64_t rows = 19, cols = 23, n = rows * cols;
+  Buffer out(n * 8), a(n * 4);
+  for (int64_t i = 0; i < n; ++i) a.as<int32_t>()[i] = static_cast<int32_t>(i % 37) - 18;
+  Loop loop;
+  loop.shape = {cols, rows};
+  loop.strides = {{8, 8 * cols}, {4 * rows, 4}, {0, 0}, {0, 0}};
+  loop.data = {out.data(), a.data(), nullptr, nullptr};
+  EwKernelTypes t =
+      by_value(types_of({T::kFloat64}, {T::kInt32, T::kFloat64, T::kInt8}, T::kFloat64, 1), {false, true, true});
+  const double s = 1.5;
+  const int8_t b = -3;
+  auto launches = run_emulated(code, "f", t, loop, {EwOperand::of_float(10)}, {nullptr, &s, &b});
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].variant, EwCudaVariant::kCastStrided);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const double av = a.as<int32_t>()[c * rows + r];
+      ASSERT_EQ(out.as<double>()[r * cols + c], av * 1.5 - 30.0) << r << " " << c;
+    }
+  }
 }
 
 TEST_F(ElementwiseCudaEmulated, StridedThreeDimsWithBroadcastAndPermutation) {
@@ -1075,7 +1214,7 @@ TEST(ElementwiseCudaNoDriver, LaunchFailsBeforeCompiling) {
   loop.strides = {{4}, {4}};
   loop.data = {at(0x1000), at(0x2000)};
   try {
-    launch_elementwise_cuda(kernel, loop, {}, 0, nullptr);
+    launch_elementwise_cuda(kernel, loop, {}, {}, 0, nullptr);
     FAIL() << "launched without a driver";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(std::string(e.what()).rfind(kNoDriverPrefix, 0), 0u) << e.what();
