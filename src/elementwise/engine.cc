@@ -4,6 +4,7 @@
 #include <tvm/ffi/extra/c_env_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -27,6 +28,7 @@
 namespace kjit {
 
 struct Elementwise::Impl {
+  const uint64_t serial = next_serial();  // tells engines apart, even at a reused address
   std::string code;
   std::string entry;
   int num_outputs = 1;
@@ -39,6 +41,11 @@ struct Elementwise::Impl {
 
   KernelFn kernel_for(const EwKernelTypes& types);
   std::shared_ptr<ew::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
+
+  static uint64_t next_serial() {
+    static std::atomic<uint64_t> counter{0};
+    return ++counter;
+  }
 };
 
 namespace {
@@ -674,8 +681,16 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
   key.push_back(static_cast<char>(promotion));
   key.push_back(static_cast<char>(extra.size()));
   append_inputs(&key, inputs);
+  // The plan this thread used last: a repeated call skips the shared map and its lock.
+  thread_local struct {
+    uint64_t engine = 0;
+    std::string key;
+    std::shared_ptr<const OutputPlan> plan;
+  } last;
   std::shared_ptr<const OutputPlan> plan;
-  {
+  if (last.engine == impl_->serial && last.key == key) {
+    plan = last.plan;
+  } else {
     std::lock_guard<std::mutex> lock(impl_->mu);
     auto it = impl_->output_plans.find(key);
     if (it != impl_->output_plans.end()) plan = it->second;
@@ -697,6 +712,11 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
   out_key.clear();
   for (const DLTensor* o : outputs) append_tensor(&out_key, o);
   if (plan && plan->outputs_key == out_key) {
+    if (last.plan != plan) {
+      last.engine = impl_->serial;
+      last.key = key;
+      last.plan = plan;
+    }
     run_prepared(*plan->prepared, inputs, outputs, extra, promotion);
     return;
   }
