@@ -112,6 +112,11 @@ def _numpy_array(x: np.ndarray, i: int):
         return x if x.flags.writeable else [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
     if x.dtype.isbuiltin == 2:
         return [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
+    if x.dtype.byteorder not in "=|" and kind in "biufc":
+        raise TypeError(
+            f"kjit.elementwise: input #{i} has dtype {x.dtype.str}, a non-native byte order, which kjit.elementwise "
+            "does not read; pass x.astype(x.dtype.newbyteorder('='))"
+        )
     raise TypeError(
         f"kjit.elementwise: input #{i} has dtype {x.dtype}, which kjit.elementwise does not support (bool, "
         "int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128)"

@@ -723,6 +723,11 @@ def test_unsupported_numpy_dtype_raises_type_error(add, arr):
         add(arr, np.ones(1))
 
 
+def test_non_native_byte_order_says_so(add):
+    with pytest.raises(TypeError, match=r"^kjit\.elementwise: input #0 has dtype >f4, a non-native byte order"):
+        add(np.arange(3, dtype=">f4"), 1.0)
+
+
 def test_no_function_is_a_spec_error():
     with pytest.raises(kjit.SpecError, match="no function definition found"):
         kjit.elementwise("int x = 3;")
