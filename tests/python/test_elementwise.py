@@ -952,6 +952,31 @@ def test_new_outputs_are_fresh_writable_arrays_that_outlive_the_kernel():
     np.testing.assert_array_equal(r2, a + 1)
 
 
+def test_concurrent_calls_with_different_layouts(add):
+    # tvm-ffi releases the GIL during calls: threads share the kernel's plan caches.
+    import threading
+
+    layouts = [np.arange(12.0).reshape(3, 4), np.arange(12.0).reshape(4, 3).T, np.arange(6, dtype=np.int32),
+               np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, ::2]]
+    errors = []
+
+    def work(x):
+        try:
+            for _ in range(300):
+                got = add(x, 1)
+                assert got.dtype == (x + 1).dtype and got.strides == (x + 1).strides
+                np.testing.assert_array_equal(got, x + 1)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in layouts * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
 def test_compile_error_of_a_repeated_call_keeps_command_and_log():
     mod = kjit.elementwise("template <typename T> T m(T a, T b) { return a % b; }")  # no % for floats
     x = np.ones(3, np.float32)
