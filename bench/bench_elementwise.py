@@ -185,8 +185,11 @@ def main() -> int:
     variants["tvm-ffi nop(a, b)"] = lambda: nop(e, e)
     if torch is not None:
         te = torch.ones(1)
+        to = torch.empty(1)
         variants["torch"] = lambda: torch.add(te, te)
         variants["kjit torch"] = lambda: add(te, te)
+        variants["torch out="] = lambda: torch.add(te, te, out=to)
+        variants["kjit torch out="] = lambda: add(te, te, out=to)
         variants["tvm-ffi nop(ta, tb)"] = lambda: nop(te, te)
         variants["tvm-ffi echo(ta)"] = lambda: echo(te)
     t = rotate(variants, args.rounds, 20000)

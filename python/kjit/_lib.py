@@ -34,7 +34,6 @@ class _Api:
             "ew_create",
             "ew_outputs",
             "ew_run",
-            "ew_call",
             "ew_function",
             "ew_empty",
             "ew_free",

@@ -157,6 +157,15 @@ def _extra(value, name: str):
     raise TypeError(f"kjit.elementwise: extra argument '{name}' must be a scalar, got {type(value).__name__}")
 
 
+def _extras(scalars: dict) -> list:
+    """The extra scalar arguments in keyword order (Python scalars pass as they are)."""
+    values = list(scalars.values())
+    for v in values:
+        if type(v) not in _PY_SCALARS:
+            return [_extra(v, k) for k, v in scalars.items()]
+    return values
+
+
 def _framework(inputs) -> str:
     for x in inputs:
         if isinstance(x, np.ndarray):
@@ -192,58 +201,53 @@ class ElementwiseKernel:
         self.num_outputs: int = num_outputs
         self.code: str = code
         self._run = api.ew_run
-        self._call = api.ew_call
-        # The inputs alone -> new outputs, under each framework's promotion rules.
-        self._numpy_fn = api.ew_function(self._id, _NUMPY)
-        self._torch_fn = api.ew_function(self._id, _TORCH)
+        # f(*inputs) -> new outputs, and f(*inputs, *outs), under each framework's rules;
+        # with extra scalars, _function makes (and keeps) one per count.
+        self._numpy_fn = api.ew_function(self._id, _NUMPY, False, 0)
+        self._torch_fn = api.ew_function(self._id, _TORCH, False, 0)
+        self._numpy_into = api.ew_function(self._id, _NUMPY, True, 0)
+        self._torch_into = api.ew_function(self._id, _TORCH, True, 0)
+        self._functions: dict = {}
+
+    def _function(self, torch_in: bool, into: bool, n_extra: int):
+        key = (torch_in, into, n_extra)
+        fn = self._functions.get(key)
+        if fn is None:
+            fn = self._functions[key] = api.ew_function(self._id, _TORCH if torch_in else _NUMPY, into, n_extra)
+        return fn
 
     def __call__(self, *inputs, out=None, **scalars):
         try:
             # The hot path, kept flat: NumPy arrays or torch tensors (one framework)
-            # and Python scalars, no out=. One crossing into C++ plans (cached by the
-            # inputs' metadata), allocates (torch's allocator for torch inputs) and
-            # runs. Anything else takes the general path.
-            if out is None:
-                numpy_in = torch_in = False
-                for x in inputs:
-                    tx = type(x)
-                    if tx is _NDARRAY:
-                        numpy_in = True
-                    elif tx is _TORCH_TENSOR or (_TORCH_TENSOR is None and tx is _torch_tensor_type()):
-                        torch_in = True
-                    elif tx in _PY_SCALARS:
-                        pass
-                    else:
-                        break
+            # and Python scalars, with out= of the same framework or none. One
+            # crossing into C++ plans (cached by the operands' metadata), allocates
+            # if needed and runs. Anything else takes the general path.
+            numpy_in = torch_in = False
+            for x in inputs:
+                tx = type(x)
+                if tx is _NDARRAY:
+                    numpy_in = True
+                elif tx is _TORCH_TENSOR or (_TORCH_TENSOR is None and tx is _torch_tensor_type()):
+                    torch_in = True
+                elif tx in _PY_SCALARS:
+                    pass
                 else:
-                    if numpy_in != torch_in:
-                        try:
-                            if scalars:
-                                extra = [_extra(v, k) for k, v in scalars.items()]
-                                promotion = _TORCH if torch_in else _NUMPY
-                                result = self._call(self._id, promotion, len(inputs), *inputs, *extra)
-                            else:
-                                result = self._torch_fn(*inputs) if torch_in else self._numpy_fn(*inputs)
-                        except BufferError:
-                            pass  # a read-only or bfloat16 array: the general path passes it by description
-                        else:
-                            if torch_in:  # tvm-ffi returns torch tensors for torch inputs
-                                if self.num_outputs == 1:
-                                    return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
-                                return tuple(r if type(r) is _TORCH_TENSOR else _torch().from_dlpack(r) for r in result)
-                            if self.num_outputs == 1:
-                                return _from_dlpack(result)
-                            return tuple(_from_dlpack(r) for r in result)
-            elif type(out) is np.ndarray and self.num_outputs == 1 and not scalars and out.dtype.isbuiltin == 1:
-                for x in inputs:
-                    if type(x) is not np.ndarray and type(x) not in _PY_SCALARS:
-                        break
-                else:
+                    break
+            else:
+                if numpy_in != torch_in:
                     try:
-                        self._run(self._id, _NUMPY, len(inputs), 1, *inputs, out)
-                        return out
+                        if out is None and not scalars and self.num_outputs == 1:  # the hottest case, inline
+                            if torch_in:
+                                result = self._torch_fn(*inputs)
+                                return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
+                            return _from_dlpack(self._numpy_fn(*inputs))
+                        if out is None:
+                            return self._new_outputs(inputs, torch_in, scalars)
+                        if self._into_outputs(inputs, out, _TORCH_TENSOR if torch_in else _NDARRAY, torch_in,
+                                              scalars):
+                            return out
                     except BufferError:
-                        pass
+                        pass  # a read-only or bfloat16 array: the general path passes it by description
             if not inputs:
                 raise TypeError(f"{self.name}: expected at least one input")
             return self._general_call(inputs, out, scalars)
@@ -251,6 +255,37 @@ class ElementwiseKernel:
             command, log = api.take_compile_error()
             err.command, err.log = str(command), str(log)
             raise
+
+    def _new_outputs(self, inputs, torch_in, scalars):
+        if scalars:
+            fn = self._functions.get((torch_in, False, len(scalars))) or self._function(torch_in, False, len(scalars))
+            result = fn(*inputs, *_extras(scalars))
+        else:
+            result = self._torch_fn(*inputs) if torch_in else self._numpy_fn(*inputs)
+        if torch_in:  # tvm-ffi returns torch tensors for torch inputs
+            if self.num_outputs == 1:
+                return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
+            return tuple(r if type(r) is _TORCH_TENSOR else _torch().from_dlpack(r) for r in result)
+        if self.num_outputs == 1:
+            return _from_dlpack(result)
+        return tuple(_from_dlpack(r) for r in result)
+
+    def _into_outputs(self, inputs, out, tensor_type, torch_in, scalars) -> bool:
+        """Runs into `out` when it holds num_outputs tensors of the inputs' framework;
+        False leaves the call (and its error messages) to the general path."""
+        outs = out if type(out) is tuple else (out,)
+        if len(outs) != self.num_outputs:
+            return False
+        for o in outs:
+            if type(o) is not tensor_type:
+                return False
+        if scalars:
+            self._function(torch_in, True, len(scalars))(*inputs, *outs, *_extras(scalars))
+        elif torch_in:
+            self._torch_into(*inputs, *outs)
+        else:
+            self._numpy_into(*inputs, *outs)
+        return True
 
     def _general_call(self, inputs, out, scalars):
         args = [_argument(x, i) for i, x in enumerate(inputs)]

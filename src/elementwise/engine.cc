@@ -659,7 +659,8 @@ void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOpe
                                 TVMFFIEnvGetStream(kDLCUDA, device));
     return;
   }
-  std::vector<unsigned char> extra_bytes(extra.size() * p->compute_size);
+  thread_local std::vector<unsigned char> extra_bytes;  // keeps its capacity between calls
+  extra_bytes.assign(extra.size() * p->compute_size, 0);
   for (size_t e = 0; e < extra.size(); ++e) {
     ScalarSlot s;
     write_scalar(extra[e], ew::compute_type(p->call.result), &s);

@@ -129,27 +129,32 @@ void outputs_entry(PackedArgs args, Any* rv) {
   });
 }
 
+/// Runs `ew` on args[first, first + n_in) (the inputs) into the next n_out args (the
+/// outputs); the args after them are extra scalars.
+void run_into_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, int n_out) {
+  // Per-thread buffers keep their capacity: a small call allocates nothing here.
+  thread_local std::vector<EwOperand> inputs, extra;
+  thread_local std::vector<const DLTensor*> outputs;
+  inputs.clear();
+  extra.clear();
+  outputs.clear();
+  std::vector<std::unique_ptr<RawTensor>> store;
+  for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[first + i], i, &store));
+  for (int k = 0; k < n_out; ++k) {
+    EwOperand o = operand_of(args[first + n_in + k], k, &store);
+    if (o.tensor == nullptr) throw TypeError(ew.name() + ": out[" + std::to_string(k) + "] must be a tensor");
+    outputs.push_back(o.tensor);
+  }
+  for (int e = first + n_in + n_out; e < args.size(); ++e) extra.push_back(operand_of(args[e], e, &store));
+  ew.run(inputs, outputs, extra, p);
+}
+
 /// ew_run(id, promotion, n_inputs, n_outputs, inputs..., outputs..., extra...)
 void run_entry(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
     Elementwise& ew = *kernel_of(args[0].cast<int64_t>());
-    Promotion p = promotion_of(args[1].cast<int64_t>());
-    int n_in = static_cast<int>(args[2].cast<int64_t>()), n_out = static_cast<int>(args[3].cast<int64_t>());
-    // Per-thread buffers keep their capacity: a small call allocates nothing here.
-    thread_local std::vector<EwOperand> inputs, extra;
-    thread_local std::vector<const DLTensor*> outputs;
-    inputs.clear();
-    extra.clear();
-    outputs.clear();
-    std::vector<std::unique_ptr<RawTensor>> store;
-    for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[4 + i], i, &store));
-    for (int k = 0; k < n_out; ++k) {
-      EwOperand o = operand_of(args[4 + n_in + k], k, &store);
-      if (o.tensor == nullptr) throw TypeError(ew.name() + ": out[" + std::to_string(k) + "] must be a tensor");
-      outputs.push_back(o.tensor);
-    }
-    for (int e = 4 + n_in + n_out; e < args.size(); ++e) extra.push_back(operand_of(args[e], e, &store));
-    ew.run(inputs, outputs, extra, p);
+    run_into_outputs(ew, promotion_of(args[1].cast<int64_t>()), args, 4, static_cast<int>(args[2].cast<int64_t>()),
+                     static_cast<int>(args[3].cast<int64_t>()));
     *rv = nullptr;
     return 0;
   });
@@ -234,27 +239,29 @@ void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int fir
   }
 }
 
-/// ew_call(id, promotion, n_inputs, inputs..., extra...) -> the new output, or an
-/// Array of them: one crossing for plan, allocation and run.
-void call_entry(PackedArgs args, Any* rv) {
-  at_ffi_boundary([&] {
-    std::shared_ptr<Elementwise> ew = kernel_of(args[0].cast<int64_t>());
-    run_into_new_outputs(*ew, promotion_of(args[1].cast<int64_t>()), args, 3, static_cast<int>(args[2].cast<int64_t>()),
-                         rv);
-    return 0;
-  });
-}
-
-/// ew_function(id, promotion) -> a function of the inputs alone (no extra scalars)
-/// returning new outputs: ew_call without the three leading ints, the hot path of
-/// kjit.elementwise (which packs no new argument tuple for it).
-tvm::ffi::Function function_entry(int64_t id, int64_t promotion) {
+/// ew_function(id, promotion, into, n_extra) -> the hot paths of kjit.elementwise,
+/// which pack no new argument tuple for them: f(*inputs, *extra) returns new outputs
+/// (the general entry is ew_outputs plus ew_run), or with `into`, f(*inputs, *outs, *extra)
+/// computes into the num_outputs arguments before the n_extra extra scalars.
+tvm::ffi::Function function_entry(int64_t id, int64_t promotion, bool into, int64_t n_extra) {
   return at_ffi_boundary([&] {
     std::shared_ptr<Elementwise> ew = kernel_of(id);
     Promotion p = promotion_of(promotion);
-    return tvm::ffi::Function::FromPacked([ew, p](PackedArgs args, Any* rv) {
+    const int n_out = into ? ew->num_outputs() : 0, tail = n_out + static_cast<int>(n_extra);
+    internal_check(n_extra >= 0, "ew_function with a negative count of extra scalars");
+    return tvm::ffi::Function::FromPacked([ew, p, into, n_out, tail](PackedArgs args, Any* rv) {
       at_ffi_boundary([&] {
-        run_into_new_outputs(*ew, p, args, 0, args.size(), rv);
+        if (args.size() <= tail) {
+          throw TypeError(ew->name() + ": expected at least one input before " + std::to_string(n_out) +
+                          " output tensor(s) and " + std::to_string(tail - n_out) + " extra scalar(s), got " +
+                          std::to_string(args.size()) + " argument(s) in all");
+        }
+        if (into) {
+          run_into_outputs(*ew, p, args, 0, args.size() - tail, n_out);
+          *rv = nullptr;
+        } else {
+          run_into_new_outputs(*ew, p, args, 0, args.size() - tail, rv);
+        }
         return 0;
       });
     });
@@ -291,7 +298,6 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def_packed("kjit.ew_outputs", outputs_entry)
       .def_packed("kjit.ew_run", run_entry)
-      .def_packed("kjit.ew_call", call_entry)
       .def("kjit.ew_function", function_entry)
       .def("kjit.ew_empty", empty_entry)
       .def("kjit.ew_free",

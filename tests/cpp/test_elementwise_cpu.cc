@@ -162,7 +162,7 @@ TEST(ElementwiseCpp, RunAllocatingMakesEveryOutputAndChecksTheAllocator) {
   }
 }
 
-/// kjit.ew_function and kjit.ew_call, the Python binding's entries, called from C++.
+/// kjit.ew_function, the Python binding's hot entry, called from C++.
 TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
   namespace ffi = tvm::ffi;
   auto made = ffi::Function::GetGlobalRequired("kjit.ew_create")(ffi::String(kAdd), ffi::String(""), int64_t{1},
@@ -172,7 +172,7 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
   Buf<float> a({1, 2, 3, 4, 5, 6}, {2, 3}, {1, 2});
   Buf<int32_t> b({10, 20, 30}, {3});
   ffi::Function numpy_rules =
-      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}).cast<ffi::Function>();
+      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, false, int64_t{0}).cast<ffi::Function>();
   ffi::Tensor result = numpy_rules(&a.t, &b.t).cast<ffi::Tensor>();
   const DLTensor* r = result.GetDLTensorPtr();
   ASSERT_EQ(r->ndim, 2);
@@ -181,9 +181,28 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
   EXPECT_EQ(r->strides[1], 2);
   const double* v = static_cast<const double*>(r->data);
   EXPECT_EQ(std::vector<double>(v, v + 6), (std::vector<double>{11, 12, 23, 24, 35, 36}));
-  ffi::Function ew_call = ffi::Function::GetGlobalRequired("kjit.ew_call");
-  ffi::Tensor t = ew_call(id, int64_t{1}, int64_t{2}, &a.t, &b.t).cast<ffi::Tensor>();
-  EXPECT_EQ(t.GetDLTensorPtr()->dtype.bits, 32);  // PyTorch: the float type wins
+  ffi::Function into =
+      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, true, int64_t{0}).cast<ffi::Function>();
+  Buf<float> out(std::vector<float>(3), {3});
+  Buf<float> c({1, 2, 3}, {3});
+  into(&c.t, &b.t, &out.t);  // the last num_outputs arguments are the outputs
+  EXPECT_EQ(out.data, (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(kjit_test::error_of(into, &out.t),
+            "TypeError: add: expected at least one input before 1 output tensor(s) and 0 extra scalar(s), got 1 "
+            "argument(s) in all");
+  ffi::Function axpy = ffi::Function::GetGlobalRequired("kjit.ew_function")(
+                           ffi::Function::GetGlobalRequired("kjit.ew_create")(
+                               ffi::String("template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }"),
+                               ffi::String(""), int64_t{1}, ffi::String(""), false)
+                               .cast<ffi::Array<ffi::Any>>()[0]
+                               .cast<int64_t>(),
+                           int64_t{1}, false, int64_t{1})
+                           .cast<ffi::Function>();
+  ffi::Tensor t = axpy(&a.t, &b.t, 2.0).cast<ffi::Tensor>();  // the last argument is the extra scalar
+  const DLTensor* tt = t.GetDLTensorPtr();
+  EXPECT_EQ(tt->dtype.bits, 32);  // PyTorch: the float type wins
+  const float* tv = static_cast<const float*>(tt->data);
+  EXPECT_EQ(std::vector<float>(tv, tv + 6), (std::vector<float>{12, 14, 26, 28, 40, 42}));  // column-major, as `a`
 
   // Without a framework allocator (tvm-ffi sets torch's for torch inputs), kjit
   // cannot allocate device memory.

@@ -886,6 +886,19 @@ def test_torch_two_outputs_and_extra_scalars(divmod_kernel, axpy):
     assert isinstance(got, torch.Tensor) and torch.equal(got, torch.tensor([1.0, 3.0, 5.0]))
 
 
+def test_torch_out_with_two_outputs_and_extra_scalars(divmod_kernel, axpy):
+    torch = pytest.importorskip("torch")
+    q, r = torch.empty(2), torch.empty(2, dtype=torch.float64)
+    got = divmod_kernel(torch.tensor([7.0, 9.0]), torch.tensor([2.0, 4.0]), out=(q, r))
+    assert got[0] is q and got[1] is r
+    assert torch.equal(q, torch.tensor([3.5, 2.25])) and torch.equal(r, torch.zeros(2, dtype=torch.float64))
+    o = torch.empty(3)
+    assert axpy(torch.arange(3.0), torch.ones(3), out=o, alpha=2) is o
+    assert torch.equal(o, torch.tensor([1.0, 3.0, 5.0]))
+    with pytest.raises(TypeError, match="cannot be cast safely"):
+        axpy(torch.arange(3.0), torch.ones(3), out=torch.empty(3, dtype=torch.int64), alpha=2)
+
+
 def test_torch_unsupported_dtype(add):
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="which kjit.elementwise does not support"):
