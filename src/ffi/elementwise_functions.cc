@@ -172,7 +172,7 @@ struct HostAlloc {
   void FreeData(DLTensor* t) { std::free(t->data); }
 };
 
-/// Output k of ew_call: from the caller's framework when tvm-ffi set its allocator
+/// A new output of an ew_function call: from the caller's framework when tvm-ffi set its allocator
 /// for the call (torch inputs: torch tensors come back), else 64-byte aligned host
 /// memory. Allocated contiguous in the order the plan asks for, then viewed in the
 /// output's dim order.
