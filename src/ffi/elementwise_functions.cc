@@ -172,6 +172,16 @@ struct HostAlloc {
   void FreeData(DLTensor* t) { std::free(t->data); }
 };
 
+/// Up to 64 bytes of data inside the tensor object itself (tvm-ffi keeps the
+/// allocator as a member of the object, which never moves): one allocation
+/// instead of two for the small results whose call cost is all overhead.
+struct InlineHostAlloc {
+  static constexpr size_t kBytes = 64;
+  alignas(16) unsigned char bytes[kBytes];
+  void AllocData(DLTensor* t) { t->data = bytes; }
+  void FreeData(DLTensor*) {}
+};
+
 /// A new output of an ew_function call: from the caller's framework when tvm-ffi set its allocator
 /// for the call (torch inputs: torch tensors come back), else 64-byte aligned host
 /// memory. Allocated contiguous in the order the plan asks for, then viewed in the
@@ -189,7 +199,14 @@ tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const st
   tvm::ffi::ShapeView shape(permuted, nd);
   tvm::ffi::Tensor t;
   if (device.device_type == kDLCPU) {
-    t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, ew_dl_type(spec.type), device);
+    const DLDataType dtype = ew_dl_type(spec.type);
+    int64_t numel = 1;
+    for (size_t i = 0; i < nd; ++i) numel *= permuted[i];
+    if (static_cast<size_t>(numel) * ((dtype.bits * dtype.lanes + 7) / 8) <= InlineHostAlloc::kBytes) {
+      t = tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
+    } else {
+      t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, dtype, device);
+    }
   } else if (TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr) {
     t = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, ew_dl_type(spec.type), device);
   } else {
