@@ -46,6 +46,12 @@ def _torch_tensor_type():
 _from_dlpack = np.from_dlpack  # kjit's own results (tvm_ffi.Tensor) as NumPy arrays
 
 
+def _as_torch(result):
+    """A result of torch inputs: tvm-ffi already made it a torch tensor, unless torch
+    passed no DLPack exchange API."""
+    return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
+
+
 _NUMPY_DTYPES: dict = {}
 
 
@@ -238,8 +244,7 @@ class ElementwiseKernel:
                     try:
                         if out is None and not scalars and self.num_outputs == 1:  # the hottest case, inline
                             if torch_in:
-                                result = self._torch_fn(*inputs)
-                                return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
+                                return _as_torch(self._torch_fn(*inputs))
                             return _from_dlpack(self._numpy_fn(*inputs))
                         if out is None:
                             return self._new_outputs(inputs, torch_in, scalars)
@@ -258,17 +263,13 @@ class ElementwiseKernel:
 
     def _new_outputs(self, inputs, torch_in, scalars):
         if scalars:
-            fn = self._functions.get((torch_in, False, len(scalars))) or self._function(torch_in, False, len(scalars))
-            result = fn(*inputs, *_extras(scalars))
+            result = self._function(torch_in, False, len(scalars))(*inputs, *_extras(scalars))
         else:
             result = self._torch_fn(*inputs) if torch_in else self._numpy_fn(*inputs)
-        if torch_in:  # tvm-ffi returns torch tensors for torch inputs
-            if self.num_outputs == 1:
-                return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
-            return tuple(r if type(r) is _TORCH_TENSOR else _torch().from_dlpack(r) for r in result)
+        convert = _as_torch if torch_in else _from_dlpack
         if self.num_outputs == 1:
-            return _from_dlpack(result)
-        return tuple(_from_dlpack(r) for r in result)
+            return convert(result)
+        return tuple(convert(r) for r in result)
 
     def _into_outputs(self, inputs, out, tensor_type, torch_in, scalars) -> bool:
         """Runs into `out` when it holds num_outputs tensors of the inputs' framework;

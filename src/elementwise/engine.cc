@@ -435,15 +435,23 @@ Elementwise& Elementwise::operator=(Elementwise&&) noexcept = default;
 const std::string& Elementwise::name() const { return impl_->entry; }
 int Elementwise::num_outputs() const { return impl_->num_outputs; }
 
-std::vector<EwOutput> Elementwise::outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion) const {
-  Call call = plan_types(impl_->entry, inputs, promotion);
+namespace {
+
+/// What each output of a planned call is.
+std::vector<EwOutput> outputs_of(const Call& call, const std::vector<EwOperand>& inputs, int num_outputs) {
   std::vector<ScalarSlot> slots;
   std::vector<ew::LoopOperand> ins = input_operands(inputs, call, &slots);
   EwOutput out;
   out.shape = call.shape;
   out.type = call.result;
   out.order = ew::output_order(call.shape, ins);
-  return std::vector<EwOutput>(impl_->num_outputs, out);
+  return std::vector<EwOutput>(num_outputs, out);
+}
+
+}  // namespace
+
+std::vector<EwOutput> Elementwise::outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion) const {
+  return outputs_of(plan_types(impl_->entry, inputs, promotion), inputs, impl_->num_outputs);
 }
 
 /// Everything about a call that depends only on its operands' metadata: checked
@@ -585,11 +593,7 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
 
 namespace {
 
-void check_call_arity(const std::string& fn, int num_outputs, size_t n_outputs, const std::vector<EwOperand>& extra) {
-  if (n_outputs != static_cast<size_t>(num_outputs)) {
-    throw TypeError(fn + ": expected " + std::to_string(num_outputs) + " output tensor(s), got " +
-                    std::to_string(n_outputs));
-  }
+void check_extra_are_scalars(const std::string& fn, const std::vector<EwOperand>& extra) {
   for (size_t e = 0; e < extra.size(); ++e) {
     if (extra[e].tensor != nullptr)
       throw TypeError(fn + ": extra argument #" + std::to_string(e) + " must be a scalar");
@@ -617,7 +621,11 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::plan_for(const std::ve
 
 void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
                       const std::vector<EwOperand>& extra, Promotion promotion) {
-  check_call_arity(impl_->entry, impl_->num_outputs, outputs.size(), extra);
+  if (outputs.size() != static_cast<size_t>(impl_->num_outputs)) {
+    throw TypeError(impl_->entry + ": expected " + std::to_string(impl_->num_outputs) + " output tensor(s), got " +
+                    std::to_string(outputs.size()));
+  }
+  check_extra_are_scalars(impl_->entry, extra);
   std::shared_ptr<const Prepared> p = plan_for(inputs, outputs, extra.size(), promotion);
   run_prepared(*p, inputs, outputs, extra, promotion);
 }
@@ -676,7 +684,7 @@ void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOpe
 
 void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
                                  const std::vector<EwOperand>& extra, Promotion promotion) {
-  check_call_arity(impl_->entry, impl_->num_outputs, impl_->num_outputs, extra);
+  check_extra_are_scalars(impl_->entry, extra);
   thread_local std::string key;  // keeps its capacity between calls
   key.clear();
   key.push_back(static_cast<char>(promotion));
@@ -696,9 +704,16 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
     auto it = impl_->output_plans.find(key);
     if (it != impl_->output_plans.end()) plan = it->second;
   }
-  const std::vector<EwOutput> specs = plan ? std::vector<EwOutput>{} : outputs_for(inputs, promotion);
+  std::vector<EwOutput> specs;  // planned here on a miss
+  DLDevice device{kDLCPU, 0};
+  if (plan) {
+    device = plan->device;
+  } else {
+    const Call call = plan_types(impl_->entry, inputs, promotion);
+    specs = outputs_of(call, inputs, impl_->num_outputs);
+    device = call.device;
+  }
   const std::vector<EwOutput>& wanted = plan ? plan->outputs : specs;
-  const DLDevice device = plan ? plan->device : plan_types(impl_->entry, inputs, promotion).device;
   thread_local std::vector<const DLTensor*> outputs;
   outputs.clear();
   for (size_t k = 0; k < wanted.size(); ++k) {

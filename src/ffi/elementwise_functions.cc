@@ -108,6 +108,14 @@ EwOperand operand_of(const AnyView& v, size_t index, std::vector<std::unique_ptr
                   std::to_string(raw->type_index) + ")");
 }
 
+/// Decodes args[begin, end) into `out` (cleared first); messages number them from
+/// `label_base`.
+void decode_operands(PackedArgs args, int begin, int end, int label_base, std::vector<EwOperand>* out,
+                     std::vector<std::unique_ptr<RawTensor>>* store) {
+  out->clear();
+  for (int i = begin; i < end; ++i) out->push_back(operand_of(args[i], i - label_base, store));
+}
+
 Promotion promotion_of(int64_t p) { return p == 1 ? Promotion::kTorch : Promotion::kNumPy; }
 
 /// ew_outputs(id, promotion, inputs...) -> [[shape, dtype, order], ...]
@@ -116,7 +124,7 @@ void outputs_entry(PackedArgs args, Any* rv) {
     Elementwise& ew = *kernel_of(args[0].cast<int64_t>());
     std::vector<EwOperand> inputs;
     std::vector<std::unique_ptr<RawTensor>> store;
-    for (int i = 2; i < args.size(); ++i) inputs.push_back(operand_of(args[i], i - 2, &store));
+    decode_operands(args, 2, args.size(), 2, &inputs, &store);
     Array<Any> out;
     for (const EwOutput& o : ew.outputs_for(inputs, promotion_of(args[1].cast<int64_t>()))) {
       Array<int64_t> shape(o.shape.begin(), o.shape.end());
@@ -135,17 +143,15 @@ void run_into_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, 
   // Per-thread buffers keep their capacity: a small call allocates nothing here.
   thread_local std::vector<EwOperand> inputs, extra;
   thread_local std::vector<const DLTensor*> outputs;
-  inputs.clear();
-  extra.clear();
   outputs.clear();
   std::vector<std::unique_ptr<RawTensor>> store;
-  for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[first + i], i, &store));
+  decode_operands(args, first, first + n_in, first, &inputs, &store);
   for (int k = 0; k < n_out; ++k) {
     EwOperand o = operand_of(args[first + n_in + k], k, &store);
     if (o.tensor == nullptr) throw TypeError(ew.name() + ": out[" + std::to_string(k) + "] must be a tensor");
     outputs.push_back(o.tensor);
   }
-  for (int e = first + n_in + n_out; e < args.size(); ++e) extra.push_back(operand_of(args[e], e, &store));
+  decode_operands(args, first + n_in + n_out, args.size(), 0, &extra, &store);
   ew.run(inputs, outputs, extra, p);
 }
 
@@ -182,10 +188,10 @@ struct InlineHostAlloc {
   void FreeData(DLTensor*) {}
 };
 
-/// A new output of an ew_function call: from the caller's framework when tvm-ffi set its allocator
-/// for the call (torch inputs: torch tensors come back), else 64-byte aligned host
-/// memory. Allocated contiguous in the order the plan asks for, then viewed in the
-/// output's dim order.
+/// A new output of an ew_function call. CPU: kjit's host memory (inline when small),
+/// which NumPy and torch take through DLPack. Other devices: the allocator tvm-ffi
+/// set for the call (torch's, for torch inputs). Allocated contiguous in the order
+/// the plan asks for, then viewed in the output's dim order.
 tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const std::string& fn) {
   const size_t nd = spec.shape.size();
   int64_t small[8];  // no heap for the usual ranks
@@ -202,7 +208,7 @@ tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const st
     const DLDataType dtype = ew_dl_type(spec.type);
     int64_t numel = 1;
     for (size_t i = 0; i < nd; ++i) numel *= permuted[i];
-    if (static_cast<size_t>(numel) * ((dtype.bits * dtype.lanes + 7) / 8) <= InlineHostAlloc::kBytes) {
+    if (tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype) <= InlineHostAlloc::kBytes) {
       t = tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
     } else {
       t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, dtype, device);
@@ -227,11 +233,9 @@ tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const st
 /// scalars) into new outputs: *rv is the output, or an Array of them.
 void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, Any* rv) {
   thread_local std::vector<EwOperand> inputs, extra;
-  inputs.clear();
-  extra.clear();
   std::vector<std::unique_ptr<RawTensor>> store;
-  for (int i = 0; i < n_in; ++i) inputs.push_back(operand_of(args[first + i], i, &store));
-  for (int e = first + n_in; e < args.size(); ++e) extra.push_back(operand_of(args[e], e - first, &store));
+  decode_operands(args, first, first + n_in, first, &inputs, &store);
+  decode_operands(args, first + n_in, args.size(), first, &extra, &store);
   struct Made {
     const std::string* fn;
     tvm::ffi::Tensor single;             // the usual single output, without a heap vector
