@@ -61,6 +61,13 @@ struct EwOutput {
 /// of type `spec.type`, on `device`. The tensor must live until the call returns.
 using EwAllocate = std::function<const DLTensor*(size_t k, const EwOutput& spec, DLDevice device)>;
 
+/// What run_allocating may assume of its allocator's tensors.
+enum class EwAllocation {
+  kAny,              ///< any strides and memory: each call's outputs are checked
+  kFreshContiguous,  ///< new memory, contiguous in spec.order (kjit's own outputs):
+                     ///< a repeated call skips the layout and overlap checks
+};
+
 struct ElementwiseOptions {
   std::string build_directory;  ///< kernel cache root; empty: default_cache_dir()
   bool verbose = false;
@@ -98,7 +105,8 @@ class Elementwise {
   /// the inputs' metadata, so a repeated layout costs one lookup (the fast path of
   /// the Python binding).
   void run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
-                      const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy);
+                      const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy,
+                      EwAllocation allocation = EwAllocation::kAny);
 
   struct Impl;
   struct Prepared;
@@ -108,13 +116,22 @@ class Elementwise {
   std::shared_ptr<const Prepared> prepare(const std::vector<EwOperand>& inputs,
                                           const std::vector<const DLTensor*>& outputs, size_t n_extra,
                                           Promotion promotion);
-  /// The cached plan for these operands' metadata, prepared on a miss.
-  std::shared_ptr<const Prepared> plan_for(const std::vector<EwOperand>& inputs,
-                                           const std::vector<const DLTensor*>& outputs, size_t n_extra,
-                                           Promotion promotion);
+  /// The cached plan for these operands' metadata, prepared on a miss; valid until
+  /// this thread's next plan_for.
+  const std::shared_ptr<const Prepared>& plan_for(const std::vector<EwOperand>& inputs,
+                                                  const std::vector<const DLTensor*>& outputs, size_t n_extra,
+                                                  Promotion promotion);
+  /// run_allocating past its thread's last plan: finds or makes the plan in the
+  /// shared map. Returns a plan found there and used, for the caller to remember
+  /// under *key (the call's key).
+  std::shared_ptr<const OutputPlan> run_allocating_planned(const std::vector<EwOperand>& inputs,
+                                                           const EwAllocate& allocate,
+                                                           const std::vector<EwOperand>& extra, Promotion promotion,
+                                                           std::string* key);
+  /// `fresh_outputs`: the outputs are new memory, so they overlap nothing.
   void run_prepared(const Prepared& p, const std::vector<EwOperand>& inputs,
                     const std::vector<const DLTensor*>& outputs, const std::vector<EwOperand>& extra,
-                    Promotion promotion);
+                    Promotion promotion, bool fresh_outputs = false);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -129,11 +129,15 @@ def _numpy_array(x: np.ndarray, i: int):
     )
 
 
-def _argument(x, i: int):
+def _argument(x, i: int, weak_numpy_scalars: bool = False):
     """What the C++ side takes: tensors as they are, Python scalars as weak scalars,
-    NumPy scalars as 0-d arrays (strong, as in NumPy 2), complex as [re, im]."""
+    NumPy scalars as 0-d arrays (strong, as in NumPy 2) or, among torch tensors, as
+    Python scalars (weak, as PyTorch treats them), complex as [re, im]."""
     if isinstance(x, np.generic):  # before float/complex: np.float64 subclasses float
-        return _numpy_array(np.asarray(x), i)
+        if weak_numpy_scalars and x.dtype.kind in "biufc":
+            x = x.item()
+        else:
+            return _numpy_array(np.asarray(x), i)
     if isinstance(x, (bool, int, float)):
         return x
     if isinstance(x, complex):
@@ -183,89 +187,62 @@ def _framework(inputs) -> str:
     return "numpy"  # only scalars: NumPy results
 
 
-class ElementwiseKernel:
-    """The callable ``kjit.elementwise`` returns.
+class _Engine:
+    """One kjit::Elementwise (by id) and the tvm-ffi functions that call it; frees the
+    engine when collected. Every call that is not the hot path comes through `call`."""
 
-    ``f(*inputs, out=None, **scalars)``: tensors of any dtype and strides (NumPy,
-    torch, DLPack), Python scalars (weak) and NumPy scalars; extra keyword scalars
-    are passed to the entry after the tensor arguments (in the compute type, in
-    keyword order). Returns new outputs of the inputs' framework, or writes into
-    ``out`` (a tensor, or a tuple with one per output) and returns it.
-    """
-
-    def __init__(self, code: str, *, name: Optional[str] = None, num_outputs: int = 1,
-                 build_directory: Optional[str] = None, verbose: bool = False):
-        if not isinstance(code, str):
-            raise TypeError(f"code must be a str, got {type(code).__name__}")
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a str or None, got {type(name).__name__}")
-        if not isinstance(num_outputs, int) or isinstance(num_outputs, bool):
-            raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
-        build_dir = "" if build_directory is None else os.fspath(build_directory)
-        self._id, entry = api.ew_create(code, name or "", num_outputs, build_dir, bool(verbose))
+    def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool):
+        self.id, entry = api.ew_create(code, name, num_outputs, build_dir, verbose)
         self.name: str = str(entry)
         self.num_outputs: int = num_outputs
-        self.code: str = code
-        self._run = api.ew_run
         # f(*inputs) -> new outputs, and f(*inputs, *outs), under each framework's rules;
-        # with extra scalars, _function makes (and keeps) one per count.
-        self._numpy_fn = api.ew_function(self._id, _NUMPY, False, 0)
-        self._torch_fn = api.ew_function(self._id, _TORCH, False, 0)
-        self._numpy_into = api.ew_function(self._id, _NUMPY, True, 0)
-        self._torch_into = api.ew_function(self._id, _TORCH, True, 0)
+        # with extra scalars, function() makes (and keeps) one per count.
+        self.numpy_fn = api.ew_function(self.id, _NUMPY, False, 0)
+        self.torch_fn = api.ew_function(self.id, _TORCH, False, 0)
+        self._numpy_into = api.ew_function(self.id, _NUMPY, True, 0)
+        self._torch_into = api.ew_function(self.id, _TORCH, True, 0)
         self._functions: dict = {}
 
-    def _function(self, torch_in: bool, into: bool, n_extra: int):
+    def function(self, torch_in: bool, into: bool, n_extra: int):
         key = (torch_in, into, n_extra)
         fn = self._functions.get(key)
         if fn is None:
-            fn = self._functions[key] = api.ew_function(self._id, _TORCH if torch_in else _NUMPY, into, n_extra)
+            fn = self._functions[key] = api.ew_function(self.id, _TORCH if torch_in else _NUMPY, into, n_extra)
         return fn
 
-    def __call__(self, *inputs, out=None, **scalars):
-        try:
-            # The hot path, kept flat: NumPy arrays or torch tensors (one framework)
-            # and Python scalars, with out= of the same framework or none. One
-            # crossing into C++ plans (cached by the operands' metadata), allocates
-            # if needed and runs. Anything else takes the general path.
-            numpy_in = torch_in = False
-            for x in inputs:
-                tx = type(x)
-                if tx is _NDARRAY:
-                    numpy_in = True
-                elif tx is _TORCH_TENSOR or (_TORCH_TENSOR is None and tx is _torch_tensor_type()):
-                    torch_in = True
-                elif tx in _PY_SCALARS:
-                    pass
-                else:
-                    break
-            else:
-                if numpy_in != torch_in:
-                    try:
-                        if out is None and not scalars and self.num_outputs == 1:  # the hottest case, inline
-                            if torch_in:
-                                return _as_torch(self._torch_fn(*inputs))
-                            return _from_dlpack(self._numpy_fn(*inputs))
-                        if out is None:
-                            return self._new_outputs(inputs, torch_in, scalars)
-                        if self._into_outputs(inputs, out, _TORCH_TENSOR if torch_in else _NDARRAY, torch_in,
-                                              scalars):
-                            return out
-                    except BufferError:
-                        pass  # a read-only or bfloat16 array: the general path passes it by description
-            if not inputs:
-                raise TypeError(f"{self.name}: expected at least one input")
-            return self._general_call(inputs, out, scalars)
-        except CompileError as err:
-            command, log = api.take_compile_error()
-            err.command, err.log = str(command), str(log)
-            raise
+    def call(self, inputs, out, scalars):
+        # NumPy arrays or torch tensors (one framework) and Python scalars, with out= of
+        # the same framework or none: one crossing into C++ plans (cached by the
+        # operands' metadata), allocates if needed and runs. Anything else takes the
+        # general path.
+        tensor_type = _torch_tensor_type()
+        numpy_in = torch_in = False
+        for x in inputs:
+            tx = type(x)
+            if tx is _NDARRAY:
+                numpy_in = True
+            elif tx is tensor_type:
+                torch_in = True
+            elif tx not in _PY_SCALARS:
+                break
+        else:
+            if numpy_in != torch_in:
+                try:
+                    if out is None:
+                        return self._new_outputs(inputs, torch_in, scalars)
+                    if self._into_outputs(inputs, out, tensor_type if torch_in else _NDARRAY, torch_in, scalars):
+                        return out
+                except BufferError:
+                    pass  # a read-only or bfloat16 array: the general path passes it by description
+        if not inputs:
+            raise TypeError(f"{self.name}: expected at least one input")
+        return self._general_call(inputs, out, scalars)
 
     def _new_outputs(self, inputs, torch_in, scalars):
         if scalars:
-            result = self._function(torch_in, False, len(scalars))(*inputs, *_extras(scalars))
+            result = self.function(torch_in, False, len(scalars))(*inputs, *_extras(scalars))
         else:
-            result = self._torch_fn(*inputs) if torch_in else self._numpy_fn(*inputs)
+            result = self.torch_fn(*inputs) if torch_in else self.numpy_fn(*inputs)
         convert = _as_torch if torch_in else _from_dlpack
         if self.num_outputs == 1:
             return convert(result)
@@ -281,7 +258,7 @@ class ElementwiseKernel:
             if type(o) is not tensor_type:
                 return False
         if scalars:
-            self._function(torch_in, True, len(scalars))(*inputs, *outs, *_extras(scalars))
+            self.function(torch_in, True, len(scalars))(*inputs, *outs, *_extras(scalars))
         elif torch_in:
             self._torch_into(*inputs, *outs)
         else:
@@ -289,11 +266,11 @@ class ElementwiseKernel:
         return True
 
     def _general_call(self, inputs, out, scalars):
-        args = [_argument(x, i) for i, x in enumerate(inputs)]
         framework = _framework(inputs)
+        args = [_argument(x, i, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
         if out is None:
-            specs = api.ew_outputs(self._id, promotion, *args)
+            specs = api.ew_outputs(self.id, promotion, *args)
             device = _device_of(inputs)
             outs = [_allocate(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order], device)
                     for shape, dtype, order in specs]
@@ -301,31 +278,151 @@ class ElementwiseKernel:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != self.num_outputs:
                 raise TypeError(f"{self.name}: out must hold {self.num_outputs} tensor(s), got {len(outs)}")
+            for k, o in enumerate(outs):
+                if isinstance(o, np.ndarray) and not o.flags.writeable:
+                    raise ValueError(f"{self.name}: out[{k}] is a read-only NumPy array (flags.writeable is False); "
+                                     "pass a writable array")
         extra = [_extra(v, k) for k, v in scalars.items()]
         out_args = [_argument(o, k) for k, o in enumerate(outs)]
-        api.ew_run(self._id, promotion, len(args), len(outs), *args, *out_args, *extra)
+        api.ew_run(self.id, promotion, len(args), len(outs), *args, *out_args, *extra)
         if out is not None:
             return out
         return outs[0] if self.num_outputs == 1 else tuple(outs)
 
     def __del__(self):
         free = getattr(api, "ew_free", None)
-        if free is not None and getattr(self, "_id", None) is not None:
+        if free is not None and getattr(self, "id", None) is not None:
             try:
-                free(self._id)
+                free(self.id)
             except Exception:  # noqa: BLE001 (interpreter shutdown: nothing to free into)
                 pass
 
-    def __repr__(self) -> str:
-        return f"<kjit.elementwise {self.name} ({self.num_outputs} output{'s' if self.num_outputs > 1 else ''})>"
-
 
 def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
-                build_directory: Optional[str] = None, verbose: bool = False) -> ElementwiseKernel:
+                build_directory: Optional[str] = None, verbose: bool = False):
     """Compiles ``code`` (a C++ computation string; the entry is ``name`` or the last
-    function defined) into an elementwise kernel, per input dtypes on first use."""
-    return ElementwiseKernel(code, name=name, num_outputs=num_outputs, build_directory=build_directory,
-                             verbose=verbose)
+    function defined) into an elementwise kernel, per input dtypes on first use.
+
+    Returns ``f(*inputs, out=None, **scalars)``: tensors of any dtype and strides
+    (NumPy, torch, DLPack), Python scalars (weak) and NumPy scalars (strong); extra
+    keyword scalars are passed to the entry after the tensor arguments (in the
+    compute type, in keyword order). It returns new outputs of the inputs'
+    framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
+    returns it. ``f.name``, ``f.num_outputs`` and ``f.code`` describe the kernel.
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str, got {type(code).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+    if not isinstance(num_outputs, int) or isinstance(num_outputs, bool):
+        raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
+    build_dir = "" if build_directory is None else os.fspath(build_directory)
+    engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose))
+    call = _hot_call(engine)
+    call.name, call.num_outputs, call.code = engine.name, num_outputs, code
+    call.__name__ = engine.name
+    call.__qualname__ = f"kjit.elementwise[{engine.name}]"
+    call.__doc__ = (f"kjit.elementwise kernel '{engine.name}' ({num_outputs} output(s)): "
+                    "f(*inputs, out=None, **scalars); see kjit.elementwise.")
+    return call
+
+
+def _hot_call(engine: _Engine):
+    """The callable kjit.elementwise returns: a plain function (Python calls one
+    faster than an object's __call__).
+
+    Calls whose first input is a torch tensor or a NumPy array, with `out` absent or
+    a tensor of the same type, go to tvm-ffi entries made for the kernel
+    (ew_tensor_function) that run when every argument is one they take and return
+    None otherwise, so Python checks few types. tvm-ffi passes NumPy scalars as
+    plain numbers, weak, as PyTorch treats them, so torch calls go straight through.
+    NumPy's rules make them strong: NumPy calls whose first and last inputs are
+    arrays go to an entry that takes tensors only, the others after a check that
+    every input is an array or an exact Python scalar. Extra scalars are cast to
+    the compute type, so any number will do. The rest, and whatever an entry
+    declines, goes to engine.call."""
+    general = engine.call
+    if engine.num_outputs != 1:
+        def call_general(*inputs, out=None, **scalars):
+            return general(inputs, out, scalars)
+
+        return call_general
+
+    def entries(n_extra: int):
+        """(new, into) for NumPy tensors only, NumPy with Python scalars, torch."""
+        made = [api.ew_tensor_function(engine.id, promotion, scalars_in, into, n_extra)
+                for promotion, scalars_in in ((_NUMPY, False), (_NUMPY, True), (_TORCH, True))
+                for into in (False, True)]
+        return made[0:2], made[2:4], made[4:6]
+
+    (numpy_new, numpy_into), (numpy_scalars_new, numpy_scalars_into), (torch_new, torch_into) = entries(0)
+    with_extra: dict = {}  # count of extra scalars -> entries(count)
+
+    def checked_numpy(inputs, new, into):
+        """NumPy's entries with Python scalars when every input is an array or an exact
+        Python scalar (NumPy scalars would arrive as weak numbers), else (None, None)."""
+        for x in inputs:
+            tx = type(x)
+            if tx is not _NDARRAY and tx is not float and tx is not int and tx is not bool:
+                return None, None
+        return new, into
+
+    def call_with_extra(inputs, out, scalars, first):
+        made = with_extra.get(len(scalars))
+        if made is None:
+            made = with_extra[len(scalars)] = entries(len(scalars))
+        if first is _TORCH_TENSOR:
+            new, into = made[2]
+        else:
+            new, into = checked_numpy(inputs, *made[1])
+        if new is not None and (out is None or type(out) is first):
+            try:
+                if out is None:
+                    result = new(*inputs, *scalars.values())
+                    if result is not None:
+                        return result if first is _TORCH_TENSOR else _from_dlpack(result)
+                elif into(*inputs, out, *scalars.values()) is not None:
+                    return out
+            except BufferError:
+                pass  # a read-only or bfloat16 array: engine.call passes it by description
+        return general(inputs, out, scalars)
+
+    def call(*inputs, out=None, **scalars):
+        try:
+            if inputs:
+                first = type(inputs[0])
+                if scalars:
+                    if first is _NDARRAY or first is _TORCH_TENSOR:
+                        return call_with_extra(inputs, out, scalars, first)
+                elif first is _NDARRAY:
+                    if type(inputs[-1]) is _NDARRAY:
+                        new, into = numpy_new, numpy_into
+                    else:
+                        new, into = checked_numpy(inputs, numpy_scalars_new, numpy_scalars_into)
+                    if new is not None:
+                        try:
+                            if out is None:
+                                result = new(*inputs)
+                                if result is not None:
+                                    return _from_dlpack(result)
+                            elif type(out) is first and into(*inputs, out) is not None:
+                                return out
+                        except BufferError:
+                            pass  # a read-only or bfloat16 array: engine.call passes it by description
+                elif first is _TORCH_TENSOR:  # None until engine.call has seen torch imported
+                    if out is None:
+                        result = torch_new(*inputs)  # tvm-ffi returns torch tensors for torch inputs
+                        if result is not None:
+                            return result
+                    elif type(out) is first and torch_into(*inputs, out) is not None:
+                        return out
+            return general(inputs, out, scalars)
+        except CompileError as err:
+            command, log = api.take_compile_error()
+            err.command, err.log = str(command), str(log)
+            raise
+
+    return call
 
 
 def num_threads() -> int:

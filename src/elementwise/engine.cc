@@ -14,7 +14,9 @@
 #include <unordered_map>
 
 #include "../codegen/elementwise_cpu.h"
+#include "../compiler_hints.h"
 #include "../spec/cpp_signature.h"
+#include "../thread_scratch.h"
 #include "cuda_launch.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
@@ -467,73 +469,134 @@ struct Elementwise::Prepared {
   std::shared_ptr<ew::CudaElementwiseKernel> cuda;  // set for CUDA tensors (then kernel is null)
   bool tiled = false;                               // the small-inner-dim layout runs through tiles (see execute_tiled)
   std::vector<int> sizes;                           // element bytes per operand
+  /// A small 1-D CPU call of tensors only (no scalars, no extras): run_prepared
+  /// calls the kernel once with these byte strides, past the loop driver.
+  bool direct = false;
+  std::vector<int64_t> direct_strides;
 };
 
 namespace {
 
 /// TensorIterator's rule: an output may overlap another operand only by being
 /// exactly the same elements of an input (in place).
-void check_data_overlap(const std::string& fn, const Elementwise::Prepared& p, const std::vector<char*>& data,
+[[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out) {
+  std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
+  throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
+                   ": some elements of the written-to tensor and " + other +
+                   " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
+}
+
+void check_data_overlap(const std::string& fn, const Elementwise::Prepared& p, char* const* data, size_t n_ops,
                         size_t n_out) {
   auto lo = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extent[op].lo; };
   auto hi = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extent[op].hi; };
   for (size_t k = 0; k < n_out; ++k) {
     if (p.extent[k].lo == p.extent[k].hi) continue;  // empty
-    for (size_t j = 0; j < data.size(); ++j) {
+    for (size_t j = 0; j < n_ops; ++j) {
       if (j == k || (j >= n_out && p.is_scalar[j - n_out])) continue;
       if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
       bool same = data[j] == data[k] && p.loop.strides[j] == p.loop.strides[k] && p.op_types[j] == p.op_types[k];
       if (same && j >= n_out) continue;
-      std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
-      throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
-                       ": some elements of the written-to tensor and " + other +
-                       " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
+      throw_partial_overlap(fn, k, j, n_out);
     }
   }
 }
 
-void append_tensor(std::string* key, const DLTensor* t) {
-  // One resize and plain copies: this runs on every call.
-  const size_t dims = sizeof(int64_t) * t->ndim;
-  const size_t at = key->size();
-  key->resize(at + sizeof(t->dtype) + sizeof(t->device) + sizeof(t->ndim) + dims * (t->strides ? 2 : 1) + 1);
-  char* p = &(*key)[at];
-  std::memcpy(p, &t->dtype, sizeof(t->dtype));
-  p += sizeof(t->dtype);
-  std::memcpy(p, &t->device, sizeof(t->device));
-  p += sizeof(t->device);
-  std::memcpy(p, &t->ndim, sizeof(t->ndim));
-  p += sizeof(t->ndim);
-  std::memcpy(p, t->shape, dims);
-  p += dims;
-  if (t->strides != nullptr) {
-    std::memcpy(p, t->strides, dims);
-    p += dims;
+/// Plan keys: the operands' metadata as 64-bit words (kept in a std::string for the
+/// maps' hashing). One encoder feeds two sinks, so the hot path compares a call
+/// against the last plan word by word without writing a key.
+struct KeyWriter {
+  std::string* key;
+  void word(int64_t v) { key->append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+};
+
+struct KeyMatcher {
+  const char* at;
+  size_t left;  // bytes of the key not compared yet
+  bool ok = true;
+  explicit KeyMatcher(const std::string& key) : at(key.data()), left(key.size()) {}
+  KJIT_INLINE void word(int64_t v) {
+    if (left < sizeof(v)) {
+      ok = false;
+      return;
+    }
+    int64_t stored;
+    std::memcpy(&stored, at, sizeof(v));
+    ok &= stored == v;  // no branch per word: a call compares ~15 of them
+    at += sizeof(v);
+    left -= sizeof(v);
   }
-  *p = t->strides != nullptr ? 's' : 'c';
+  bool matched() const { return ok && left == 0; }
+};
+
+template <class Sink>
+KJIT_INLINE void encode_tensor(Sink* sink, const DLTensor* t) {
+  sink->word(static_cast<int64_t>(t->dtype.code) | static_cast<int64_t>(t->dtype.bits) << 8 |
+             static_cast<int64_t>(t->dtype.lanes) << 16 | static_cast<int64_t>(t->ndim) << 32 |
+             static_cast<int64_t>(t->strides != nullptr) << 48);
+  sink->word(static_cast<int64_t>(t->device.device_type) | static_cast<int64_t>(t->device.device_id) << 32);
+  for (int d = 0; d < t->ndim; ++d) sink->word(t->shape[d]);
+  if (t->strides != nullptr) {
+    for (int d = 0; d < t->ndim; ++d) sink->word(t->strides[d]);
+  }
 }
 
-void append_inputs(std::string* key, const std::vector<EwOperand>& inputs) {
+/// Scalars are words below any tensor's first word (whose dtype code byte is set
+/// or whose bits are): -1 - kind.
+template <class Sink>
+KJIT_INLINE void encode_inputs(Sink* sink, const std::vector<EwOperand>& inputs) {
   for (const EwOperand& in : inputs) {
     if (in.tensor != nullptr) {
-      append_tensor(key, in.tensor);
+      encode_tensor(sink, in.tensor);
     } else {
-      key->push_back(static_cast<char>('a' + static_cast<int>(in.scalar)));
+      sink->word(-1 - static_cast<int64_t>(in.scalar));
     }
   }
 }
 
-/// The metadata a prepared plan depends on.
-void plan_key(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs, size_t n_extra,
-              Promotion p, std::string* out) {
-  std::string& key = *out;
-  key.clear();
-  key.push_back(static_cast<char>(p));
-  key.push_back(static_cast<char>(n_extra));
-  for (const DLTensor* o : outputs) append_tensor(&key, o);
-  key.push_back('|');
-  append_inputs(&key, inputs);
+template <class Sink>
+KJIT_INLINE void encode_outputs(Sink* sink, const std::vector<const DLTensor*>& outputs) {
+  for (const DLTensor* o : outputs) encode_tensor(sink, o);
 }
+
+/// What an allocating call's plan depends on: the rules, the extra count, the inputs.
+template <class Sink>
+KJIT_INLINE void encode_call(Sink* sink, const std::vector<EwOperand>& inputs, size_t n_extra, Promotion p) {
+  sink->word(static_cast<int64_t>(p) | static_cast<int64_t>(n_extra) << 8 | static_cast<int64_t>(inputs.size()) << 32);
+  encode_inputs(sink, inputs);
+}
+
+/// What a prepared plan depends on: the allocating call's metadata plus the outputs'.
+template <class Sink>
+void encode_plan(Sink* sink, const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
+                 size_t n_extra, Promotion p) {
+  encode_call(sink, inputs, n_extra, p);
+  sink->word(static_cast<int64_t>(outputs.size()));
+  encode_outputs(sink, outputs);
+}
+
+/// The plan a thread used last, of one kind (allocating calls, or calls into given
+/// outputs): a repeated call is matched against its key in place, and skips writing
+/// a key, the shared map, its lock and a refcount.
+template <class Plan>
+struct LastPlan {
+  uint64_t engine = 0;
+  std::string key;
+  std::shared_ptr<const Plan> plan;
+
+  template <class Encode>
+  const Plan* match(uint64_t serial, const Encode& encode) const {
+    if (engine != serial) return nullptr;
+    KeyMatcher m(key);
+    encode(&m);
+    return m.matched() ? plan.get() : nullptr;
+  }
+  void remember(uint64_t serial, std::string k, std::shared_ptr<const Plan> p) {
+    engine = serial;
+    key = std::move(k);
+    plan = std::move(p);
+  }
+};
 
 }  // namespace
 
@@ -588,10 +651,23 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
   for (EwType t : p->op_types) p->sizes.push_back(ew::size_of(t));
   p->tiled = !p->cuda && ew::tiles_small_inner_dim(p->loop, p->sizes, outputs.size());
   if (!p->tiled) ew::move_small_inner_dim_out(&p->loop);
+  const int64_t numel = p->loop.numel();
+  p->direct = !p->cuda && !p->tiled && p->loop.shape.size() == 1 && numel > 0 && numel < ew::kGrainSize &&
+              n_extra == 0 && std::find(p->is_scalar.begin(), p->is_scalar.end(), 1) == p->is_scalar.end();
+  if (p->direct) {
+    for (const std::vector<int64_t>& st : p->loop.strides) p->direct_strides.push_back(st[0]);
+  }
   return p;
 }
 
 namespace {
+
+bool extra_are_scalars(const std::vector<EwOperand>& extra) {
+  for (const EwOperand& e : extra) {
+    if (e.tensor != nullptr) return false;
+  }
+  return true;
+}
 
 void check_extra_are_scalars(const std::string& fn, const std::vector<EwOperand>& extra) {
   for (size_t e = 0; e < extra.size(); ++e) {
@@ -602,21 +678,29 @@ void check_extra_are_scalars(const std::string& fn, const std::vector<EwOperand>
 
 }  // namespace
 
-std::shared_ptr<const Elementwise::Prepared> Elementwise::plan_for(const std::vector<EwOperand>& inputs,
-                                                                   const std::vector<const DLTensor*>& outputs,
-                                                                   size_t n_extra, Promotion promotion) {
-  thread_local std::string key;  // keeps its capacity between calls
-  plan_key(inputs, outputs, n_extra, promotion, &key);
+const std::shared_ptr<const Elementwise::Prepared>& Elementwise::plan_for(const std::vector<EwOperand>& inputs,
+                                                                          const std::vector<const DLTensor*>& outputs,
+                                                                          size_t n_extra, Promotion promotion) {
+  LastPlan<Prepared>& last = thread_scratch<LastPlan<Prepared>>();
+  auto encode = [&](auto* sink) { encode_plan(sink, inputs, outputs, n_extra, promotion); };
+  if (last.match(impl_->serial, encode) != nullptr) return last.plan;
+  std::string key;
+  KeyWriter w{&key};
+  encode(&w);
+  std::shared_ptr<const Prepared> p;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     auto it = impl_->plans.find(key);
-    if (it != impl_->plans.end()) return it->second;
+    if (it != impl_->plans.end()) p = it->second;
   }
-  std::shared_ptr<const Prepared> p = prepare(inputs, outputs, n_extra, promotion);
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  if (impl_->plans.size() > 1024) impl_->plans.clear();
-  impl_->plans.emplace(key, p);
-  return p;
+  if (!p) {
+    p = prepare(inputs, outputs, n_extra, promotion);
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->plans.size() > 1024) impl_->plans.clear();
+    impl_->plans.emplace(key, p);
+  }
+  last.remember(impl_->serial, std::move(key), std::move(p));  // keeps it alive if the map drops it
+  return last.plan;
 }
 
 void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
@@ -626,19 +710,28 @@ void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<co
                     std::to_string(outputs.size()));
   }
   check_extra_are_scalars(impl_->entry, extra);
-  std::shared_ptr<const Prepared> p = plan_for(inputs, outputs, extra.size(), promotion);
-  run_prepared(*p, inputs, outputs, extra, promotion);
+  run_prepared(*plan_for(inputs, outputs, extra.size(), promotion), inputs, outputs, extra, promotion);
 }
 
-void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOperand>& inputs,
-                               const std::vector<const DLTensor*>& outputs, const std::vector<EwOperand>& extra,
-                               Promotion promotion) {
-  const std::string& fn = impl_->entry;
-  const Prepared* p = &prepared;
-  // This call's data: pointers, scalar values, extra scalars.
+namespace {
+
+/// This call's data: pointers, scalar values, extra scalars (per thread: the buffers
+/// keep their capacity between calls).
+struct LoopedScratch {
+  std::vector<char*> data;
+  std::vector<ScalarSlot> slots;
+  std::vector<unsigned char> extra_bytes;
+};
+
+/// Everything but the direct lane: scalar inputs, extras, CUDA, threads, tiles.
+KJIT_NOINLINE void run_looped(const std::string& fn, const Elementwise::Prepared& prepared,
+                              const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
+                              const std::vector<EwOperand>& extra, Promotion promotion) {
+  const Elementwise::Prepared* p = &prepared;
   const size_t n_out = outputs.size(), n_ops = n_out + inputs.size();
-  thread_local std::vector<char*> data;
-  thread_local std::vector<ScalarSlot> slots;
+  LoopedScratch& tls = thread_scratch<LoopedScratch>();
+  std::vector<char*>& data = tls.data;
+  std::vector<ScalarSlot>& slots = tls.slots;
   data.assign(n_ops, nullptr);
   slots.resize(inputs.size() + extra.size());
   for (size_t k = 0; k < n_out; ++k) data[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
@@ -651,7 +744,7 @@ void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOpe
       data[n_out + i] = static_cast<char*>(inputs[i].tensor->data) + inputs[i].tensor->byte_offset;
     }
   }
-  check_data_overlap(fn, *p, data, n_out);
+  check_data_overlap(fn, *p, data.data(), n_ops, n_out);
   if (p->cuda) {
     ew::Loop loop = p->loop;
     loop.data = data;
@@ -667,7 +760,7 @@ void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOpe
                                 TVMFFIEnvGetStream(kDLCUDA, device));
     return;
   }
-  thread_local std::vector<unsigned char> extra_bytes;  // keeps its capacity between calls
+  std::vector<unsigned char>& extra_bytes = tls.extra_bytes;
   extra_bytes.assign(extra.size() * p->compute_size, 0);
   for (size_t e = 0; e < extra.size(); ++e) {
     ScalarSlot s;
@@ -682,24 +775,77 @@ void Elementwise::run_prepared(const Prepared& prepared, const std::vector<EwOpe
   }
 }
 
+}  // namespace
+
+void Elementwise::run_prepared(const Prepared& p, const std::vector<EwOperand>& inputs,
+                               const std::vector<const DLTensor*>& outputs, const std::vector<EwOperand>& extra,
+                               Promotion promotion, bool fresh_outputs) {
+  const size_t n_out = outputs.size(), n_ops = n_out + inputs.size();
+  if (!p.direct || n_ops > 16) {
+    run_looped(impl_->entry, p, inputs, outputs, extra, promotion);
+    return;
+  }
+  char* ptr[16];  // tensors only: no scalar slots, no extra bytes, no threads
+  for (size_t k = 0; k < n_out; ++k) ptr[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ptr[n_out + i] = static_cast<char*>(inputs[i].tensor->data) + inputs[i].tensor->byte_offset;
+  }
+  if (!fresh_outputs) check_data_overlap(impl_->entry, p, ptr, n_ops, n_out);
+  p.kernel(ptr, p.direct_strides.data(), p.loop.shape[0], nullptr);
+}
+
+namespace {
+
+struct AllocatingScratch {
+  LastPlan<Elementwise::OutputPlan> last;
+  std::vector<const DLTensor*> outputs;  // keeps its capacity between calls
+};
+
+}  // namespace
+
 void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
-                                 const std::vector<EwOperand>& extra, Promotion promotion) {
-  check_extra_are_scalars(impl_->entry, extra);
-  thread_local std::string key;  // keeps its capacity between calls
-  key.clear();
-  key.push_back(static_cast<char>(promotion));
-  key.push_back(static_cast<char>(extra.size()));
-  append_inputs(&key, inputs);
-  // The plan this thread used last: a repeated call skips the shared map and its lock.
-  thread_local struct {
-    uint64_t engine = 0;
+                                 const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
+  // The hot path: this thread's last plan matches the inputs and the allocator gave
+  // the outputs the layout it gave then. Anything else is run_allocating_planned.
+  AllocatingScratch& tls = thread_scratch<AllocatingScratch>();
+  const OutputPlan* plan =
+      tls.last.match(impl_->serial, [&](auto* sink) { encode_call(sink, inputs, extra.size(), promotion); });
+  if (plan == nullptr || !extra_are_scalars(extra)) {
     std::string key;
-    std::shared_ptr<const OutputPlan> plan;
-  } last;
+    std::shared_ptr<const OutputPlan> used = run_allocating_planned(inputs, allocate, extra, promotion, &key);
+    if (used) tls.last.remember(impl_->serial, std::move(key), std::move(used));
+    return;
+  }
+  std::vector<const DLTensor*>& outputs = tls.outputs;
+  outputs.clear();
+  for (size_t k = 0; k < plan->outputs.size(); ++k) {
+    const DLTensor* t = allocate(k, plan->outputs[k], plan->device);
+    internal_check(t != nullptr, "an elementwise output allocator returned no tensor");
+    outputs.push_back(t);
+  }
+  const bool fresh = allocation == EwAllocation::kFreshContiguous;
+  if (!fresh) {
+    KeyMatcher m(plan->outputs_key);
+    encode_outputs(&m, outputs);
+    if (!m.matched()) {  // an allocator that chose other strides this time
+      run_prepared(*plan_for(inputs, outputs, extra.size(), promotion), inputs, outputs, extra, promotion);
+      return;
+    }
+  }
+  run_prepared(*plan->prepared, inputs, outputs, extra, promotion, fresh);
+}
+
+std::shared_ptr<const Elementwise::OutputPlan> Elementwise::run_allocating_planned(const std::vector<EwOperand>& inputs,
+                                                                                   const EwAllocate& allocate,
+                                                                                   const std::vector<EwOperand>& extra,
+                                                                                   Promotion promotion,
+                                                                                   std::string* key_out) {
+  check_extra_are_scalars(impl_->entry, extra);
+  std::string& key = *key_out;
+  KeyWriter w{&key};
+  encode_call(&w, inputs, extra.size(), promotion);
   std::shared_ptr<const OutputPlan> plan;
-  if (last.engine == impl_->serial && last.key == key) {
-    plan = last.plan;
-  } else {
+  {
     std::lock_guard<std::mutex> lock(impl_->mu);
     auto it = impl_->output_plans.find(key);
     if (it != impl_->output_plans.end()) plan = it->second;
@@ -714,8 +860,7 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
     device = call.device;
   }
   const std::vector<EwOutput>& wanted = plan ? plan->outputs : specs;
-  thread_local std::vector<const DLTensor*> outputs;
-  outputs.clear();
+  std::vector<const DLTensor*> outputs;
   for (size_t k = 0; k < wanted.size(); ++k) {
     const DLTensor* t = allocate(k, wanted[k], device);
     internal_check(t != nullptr, "an elementwise output allocator returned no tensor");
@@ -724,30 +869,28 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
   // An allocator gives the same layout for the same request, so the plan prepared
   // for the first call's outputs is reused; it is checked, since an allocator
   // chooses the strides.
-  thread_local std::string out_key;
-  out_key.clear();
-  for (const DLTensor* o : outputs) append_tensor(&out_key, o);
-  if (plan && plan->outputs_key == out_key) {
-    if (last.plan != plan) {
-      last.engine = impl_->serial;
-      last.key = key;
-      last.plan = plan;
+  if (plan) {
+    KeyMatcher m(plan->outputs_key);
+    encode_outputs(&m, outputs);
+    if (m.matched()) {
+      run_prepared(*plan->prepared, inputs, outputs, extra, promotion);
+      return plan;
     }
-    run_prepared(*plan->prepared, inputs, outputs, extra, promotion);
-    return;
   }
-  std::shared_ptr<const Prepared> prepared = plan_for(inputs, outputs, extra.size(), promotion);
+  const std::shared_ptr<const Prepared>& prepared = plan_for(inputs, outputs, extra.size(), promotion);
   if (!plan) {
     auto made = std::make_shared<OutputPlan>();
     made->outputs = specs;
     made->device = device;
-    made->outputs_key = out_key;
+    KeyWriter ow{&made->outputs_key};
+    encode_outputs(&ow, outputs);
     made->prepared = prepared;
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->output_plans.size() > 1024) impl_->output_plans.clear();
     impl_->output_plans.emplace(key, std::move(made));
   }
   run_prepared(*prepared, inputs, outputs, extra, promotion);
+  return nullptr;
 }
 
 }  // namespace kjit

@@ -14,6 +14,8 @@
 #include <new>
 #include <vector>
 
+#include "../compiler_hints.h"
+#include "../thread_scratch.h"
 #include "boundary.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -74,22 +76,11 @@ const DLTensor* raw_tensor(const Array<Any>& desc, std::vector<std::unique_ptr<R
   return &r.t;
 }
 
-/// One argument: a tensor (Tensor object or DLTensor*), a bool/int/float, a
-/// complex scalar as [re, im], or a raw tensor description.
-EwOperand operand_of(const AnyView& v, size_t index, std::vector<std::unique_ptr<RawTensor>>* store) {
+/// The arguments operand_of does not decode inline: complex scalars, raw tensor
+/// descriptions, and the rejections.
+KJIT_COLD EwOperand unusual_operand(const AnyView& v, size_t index, std::vector<std::unique_ptr<RawTensor>>* store) {
   const TVMFFIAny* raw = reinterpret_cast<const TVMFFIAny*>(&v);
   switch (raw->type_index) {
-    case kTVMFFITensor:
-      return EwOperand::of(
-          reinterpret_cast<const DLTensor*>(reinterpret_cast<const char*>(raw->v_obj) + sizeof(TVMFFIObject)));
-    case kTVMFFIDLTensorPtr:
-      return EwOperand::of(static_cast<const DLTensor*>(raw->v_ptr));
-    case kTVMFFIBool:
-      return EwOperand::of_bool(raw->v_int64 != 0);
-    case kTVMFFIInt:
-      return EwOperand::of_int(raw->v_int64);
-    case kTVMFFIFloat:
-      return EwOperand::of_float(raw->v_float64);
     case kTVMFFIArray: {
       Array<Any> parts = v.cast<Array<Any>>();
       if (parts.size() == 2) return EwOperand::of_complex(parts[0].cast<double>(), parts[1].cast<double>());
@@ -106,6 +97,27 @@ EwOperand operand_of(const AnyView& v, size_t index, std::vector<std::unique_ptr
   throw TypeError("kjit.elementwise: argument #" + std::to_string(index) +
                   " must be a tensor or a bool, int, float or complex scalar (FFI type index " +
                   std::to_string(raw->type_index) + ")");
+}
+
+/// One argument: a tensor (Tensor object or DLTensor*), a bool/int/float, a
+/// complex scalar as [re, im], or a raw tensor description.
+EwOperand operand_of(const AnyView& v, size_t index, std::vector<std::unique_ptr<RawTensor>>* store) {
+  const TVMFFIAny* raw = reinterpret_cast<const TVMFFIAny*>(&v);
+  switch (raw->type_index) {
+    case kTVMFFITensor:
+      return EwOperand::of(
+          reinterpret_cast<const DLTensor*>(reinterpret_cast<const char*>(raw->v_obj) + sizeof(TVMFFIObject)));
+    case kTVMFFIDLTensorPtr:
+      return EwOperand::of(static_cast<const DLTensor*>(raw->v_ptr));
+    case kTVMFFIBool:
+      return EwOperand::of_bool(raw->v_int64 != 0);
+    case kTVMFFIInt:
+      return EwOperand::of_int(raw->v_int64);
+    case kTVMFFIFloat:
+      return EwOperand::of_float(raw->v_float64);
+    default:
+      return unusual_operand(v, index, store);
+  }
 }
 
 /// Decodes args[begin, end) into `out` (cleared first); messages number them from
@@ -137,12 +149,20 @@ void outputs_entry(PackedArgs args, Any* rv) {
   });
 }
 
+/// Per-thread operand buffers of the entries: they keep their capacity, so a small
+/// call allocates nothing here.
+struct CallScratch {
+  std::vector<EwOperand> inputs, extra;
+  std::vector<const DLTensor*> outputs;
+};
+
 /// Runs `ew` on args[first, first + n_in) (the inputs) into the next n_out args (the
 /// outputs); the args after them are extra scalars.
 void run_into_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, int n_out) {
-  // Per-thread buffers keep their capacity: a small call allocates nothing here.
-  thread_local std::vector<EwOperand> inputs, extra;
-  thread_local std::vector<const DLTensor*> outputs;
+  CallScratch& tls = thread_scratch<CallScratch>();
+  std::vector<EwOperand>& inputs = tls.inputs;
+  std::vector<EwOperand>& extra = tls.extra;
+  std::vector<const DLTensor*>& outputs = tls.outputs;
   outputs.clear();
   std::vector<std::unique_ptr<RawTensor>> store;
   decode_operands(args, first, first + n_in, first, &inputs, &store);
@@ -188,31 +208,20 @@ struct InlineHostAlloc {
   void FreeData(DLTensor*) {}
 };
 
-/// A new output of an ew_function call. CPU: kjit's host memory (inline when small),
-/// which NumPy and torch take through DLPack. Other devices: the allocator tvm-ffi
-/// set for the call (torch's, for torch inputs). Allocated contiguous in the order
-/// the plan asks for, then viewed in the output's dim order.
-tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const std::string& fn) {
+/// allocate_output for the layouts that are not a C-contiguous CPU tensor: other
+/// devices, and outputs that follow a permuted input layout.
+KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& spec, DLDevice device, const std::string& fn) {
   const size_t nd = spec.shape.size();
-  int64_t small[8];  // no heap for the usual ranks
-  std::vector<int64_t> large(nd > 8 ? nd : 0);
-  int64_t* permuted = nd > 8 ? large.data() : small;
+  std::vector<int64_t> permuted(nd);
   bool identity = true;
   for (size_t i = 0; i < nd; ++i) {
     permuted[i] = spec.shape[spec.order[i]];
     identity = identity && spec.order[i] == static_cast<int>(i);
   }
-  tvm::ffi::ShapeView shape(permuted, nd);
+  tvm::ffi::ShapeView shape(permuted.data(), nd);
   tvm::ffi::Tensor t;
   if (device.device_type == kDLCPU) {
-    const DLDataType dtype = ew_dl_type(spec.type);
-    int64_t numel = 1;
-    for (size_t i = 0; i < nd; ++i) numel *= permuted[i];
-    if (tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype) <= InlineHostAlloc::kBytes) {
-      t = tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
-    } else {
-      t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, dtype, device);
-    }
+    t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, ew_dl_type(spec.type), device);
   } else if (TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr) {
     t = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, ew_dl_type(spec.type), device);
   } else {
@@ -229,10 +238,33 @@ tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const st
   return t.as_strided(tvm::ffi::ShapeView(spec.shape.data(), nd), tvm::ffi::ShapeView(strides.data(), nd));
 }
 
+/// A new output of an ew_function call. CPU: kjit's host memory (inline when small),
+/// which NumPy and torch take through DLPack. Other devices: the allocator tvm-ffi
+/// set for the call (torch's, for torch inputs). Allocated contiguous in the order
+/// the plan asks for, then viewed in the output's dim order.
+tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const std::string& fn) {
+  const size_t nd = spec.shape.size();
+  bool identity = device.device_type == kDLCPU;
+  int64_t numel = 1;
+  for (size_t i = 0; i < nd && identity; ++i) {
+    identity = spec.order[i] == static_cast<int>(i);
+    numel *= spec.shape[i];
+  }
+  if (!identity) return allocate_output_permuted(spec, device, fn);
+  const DLDataType dtype = ew_dl_type(spec.type);
+  tvm::ffi::ShapeView shape(spec.shape.data(), nd);
+  if (tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype) <= InlineHostAlloc::kBytes) {
+    return tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
+  }
+  return tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, dtype, device);
+}
+
 /// Runs `ew` on args[first, first + n_in) (the inputs) and the args after them (extra
 /// scalars) into new outputs: *rv is the output, or an Array of them.
 void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, Any* rv) {
-  thread_local std::vector<EwOperand> inputs, extra;
+  CallScratch& tls = thread_scratch<CallScratch>();
+  std::vector<EwOperand>& inputs = tls.inputs;
+  std::vector<EwOperand>& extra = tls.extra;
   std::vector<std::unique_ptr<RawTensor>> store;
   decode_operands(args, first, first + n_in, first, &inputs, &store);
   decode_operands(args, first + n_in, args.size(), first, &extra, &store);
@@ -251,13 +283,18 @@ void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int fir
     m->more.push_back(std::move(t));
     return m->more.back().GetDLTensorPtr();
   };
-  ew.run_allocating(inputs, allocate, extra, p);
+  ew.run_allocating(inputs, allocate, extra, p, EwAllocation::kFreshContiguous);
   if (made.more.empty()) {
     *rv = std::move(made.single);
   } else {
     made.more.insert(made.more.begin(), made.single);
     *rv = Array<tvm::ffi::Tensor>(made.more.begin(), made.more.end());
   }
+}
+
+[[noreturn]] KJIT_COLD void throw_too_few_arguments(const std::string& fn, int n_out, int n_extra, int got) {
+  throw TypeError(fn + ": expected at least one input before " + std::to_string(n_out) + " output tensor(s) and " +
+                  std::to_string(n_extra) + " extra scalar(s), got " + std::to_string(got) + " argument(s) in all");
 }
 
 /// ew_function(id, promotion, into, n_extra) -> the hot paths of kjit.elementwise,
@@ -272,16 +309,74 @@ tvm::ffi::Function function_entry(int64_t id, int64_t promotion, bool into, int6
     internal_check(n_extra >= 0, "ew_function with a negative count of extra scalars");
     return tvm::ffi::Function::FromPacked([ew, p, into, n_out, tail](PackedArgs args, Any* rv) {
       at_ffi_boundary([&] {
-        if (args.size() <= tail) {
-          throw TypeError(ew->name() + ": expected at least one input before " + std::to_string(n_out) +
-                          " output tensor(s) and " + std::to_string(tail - n_out) + " extra scalar(s), got " +
-                          std::to_string(args.size()) + " argument(s) in all");
-        }
+        if (args.size() <= tail) throw_too_few_arguments(ew->name(), n_out, tail - n_out, args.size());
         if (into) {
           run_into_outputs(*ew, p, args, 0, args.size() - tail, n_out);
           *rv = nullptr;
         } else {
           run_into_new_outputs(*ew, p, args, 0, args.size() - tail, rv);
+        }
+        return 0;
+      });
+    });
+  });
+}
+
+bool takes_scalar(const AnyView& arg) {
+  const int32_t kind = reinterpret_cast<const TVMFFIAny*>(&arg)->type_index;
+  return kind == kTVMFFIBool || kind == kTVMFFIInt || kind == kTVMFFIFloat;
+}
+
+/// Whether an argument may reach an ew_tensor_function's run: a tensor, or with
+/// `scalars` a bool, int or float.
+bool takes_argument(const AnyView& arg, bool scalars) {
+  switch (reinterpret_cast<const TVMFFIAny*>(&arg)->type_index) {
+    case kTVMFFITensor:
+    case kTVMFFIDLTensorPtr:
+      return true;
+    case kTVMFFIBool:
+    case kTVMFFIInt:
+    case kTVMFFIFloat:
+      return scalars;
+    default:
+      return false;
+  }
+}
+
+/// ew_tensor_function(id, promotion, scalars, into, n_extra) -> f(*inputs, *extra)
+/// that returns the new output(s), or with `into` f(*inputs, *outs, *extra) that
+/// computes into the num_outputs arguments before the n_extra extra scalars and
+/// returns True, when every input is a tensor (or, with `scalars`, a bool, int or
+/// float), every output a tensor and every extra a bool, int or float; otherwise it
+/// returns None and runs nothing. Python calls it without checking those types.
+/// tvm-ffi turns NumPy scalars into plain floats and ints: weak, which is what
+/// PyTorch makes of them, so torch calls take scalar inputs here; under NumPy's
+/// rules they are strong, and only Python can tell them from its own scalars, so
+/// NumPy calls pass `scalars` only after checking. Extras are cast to the compute
+/// type either way.
+tvm::ffi::Function tensor_function_entry(int64_t id, int64_t promotion, bool scalars, bool into, int64_t n_extra) {
+  return at_ffi_boundary([&] {
+    std::shared_ptr<Elementwise> ew = kernel_of(id);
+    Promotion p = promotion_of(promotion);
+    const int n_out = into ? ew->num_outputs() : 0, n_ex = static_cast<int>(n_extra);
+    internal_check(n_extra >= 0, "ew_tensor_function with a negative count of extra scalars");
+    return tvm::ffi::Function::FromPacked([ew, p, scalars, n_out, n_ex](PackedArgs args, Any* rv) {
+      const int n_in = args.size() - n_out - n_ex;
+      for (int i = 0; i < args.size(); ++i) {
+        const bool takes = i < n_in ? takes_argument(args[i], scalars)
+                                    : (i < n_in + n_out ? takes_argument(args[i], false) : takes_scalar(args[i]));
+        if (!takes) {
+          *rv = nullptr;
+          return;
+        }
+      }
+      at_ffi_boundary([&] {
+        if (n_in < 1) throw_too_few_arguments(ew->name(), n_out, n_ex, args.size());
+        if (n_out > 0) {
+          run_into_outputs(*ew, p, args, 0, n_in, n_out);
+          *rv = true;
+        } else {
+          run_into_new_outputs(*ew, p, args, 0, n_in, rv);
         }
         return 0;
       });
@@ -320,6 +415,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_packed("kjit.ew_outputs", outputs_entry)
       .def_packed("kjit.ew_run", run_entry)
       .def("kjit.ew_function", function_entry)
+      .def("kjit.ew_tensor_function", tensor_function_entry)
       .def("kjit.ew_empty", empty_entry)
       .def("kjit.ew_free",
            [](int64_t id) {

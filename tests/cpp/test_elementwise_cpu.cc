@@ -216,6 +216,74 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
             2);  // a function keeps its engine alive
 }
 
+/// kjit.ew_tensor_function: the entries Python calls without checking its arguments.
+TEST(ElementwiseFfi, TensorFunctionsRunOnlyOnWhatTheyTake) {
+  namespace ffi = tvm::ffi;
+  const int64_t id = ffi::Function::GetGlobalRequired("kjit.ew_create")(ffi::String(kAdd), ffi::String(""), int64_t{1},
+                                                                        ffi::String(""), false)
+                         .cast<ffi::Array<ffi::Any>>()[0]
+                         .cast<int64_t>();
+  auto entry = [&](int64_t promotion, bool scalars, bool into, int64_t n_extra = 0) {
+    return ffi::Function::GetGlobalRequired("kjit.ew_tensor_function")(id, promotion, scalars, into, n_extra)
+        .cast<ffi::Function>();
+  };
+  Buf<int32_t> a({1, 2, 3}, {3});
+  ffi::Function tensors_only = entry(0, false, false);
+  EXPECT_EQ(tensors_only(&a.t, &a.t).cast<ffi::Tensor>().GetDLTensorPtr()->dtype.bits, 32);
+  // A scalar (maybe a NumPy scalar tvm-ffi made a float) or anything else: None, nothing run.
+  EXPECT_EQ(tensors_only(&a.t, 2.5).type_index(), kTVMFFINone);
+  EXPECT_EQ(tensors_only(&a.t, ffi::String("x")).type_index(), kTVMFFINone);
+  ffi::Function weak_scalars = entry(1, true, false);
+  ffi::Tensor r = weak_scalars(&a.t, 2.5).cast<ffi::Tensor>();
+  EXPECT_EQ(r.GetDLTensorPtr()->dtype.code, kDLFloat);  // PyTorch: int32 + a float -> float32
+  EXPECT_EQ(r.GetDLTensorPtr()->dtype.bits, 32);
+  EXPECT_EQ(weak_scalars(&a.t, ffi::Array<ffi::Any>{1.0, 2.0}).type_index(), kTVMFFINone);  // not a complex here
+  ffi::Function into = entry(0, false, true);
+  Buf<int32_t> out(std::vector<int32_t>(3), {3});
+  EXPECT_TRUE(into(&a.t, &a.t, &out.t).cast<bool>());
+  EXPECT_EQ(out.data, (std::vector<int32_t>{2, 4, 6}));
+  EXPECT_EQ(into(&a.t, 1, &out.t).type_index(), kTVMFFINone);
+  EXPECT_EQ(out.data, (std::vector<int32_t>{2, 4, 6}));  // untouched
+  EXPECT_EQ(kjit_test::error_of(into, &out.t),
+            "TypeError: add: expected at least one input before 1 output tensor(s) and 0 extra scalar(s), got 1 "
+            "argument(s) in all");
+  // Extra scalars come last and may be any number (they are cast to the compute type).
+  const int64_t axpy_id = ffi::Function::GetGlobalRequired("kjit.ew_create")(
+                              ffi::String("template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }"),
+                              ffi::String(""), int64_t{1}, ffi::String(""), false)
+                              .cast<ffi::Array<ffi::Any>>()[0]
+                              .cast<int64_t>();
+  ffi::Function axpy_into =
+      ffi::Function::GetGlobalRequired("kjit.ew_tensor_function")(axpy_id, int64_t{0}, false, true, int64_t{1})
+          .cast<ffi::Function>();
+  EXPECT_TRUE(axpy_into(&a.t, &a.t, &out.t, 3).cast<bool>());
+  EXPECT_EQ(out.data, (std::vector<int32_t>{4, 8, 12}));
+  EXPECT_EQ(axpy_into(&a.t, &a.t, &out.t, &a.t).type_index(), kTVMFFINone);  // a tensor as the extra
+  EXPECT_EQ(axpy_into(&a.t, &a.t, 2, 3).type_index(), kTVMFFINone);          // a scalar as the output
+  EXPECT_EQ(out.data, (std::vector<int32_t>{4, 8, 12}));
+  ffi::Function::GetGlobalRequired("kjit.ew_free")(axpy_id);
+  Buf<int32_t> partial({0, 0, 0, 0}, {4});
+  Buf<int32_t> lo(std::vector<int32_t>(), {3}), hi(std::vector<int32_t>(), {3});
+  lo.t.data = partial.data.data();
+  hi.t.data = partial.data.data() + 1;
+  EXPECT_EQ(
+      kjit_test::error_of(into, &lo.t, &lo.t, &hi.t).rfind("ValueError: add: out[0] partially overlaps input #0", 0),
+      0u);
+  ffi::Function::GetGlobalRequired("kjit.ew_free")(id);
+}
+
+TEST(ElementwiseCpp, FreshContiguousAllocationsReuseThePlanAndStayCorrect) {
+  Elementwise add(kAdd);
+  Buf<float> a({1, 2, 3, 4, 5, 6}, {2, 3}, {1, 2});
+  for (int call = 0; call < 3; ++call) {  // the later calls take the hot path
+    RecordingAllocator alloc;
+    add.run_allocating({EwOperand::of(&a.t), EwOperand::of_float(call)}, alloc.fn(), {}, kjit::Promotion::kNumPy,
+                       kjit::EwAllocation::kFreshContiguous);
+    const float c = static_cast<float>(call);
+    EXPECT_EQ(alloc.made[0]->data, (std::vector<float>{1 + c, 2 + c, 3 + c, 4 + c, 5 + c, 6 + c})) << call;
+  }
+}
+
 TEST(ElementwiseCpp, ThreadCountFollowsTheSetting) {
   kjit::set_ew_num_threads(3);
   EXPECT_EQ(kjit::ew_num_threads(), 3);

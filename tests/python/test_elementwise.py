@@ -997,3 +997,129 @@ def test_compile_error_of_a_repeated_call_keeps_command_and_log():
         with pytest.raises(kjit.CompileError) as info:
             mod(x, x)
         assert info.value.log and "code:1:" in info.value.log and info.value.command
+
+
+# --- the returned callable and its hot path (tensor-only entries, weak torch scalars) ---
+
+
+def test_the_kernel_is_a_function_that_describes_itself():
+    k = kjit.elementwise(MADD, num_outputs=1)
+    assert callable(k) and k.name == "madd" and k.num_outputs == 1 and k.code == MADD
+    assert "kjit.elementwise[madd]" in repr(k)
+    assert "out=None" in k.__doc__ and "madd" in k.__doc__
+    assert not hasattr(kjit, "ElementwiseKernel")
+
+
+@pytest.mark.parametrize("repeat", range(3))  # the first call plans, the later ones take the hot path
+def test_numpy_scalars_in_the_middle_stay_strong(madd, repeat):
+    x = np.arange(4, dtype=np.float32)
+    got = madd(x, np.float64(2.0), x)
+    want = x * np.float64(2.0) + x
+    assert got.dtype == want.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+    weak = madd(x, 2.0, x)  # a Python float in the middle stays weak
+    assert weak.dtype == np.float32
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_numpy_hot_path_falls_back_for_read_only_and_bfloat16(add, repeat):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.arange(4, dtype=np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(add(x, ro), x + ro)
+    b = x.astype(ml_dtypes.bfloat16)
+    got = add(b, b)
+    assert got.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.astype(np.float32), (x + x))
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_numpy_out_on_the_hot_path(add, repeat):
+    x = np.arange(6, dtype=np.float32)
+    out = np.empty_like(x)
+    assert add(x, x, out=out) is out
+    np.testing.assert_array_equal(out, x + x)
+    assert add(x, x, out=x) is x  # exact in place
+    np.testing.assert_array_equal(x, np.arange(6, dtype=np.float32) * 2)
+    ro = np.full_like(x, 7.0)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"add: out\[0\] is a read-only NumPy array \(flags.writeable is False\); "
+                       "pass a writable array"):
+        add(x, x, out=ro)
+    np.testing.assert_array_equal(ro, np.full_like(x, 7.0))  # the user's read-only data is untouched
+
+
+def test_numpy_out_that_overlaps_an_input_partially_is_rejected_on_every_call(add):
+    x = np.arange(8, dtype=np.float32)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="partially overlaps"):
+            add(x[:4], x[:4], out=x[1:5])
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_torch_numpy_scalars_are_weak_as_in_torch(add, madd, repeat):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(4, dtype=torch.int32)
+    for s in (np.float64(2.5), np.float32(2.5), np.int64(3), 2.5, 3):
+        got, want = add(x, s), x + s
+        assert got.dtype == want.dtype, (type(s), got.dtype, want.dtype)
+        torch.testing.assert_close(got, want)
+    h = torch.ones(3, dtype=torch.float16)
+    assert madd(h, np.float64(2.0), h).dtype == (h * np.float64(2.0) + h).dtype == torch.float16
+
+
+def test_torch_out_on_the_hot_path_and_bad_out(add):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(5, dtype=torch.float32)
+    out = torch.empty(5)
+    for _ in range(3):
+        assert add(x, 1.0, out=out) is out
+        torch.testing.assert_close(out, x + 1)
+    with pytest.raises(ValueError, match="partially overlaps"):
+        add(x[:3], x[:3], out=x[1:4])
+    with pytest.raises(TypeError, match="cannot be cast|safe"):
+        add(x, x, out=torch.empty(5, dtype=torch.int32))
+
+
+def test_non_tensor_arguments_get_kjits_message_on_every_path(add):
+    torch = pytest.importorskip("torch")
+    for first in (np.ones(2), torch.ones(2)):
+        for bad in ("a", [1, 2, 3, 4], [1.0, 2.0], None, object()):
+            for _ in range(2):
+                with pytest.raises(TypeError, match=r"input #1 must be a tensor .* got "):
+                    add(first, bad)
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_extra_scalars_on_the_hot_path_match_numpy(axpy, repeat):
+    x = np.arange(4, dtype=np.float32)
+    y = np.ones(4, dtype=np.float32)
+    for alpha in (2, 2.5, True, np.float64(2.5), np.int8(3)):  # cast to the compute type, whatever their type
+        got = axpy(x, y, alpha=alpha)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, np.float32(alpha) * x + y)
+    got = axpy(x, 2, alpha=0.5)  # a Python scalar input and an extra
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, 0.5 * x + 2)
+    got = axpy(x, np.float64(2), alpha=0.5)  # a NumPy scalar input stays strong
+    assert got.dtype == np.float64
+    out = np.empty_like(x)
+    assert axpy(x, y, out=out, alpha=3.0) is out
+    np.testing.assert_allclose(out, 3 * x + y)
+    with pytest.raises(TypeError, match="extra argument 'alpha' must be a scalar, got list"):
+        axpy(x, y, alpha=[1.0])
+
+
+def test_torch_extra_scalars_on_the_hot_path(axpy):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(4, dtype=torch.float32)
+    y = torch.ones(4)
+    for _ in range(3):
+        torch.testing.assert_close(axpy(x, y, alpha=2.0), 2 * x + y)
+        torch.testing.assert_close(axpy(x, y, alpha=np.float32(0.5)), 0.5 * x + y)
+        out = torch.empty(4)
+        assert axpy(x, y, out=out, alpha=3) is out
+        torch.testing.assert_close(out, 3 * x + y)
+    with pytest.raises(TypeError, match="extra argument 'alpha' must be a scalar, got str"):
+        axpy(x, y, alpha="2")
