@@ -187,6 +187,14 @@ def _framework(inputs) -> str:
     return "numpy"  # only scalars: NumPy results
 
 
+def _attach_compile_log(err: CompileError) -> None:
+    """The compiler's command and log, kept by the C++ side for the CompileError it
+    raised last on this thread (tvm-ffi errors carry only a message)."""
+    if not err.command and not err.log:
+        command, log = api.take_compile_error()
+        err.command, err.log = str(command), str(log)
+
+
 class _Engine:
     """One kjit::Elementwise (by id) and the tvm-ffi functions that call it; frees the
     engine when collected. Every call that is not the hot path comes through `call`."""
@@ -211,6 +219,13 @@ class _Engine:
         return fn
 
     def call(self, inputs, out, scalars):
+        try:
+            return self._call(inputs, out, scalars)
+        except CompileError as err:
+            _attach_compile_log(err)
+            raise
+
+    def _call(self, inputs, out, scalars):
         # NumPy arrays or torch tensors (one framework) and Python scalars, with out= of
         # the same framework or none: one crossing into C++ plans (cached by the
         # operands' metadata), allocates if needed and runs. Anything else takes the
@@ -358,68 +373,60 @@ def _hot_call(engine: _Engine):
     (numpy_new, numpy_into), (numpy_scalars_new, numpy_scalars_into), (torch_new, torch_into) = entries(0)
     with_extra: dict = {}  # count of extra scalars -> entries(count)
 
-    def checked_numpy(inputs, new, into):
-        """NumPy's entries with Python scalars when every input is an array or an exact
-        Python scalar (NumPy scalars would arrive as weak numbers), else (None, None)."""
-        for x in inputs:
+    def only_arrays_and_python_scalars(inputs) -> bool:
+        for x in inputs:  # NumPy scalars would arrive as weak numbers
             tx = type(x)
             if tx is not _NDARRAY and tx is not float and tx is not int and tx is not bool:
-                return None, None
-        return new, into
+                return False
+        return True
 
     def call_with_extra(inputs, out, scalars, first):
         made = with_extra.get(len(scalars))
         if made is None:
             made = with_extra[len(scalars)] = entries(len(scalars))
-        if first is _TORCH_TENSOR:
-            new, into = made[2]
-        else:
-            new, into = checked_numpy(inputs, *made[1])
-        if new is not None and (out is None or type(out) is first):
-            try:
-                if out is None:
-                    result = new(*inputs, *scalars.values())
-                    if result is not None:
-                        return result if first is _TORCH_TENSOR else _from_dlpack(result)
-                elif into(*inputs, out, *scalars.values()) is not None:
-                    return out
-            except BufferError:
-                pass  # a read-only or bfloat16 array: engine.call passes it by description
+        new, into = made[2] if first is _TORCH_TENSOR else made[1]
+        if (out is None or type(out) is first) and (first is _TORCH_TENSOR or only_arrays_and_python_scalars(inputs)):
+            if out is None:
+                result = new(*inputs, *scalars.values())
+                if result is not None:
+                    return result if first is _TORCH_TENSOR else _from_dlpack(result)
+            elif into(*inputs, out, *scalars.values()) is not None:
+                return out
         return general(inputs, out, scalars)
 
     def call(*inputs, out=None, **scalars):
         try:
-            if inputs:
-                first = type(inputs[0])
-                if scalars:
-                    if first is _NDARRAY or first is _TORCH_TENSOR:
-                        return call_with_extra(inputs, out, scalars, first)
-                elif first is _NDARRAY:
-                    if type(inputs[-1]) is _NDARRAY:
-                        new, into = numpy_new, numpy_into
-                    else:
-                        new, into = checked_numpy(inputs, numpy_scalars_new, numpy_scalars_into)
-                    if new is not None:
-                        try:
-                            if out is None:
-                                result = new(*inputs)
-                                if result is not None:
-                                    return _from_dlpack(result)
-                            elif type(out) is first and into(*inputs, out) is not None:
-                                return out
-                        except BufferError:
-                            pass  # a read-only or bfloat16 array: engine.call passes it by description
-                elif first is _TORCH_TENSOR:  # None until engine.call has seen torch imported
+            first = type(inputs[0]) if inputs else None
+            if scalars:
+                if first is _NDARRAY or first is _TORCH_TENSOR:
+                    return call_with_extra(inputs, out, scalars, first)
+            elif first is _NDARRAY:
+                if type(inputs[-1]) is _NDARRAY:
                     if out is None:
-                        result = torch_new(*inputs)  # tvm-ffi returns torch tensors for torch inputs
+                        result = numpy_new(*inputs)
                         if result is not None:
-                            return result
-                    elif type(out) is first and torch_into(*inputs, out) is not None:
+                            return _from_dlpack(result)
+                    elif type(out) is first and numpy_into(*inputs, out) is not None:
                         return out
+                elif only_arrays_and_python_scalars(inputs):
+                    if out is None:
+                        result = numpy_scalars_new(*inputs)
+                        if result is not None:
+                            return _from_dlpack(result)
+                    elif type(out) is first and numpy_scalars_into(*inputs, out) is not None:
+                        return out
+            elif first is _TORCH_TENSOR:  # None until engine.call has seen torch imported
+                if out is None:
+                    result = torch_new(*inputs)  # tvm-ffi returns torch tensors for torch inputs
+                    if result is not None:
+                        return result
+                elif type(out) is first and torch_into(*inputs, out) is not None:
+                    return out
+            return general(inputs, out, scalars)
+        except BufferError:  # a read-only or bfloat16 array: engine.call passes it by description
             return general(inputs, out, scalars)
         except CompileError as err:
-            command, log = api.take_compile_error()
-            err.command, err.log = str(command), str(log)
+            _attach_compile_log(err)
             raise
 
     return call
