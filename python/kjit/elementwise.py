@@ -17,6 +17,7 @@ from ._lib import api
 from .errors import CompileError
 
 _NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
+_NO_INPUTS = object()  # the hot path's first-input type when there is none
 _PY_SCALARS = (float, int, bool)
 _NDARRAY = np.ndarray
 
@@ -396,7 +397,7 @@ def _hot_call(engine: _Engine):
 
     def call(*inputs, out=None, **scalars):
         try:
-            first = type(inputs[0]) if inputs else None
+            first = type(inputs[0]) if inputs else _NO_INPUTS  # not None: _TORCH_TENSOR may be
             if scalars:
                 if first is _NDARRAY or first is _TORCH_TENSOR:
                     return call_with_extra(inputs, out, scalars, first)

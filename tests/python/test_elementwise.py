@@ -742,9 +742,13 @@ def test_non_tensor_input_is_a_type_error(add, bad):
         add(bad, np.ones(2))
 
 
-def test_no_inputs_is_a_type_error(add):
-    with pytest.raises(TypeError, match="expected at least one input"):
-        add()
+@pytest.mark.parametrize("torch_seen", [False, True])
+def test_no_inputs_is_a_type_error(add, monkeypatch, torch_seen):
+    if not torch_seen:  # before any call has seen torch imported
+        monkeypatch.setattr(ew_module, "_TORCH_TENSOR", None)
+    for kwargs in ({}, {"alpha": 1.0}, {"out": np.empty(1)}):
+        with pytest.raises(TypeError, match="^add: expected at least one input$"):
+            add(**kwargs)
 
 
 def test_cuda_call_without_a_driver_is_a_clear_runtime_error(add):
