@@ -13,6 +13,8 @@ the comparison is the loop, not the allocator. Each case is timed as the best of
 several rounds of a fixed number of calls; the order of the variants rotates.
 
 Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 5]
+     (--smoke: tiny sizes and one round, for the test suite: checks that every
+     case runs and computes the right values; its timings mean nothing)
 """
 
 from __future__ import annotations
@@ -107,7 +109,12 @@ def report_speedup(title: str, t: dict, target: float, with_torch: bool) -> bool
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round: a test that every case runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
+    calls = 1 if args.smoke else 10  # per timing of the large cases
+    small_calls = 50 if args.smoke else 20000
     work = tempfile.mkdtemp(prefix="kjit-bench-ew-")
     os.environ.setdefault("KJIT_CACHE_DIR", os.path.join(work, "cache"))
     import kjit
@@ -122,7 +129,7 @@ def main() -> int:
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
 
     # ---- 1. float32 add, 2^24, contiguous ----
-    n = 1 << 24
+    n = 1 << (12 if args.smoke else 24)
     a = np.random.rand(n).astype(np.float32)
     b = np.random.rand(n).astype(np.float32)
     c = np.empty_like(a)
@@ -135,7 +142,7 @@ def main() -> int:
     if torch is not None:
         ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
         variants["torch"] = lambda: torch.add(ta, tb, out=tc)
-    t = rotate(variants, args.rounds, 10)
+    t = rotate(variants, args.rounds, calls)
     add(a, b, out=c)
     assert np.array_equal(c, a + b)
     gbps = {k: 3 * 4 * n / v / 1e9 for k, v in t.items()}
@@ -151,19 +158,20 @@ def main() -> int:
 
     # ---- 2. broadcast (1,32,32,2) + (1024,1,1,2) ----
     x = np.random.rand(1, 32, 32, 2).astype(np.float32)
-    y = np.random.rand(1024, 1, 1, 2).astype(np.float32)
-    z = np.empty((1024, 32, 32, 2), np.float32)
+    rows = 16 if args.smoke else 1024
+    y = np.random.rand(rows, 1, 1, 2).astype(np.float32)
+    z = np.empty((rows, 32, 32, 2), np.float32)
     variants = {"kjit": lambda: add(x, y, out=z), "numpy": lambda: np.add(x, y, out=z)}
     if torch is not None:
         tx, ty, tz = torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(z)
         variants["torch"] = lambda: torch.add(tx, ty, out=tz)
-    t = rotate(variants, args.rounds, 10)
+    t = rotate(variants, args.rounds, calls)
     add(x, y, out=z)
     assert np.array_equal(z, x + y)
     ok = report_speedup("broadcast (1,32,32,2) + (1024,1,1,2), float32:", t, 3, torch is not None) and ok
 
     # ---- 3. transposed input ----
-    m = 4096
+    m = 64 if args.smoke else 4096
     p = np.random.rand(m, m).astype(np.float32)
     q = np.random.rand(m, m).astype(np.float32)
     s = np.empty((m, m), np.float32)
@@ -171,7 +179,7 @@ def main() -> int:
     if torch is not None:
         tp, tq, ts = torch.from_numpy(p), torch.from_numpy(q), torch.from_numpy(s)
         variants["torch"] = lambda: torch.add(tp.T, tq, out=ts)
-    t = rotate(variants, args.rounds, 3)
+    t = rotate(variants, args.rounds, 1 if args.smoke else 3)
     add(p.T, q, out=s)
     assert np.array_equal(s, p.T + q)
     ok = report_speedup("transposed input a.T + b, 4096x4096 float32:", t, 1, torch is not None) and ok
@@ -192,7 +200,10 @@ def main() -> int:
         variants["kjit torch out="] = lambda: add(te, te, out=to)
         variants["tvm-ffi nop(ta, tb)"] = lambda: nop(te, te)
         variants["tvm-ffi echo(ta)"] = lambda: echo(te)
-    t = rotate(variants, args.rounds, 20000)
+    t = rotate(variants, args.rounds, small_calls)
+    assert np.array_equal(add(e, e), e + e)
+    if torch is not None:
+        assert torch.equal(add(te, te), te + te) and type(add(te, te)) is torch.Tensor
     print("1-element call, float32 (new output unless out=):")
     for k in t:
         print(f"  {k:>19}: {t[k] * 1e6:7.3f} us")
@@ -207,12 +218,15 @@ def main() -> int:
     # ---- 5. first call: cold, then from the disk cache in a fresh process ----
     cache = os.path.join(work, "first-call")
     cold = child_first_call(cache)
-    warm = [child_first_call(cache) for _ in range(3)]
+    warm = [child_first_call(cache) for _ in range(1 if args.smoke else 3)]
     w = min(x["first_call_s"] for x in warm)
     print(f"first call: cold {cold['first_call_s']:.3f} s (target <= 1.5), from the disk cache in a fresh process "
           f"{w * 1e3:.1f} ms (target <= 10); import kjit {cold['import_s'] * 1e3:.0f} ms")
     ok = ok and cold["first_call_s"] <= 1.5 and w <= 0.010
-    print("targets met" if ok else "targets NOT all met (see above)")
+    if args.smoke:
+        print("smoke run: every case ran and computed the right values (timings mean nothing)")
+    else:
+        print("targets met" if ok else "targets NOT all met (see above)")
     return 0
 
 

@@ -1,0 +1,53 @@
+"""The Python benchmark scripts run (smoke): each with its smallest settings, in a
+subprocess, checking that it finishes and reports. No timing is asserted: these
+catch a script that no longer runs against the current API, not a slow kjit."""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _run(script, *args, tmp_path):
+    env = dict(os.environ, KJIT_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_bench_elementwise_smoke(tmp_path):
+    out = _run("bench_elementwise.py", "--smoke", tmp_path=tmp_path)
+    for heading in ("float32 add, 2^24 contiguous:", "broadcast (1,32,32,2) + (1024,1,1,2)",
+                    "transposed input a.T + b", "1-element call, float32", "first call: cold",
+                    "smoke run: every case ran and computed the right values"):
+        assert heading in out, out
+
+
+def test_bench_call_overhead_smoke(tmp_path):
+    out = _run("bench_call_overhead.py", "--number", "200", "--repeat", "1", tmp_path=tmp_path)
+    assert "target (kjit fn within 10% of the tvm-ffi export's fn" in out, out
+
+
+def test_bench_compile_smoke(tmp_path):
+    out = _run("bench_compile.py", "--repeat", "1", "--fresh", "1", tmp_path=tmp_path)
+    assert "target: cached kjit.load_inline in a fresh process" in out, out
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
+def test_bench_cuda_compile_smoke(tmp_path):
+    out = _run("bench_cuda_compile.py", "--repeat", "1", "--fresh", "1", tmp_path=tmp_path)
+    assert "cold load_inline, one .cu kernel" in out, out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax_tvm_ffi") is None or importlib.util.find_spec("jax") is None,
+                    reason="needs jax and jax-tvm-ffi (bench/run_all.sh installs them)")
+def test_bench_jax_smoke(tmp_path):
+    out = _run("bench_jax.py", "--rounds", "1", "--compiles", "1", tmp_path=tmp_path)
+    assert "cold compile of a 2-function module" in out, out
