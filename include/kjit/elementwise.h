@@ -59,6 +59,8 @@ struct EwOutput {
 
 /// Makes output `k` of a call: `spec.shape` in the layout `spec.order` asks for,
 /// of type `spec.type`, on `device`. The tensor must live until the call returns.
+/// It must not run elementwise calls itself on the calling thread (the caller
+/// keeps this thread's plan by reference meanwhile).
 using EwAllocate = std::function<const DLTensor*(size_t k, const EwOutput& spec, DLDevice device)>;
 
 /// What run_allocating may assume of its allocator's tensors.

@@ -531,18 +531,19 @@ struct KeyMatcher {
 
 template <class Sink>
 KJIT_INLINE void encode_tensor(Sink* sink, const DLTensor* t) {
-  sink->word(static_cast<int64_t>(t->dtype.code) | static_cast<int64_t>(t->dtype.bits) << 8 |
-             static_cast<int64_t>(t->dtype.lanes) << 16 | static_cast<int64_t>(t->ndim) << 32 |
-             static_cast<int64_t>(t->strides != nullptr) << 48);
-  sink->word(static_cast<int64_t>(t->device.device_type) | static_cast<int64_t>(t->device.device_id) << 32);
+  // Unsigned: ndim and the device fields are int32s a caller could set negative.
+  sink->word(static_cast<int64_t>(t->dtype.code | uint64_t{t->dtype.bits} << 8 | uint64_t{t->dtype.lanes} << 16 |
+                                  uint64_t{t->strides != nullptr} << 32));
+  sink->word(static_cast<int64_t>(uint64_t{static_cast<uint32_t>(t->device.device_type)} |
+                                  uint64_t{static_cast<uint32_t>(t->device.device_id)} << 32));
+  sink->word(t->ndim);
   for (int d = 0; d < t->ndim; ++d) sink->word(t->shape[d]);
   if (t->strides != nullptr) {
     for (int d = 0; d < t->ndim; ++d) sink->word(t->strides[d]);
   }
 }
 
-/// Scalars are words below any tensor's first word (whose dtype code byte is set
-/// or whose bits are): -1 - kind.
+/// Scalars are negative words (-1 - kind), unlike any tensor's first word.
 template <class Sink>
 KJIT_INLINE void encode_inputs(Sink* sink, const std::vector<EwOperand>& inputs) {
   for (const EwOperand& in : inputs) {
