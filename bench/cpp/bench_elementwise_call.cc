@@ -76,8 +76,8 @@ void BM_FfiEwCall(benchmark::State& state) {
                      int64_t{1}, ffi::String(""), false)
                   .cast<ffi::Array<ffi::Any>>();
   const int64_t id = made[0].cast<int64_t>();
-  ffi::Function call =
-      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, false, int64_t{0}).cast<ffi::Function>();
+  ffi::Function call = ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, false, false, int64_t{0})
+                           .cast<ffi::Function>();
   int64_t shape[1] = {1};
   ffi::Tensor a =
       ffi::Tensor::FromNDAlloc(HostAlloc(), ffi::ShapeView(shape, 1), DLDataType{kDLFloat, 32, 1}, DLDevice{kDLCPU, 0});

@@ -35,7 +35,6 @@ class _Api:
             "ew_outputs",
             "ew_run",
             "ew_function",
-            "ew_tensor_function",
             "ew_empty",
             "ew_free",
             "ew_num_threads",

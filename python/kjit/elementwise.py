@@ -168,15 +168,6 @@ def _extra(value, name: str):
     raise TypeError(f"kjit.elementwise: extra argument '{name}' must be a scalar, got {type(value).__name__}")
 
 
-def _extras(scalars: dict) -> list:
-    """The extra scalar arguments in keyword order (Python scalars pass as they are)."""
-    values = list(scalars.values())
-    for v in values:
-        if type(v) not in _PY_SCALARS:
-            return [_extra(v, k) for k, v in scalars.items()]
-    return values
-
-
 def _framework(inputs) -> str:
     for x in inputs:
         if isinstance(x, np.ndarray):
@@ -204,61 +195,60 @@ class _Engine:
         self.id, entry = api.ew_create(code, name, num_outputs, build_dir, verbose)
         self.name: str = str(entry)
         self.num_outputs: int = num_outputs
-        # f(*inputs) -> new outputs, and f(*inputs, *outs), under each framework's rules;
-        # with extra scalars, function() makes (and keeps) one per count.
-        self.numpy_fn = api.ew_function(self.id, _NUMPY, False, 0)
-        self.torch_fn = api.ew_function(self.id, _TORCH, False, 0)
-        self._numpy_into = api.ew_function(self.id, _NUMPY, True, 0)
-        self._torch_into = api.ew_function(self.id, _TORCH, True, 0)
-        self._functions: dict = {}
+        self._entries: dict = {}
+        self._numpy_new, self._torch_new = self.entry(False, True, False, 0), self.entry(True, True, False, 0)
 
-    def function(self, torch_in: bool, into: bool, n_extra: int):
-        key = (torch_in, into, n_extra)
-        fn = self._functions.get(key)
+    def entry(self, torch_in: bool, scalars_in: bool, into: bool, n_extra: int):
+        """The kjit.ew_function for a call's rules (PyTorch's or NumPy's), whether its
+        inputs may include scalars, whether it writes into outputs, and its count of
+        extra scalars: made once, then kept."""
+        key = (torch_in, scalars_in, into, n_extra)
+        fn = self._entries.get(key)
         if fn is None:
-            fn = self._functions[key] = api.ew_function(self.id, _TORCH if torch_in else _NUMPY, into, n_extra)
+            fn = self._entries[key] = api.ew_function(self.id, _TORCH if torch_in else _NUMPY, scalars_in, into,
+                                                      n_extra)
         return fn
 
     def call(self, inputs, out, scalars):
+        """Any call. NumPy arrays or torch tensors (one framework) and Python scalars,
+        with out= of the same framework or none, take one crossing into C++ (which
+        plans, cached by the operands' metadata, allocates if needed and runs);
+        anything else, and whatever that entry declines, takes the general path."""
         try:
-            return self._call(inputs, out, scalars)
+            tensor_type = _torch_tensor_type()
+            numpy_in = torch_in = False
+            for x in inputs:
+                tx = type(x)
+                if tx is _NDARRAY:
+                    numpy_in = True
+                elif tx is tensor_type:
+                    torch_in = True
+                elif tx not in _PY_SCALARS:
+                    break
+            else:
+                if numpy_in != torch_in:
+                    try:
+                        if out is None:
+                            return self._new_outputs(inputs, torch_in, scalars)
+                        if self._into_outputs(inputs, out, tensor_type if torch_in else _NDARRAY, torch_in,
+                                              scalars):
+                            return out
+                    except BufferError:
+                        pass  # a read-only or bfloat16 array: the general path passes it by description
+            if not inputs:
+                raise TypeError(f"{self.name}: expected at least one input")
+            return self._general_call(inputs, out, scalars)
         except CompileError as err:
             _attach_compile_log(err)
             raise
 
-    def _call(self, inputs, out, scalars):
-        # NumPy arrays or torch tensors (one framework) and Python scalars, with out= of
-        # the same framework or none: one crossing into C++ plans (cached by the
-        # operands' metadata), allocates if needed and runs. Anything else takes the
-        # general path.
-        tensor_type = _torch_tensor_type()
-        numpy_in = torch_in = False
-        for x in inputs:
-            tx = type(x)
-            if tx is _NDARRAY:
-                numpy_in = True
-            elif tx is tensor_type:
-                torch_in = True
-            elif tx not in _PY_SCALARS:
-                break
-        else:
-            if numpy_in != torch_in:
-                try:
-                    if out is None:
-                        return self._new_outputs(inputs, torch_in, scalars)
-                    if self._into_outputs(inputs, out, tensor_type if torch_in else _NDARRAY, torch_in, scalars):
-                        return out
-                except BufferError:
-                    pass  # a read-only or bfloat16 array: the general path passes it by description
-        if not inputs:
-            raise TypeError(f"{self.name}: expected at least one input")
-        return self._general_call(inputs, out, scalars)
-
     def _new_outputs(self, inputs, torch_in, scalars):
         if scalars:
-            result = self.function(torch_in, False, len(scalars))(*inputs, *_extras(scalars))
-        else:
-            result = self.torch_fn(*inputs) if torch_in else self.numpy_fn(*inputs)
+            result = self.entry(torch_in, True, False, len(scalars))(*inputs, *scalars.values())
+        else:  # the common case, without building a key
+            result = (self._torch_new if torch_in else self._numpy_new)(*inputs)
+        if result is None:  # declined: an extra that is not a number
+            return self._general_call(inputs, None, scalars)
         convert = _as_torch if torch_in else _from_dlpack
         if self.num_outputs == 1:
             return convert(result)
@@ -273,13 +263,7 @@ class _Engine:
         for o in outs:
             if type(o) is not tensor_type:
                 return False
-        if scalars:
-            self.function(torch_in, True, len(scalars))(*inputs, *outs, *_extras(scalars))
-        elif torch_in:
-            self._torch_into(*inputs, *outs)
-        else:
-            self._numpy_into(*inputs, *outs)
-        return True
+        return self.entry(torch_in, True, True, len(scalars))(*inputs, *outs, *scalars.values()) is not None
 
     def _general_call(self, inputs, out, scalars):
         framework = _framework(inputs)
@@ -349,7 +333,7 @@ def _hot_call(engine: _Engine):
 
     Calls whose first input is a torch tensor or a NumPy array, with `out` absent or
     a tensor of the same type, go to tvm-ffi entries made for the kernel
-    (ew_tensor_function) that run when every argument is one they take and return
+    (kjit.ew_function) that run when every argument is one they take and return
     None otherwise, so Python checks few types. tvm-ffi passes NumPy scalars as
     plain numbers, weak, as PyTorch treats them, so torch calls go straight through.
     NumPy's rules make them strong: NumPy calls whose first and last inputs are
@@ -365,11 +349,9 @@ def _hot_call(engine: _Engine):
         return call_general
 
     def entries(n_extra: int):
-        """(new, into) for NumPy tensors only, NumPy with Python scalars, torch."""
-        made = [api.ew_tensor_function(engine.id, promotion, scalars_in, into, n_extra)
-                for promotion, scalars_in in ((_NUMPY, False), (_NUMPY, True), (_TORCH, True))
-                for into in (False, True)]
-        return made[0:2], made[2:4], made[4:6]
+        """(new, into) pairs: NumPy tensors only, NumPy with Python scalars, torch."""
+        kinds = ((False, False), (False, True), (True, True))  # (torch_in, scalars_in)
+        return tuple((engine.entry(t, s, False, n_extra), engine.entry(t, s, True, n_extra)) for t, s in kinds)
 
     (numpy_new, numpy_into), (numpy_scalars_new, numpy_scalars_into), (torch_new, torch_into) = entries(0)
     with_extra: dict = {}  # count of extra scalars -> entries(count)

@@ -297,43 +297,13 @@ void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int fir
                   std::to_string(n_extra) + " extra scalar(s), got " + std::to_string(got) + " argument(s) in all");
 }
 
-/// ew_function(id, promotion, into, n_extra) -> the hot paths of kjit.elementwise,
-/// which pack no new argument tuple for them: f(*inputs, *extra) returns new outputs
-/// (the general entry is ew_outputs plus ew_run), or with `into`, f(*inputs, *outs, *extra)
-/// computes into the num_outputs arguments before the n_extra extra scalars.
-tvm::ffi::Function function_entry(int64_t id, int64_t promotion, bool into, int64_t n_extra) {
-  return at_ffi_boundary([&] {
-    std::shared_ptr<Elementwise> ew = kernel_of(id);
-    Promotion p = promotion_of(promotion);
-    const int n_out = into ? ew->num_outputs() : 0, tail = n_out + static_cast<int>(n_extra);
-    internal_check(n_extra >= 0, "ew_function with a negative count of extra scalars");
-    return tvm::ffi::Function::FromPacked([ew, p, into, n_out, tail](PackedArgs args, Any* rv) {
-      at_ffi_boundary([&] {
-        if (args.size() <= tail) throw_too_few_arguments(ew->name(), n_out, tail - n_out, args.size());
-        if (into) {
-          run_into_outputs(*ew, p, args, 0, args.size() - tail, n_out);
-          *rv = nullptr;
-        } else {
-          run_into_new_outputs(*ew, p, args, 0, args.size() - tail, rv);
-        }
-        return 0;
-      });
-    });
-  });
-}
-
-bool takes_scalar(const AnyView& arg) {
-  const int32_t kind = reinterpret_cast<const TVMFFIAny*>(&arg)->type_index;
-  return kind == kTVMFFIBool || kind == kTVMFFIInt || kind == kTVMFFIFloat;
-}
-
-/// Whether an argument may reach an ew_tensor_function's run: a tensor, or with
-/// `scalars` a bool, int or float.
-bool takes_argument(const AnyView& arg, bool scalars) {
+/// Whether an ew_function may take an argument: a tensor (with `tensors`), or a
+/// bool, int or float (with `scalars`).
+bool takes(const AnyView& arg, bool tensors, bool scalars) {
   switch (reinterpret_cast<const TVMFFIAny*>(&arg)->type_index) {
     case kTVMFFITensor:
     case kTVMFFIDLTensorPtr:
-      return true;
+      return tensors;
     case kTVMFFIBool:
     case kTVMFFIInt:
     case kTVMFFIFloat:
@@ -343,29 +313,31 @@ bool takes_argument(const AnyView& arg, bool scalars) {
   }
 }
 
-/// ew_tensor_function(id, promotion, scalars, into, n_extra) -> f(*inputs, *extra)
-/// that returns the new output(s), or with `into` f(*inputs, *outs, *extra) that
-/// computes into the num_outputs arguments before the n_extra extra scalars and
-/// returns True, when every input is a tensor (or, with `scalars`, a bool, int or
-/// float), every output a tensor and every extra a bool, int or float; otherwise it
-/// returns None and runs nothing. Python calls it without checking those types.
-/// tvm-ffi turns NumPy scalars into plain floats and ints: weak, which is what
-/// PyTorch makes of them, so torch calls take scalar inputs here; under NumPy's
-/// rules they are strong, and only Python can tell them from its own scalars, so
-/// NumPy calls pass `scalars` only after checking. Extras are cast to the compute
-/// type either way.
-tvm::ffi::Function tensor_function_entry(int64_t id, int64_t promotion, bool scalars, bool into, int64_t n_extra) {
+/// ew_function(id, promotion, scalars, into, n_extra) -> the entries kjit.elementwise
+/// calls: f(*inputs, *extra) returns the new output (or an Array of them), and with
+/// `into` f(*inputs, *outs, *extra) computes into the num_outputs arguments before
+/// the n_extra extra scalars and returns True. Each runs only when every input is a
+/// tensor (or, with `scalars`, a bool, int or float), every output a tensor and every
+/// extra a bool, int or float; otherwise it returns None and runs nothing, so Python
+/// need not check those types and sends what an entry declines down its checked
+/// path (ew_outputs and ew_run). tvm-ffi turns NumPy scalars into plain floats and
+/// ints: weak, which is what PyTorch makes of them, so torch calls pass `scalars`;
+/// under NumPy's rules they are strong, and only Python can tell them from its own
+/// scalars, so NumPy calls pass `scalars` only after checking. Extras are cast to
+/// the compute type either way.
+tvm::ffi::Function function_entry(int64_t id, int64_t promotion, bool scalars, bool into, int64_t n_extra) {
   return at_ffi_boundary([&] {
     std::shared_ptr<Elementwise> ew = kernel_of(id);
     Promotion p = promotion_of(promotion);
     const int n_out = into ? ew->num_outputs() : 0, n_ex = static_cast<int>(n_extra);
-    internal_check(n_extra >= 0, "ew_tensor_function with a negative count of extra scalars");
+    internal_check(n_extra >= 0, "ew_function with a negative count of extra scalars");
     return tvm::ffi::Function::FromPacked([ew, p, scalars, n_out, n_ex](PackedArgs args, Any* rv) {
       const int n_in = args.size() - n_out - n_ex;
       for (int i = 0; i < args.size(); ++i) {
-        const bool takes = i < n_in ? takes_argument(args[i], scalars)
-                                    : (i < n_in + n_out ? takes_argument(args[i], false) : takes_scalar(args[i]));
-        if (!takes) {
+        const bool ok = i < n_in           ? takes(args[i], true, scalars)  // an input
+                        : i < n_in + n_out ? takes(args[i], true, false)    // an output
+                                           : takes(args[i], false, true);   // an extra scalar
+        if (!ok) {
           *rv = nullptr;
           return;
         }
@@ -415,7 +387,6 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_packed("kjit.ew_outputs", outputs_entry)
       .def_packed("kjit.ew_run", run_entry)
       .def("kjit.ew_function", function_entry)
-      .def("kjit.ew_tensor_function", tensor_function_entry)
       .def("kjit.ew_empty", empty_entry)
       .def("kjit.ew_free",
            [](int64_t id) {

@@ -172,7 +172,8 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
   Buf<float> a({1, 2, 3, 4, 5, 6}, {2, 3}, {1, 2});
   Buf<int32_t> b({10, 20, 30}, {3});
   ffi::Function numpy_rules =
-      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, false, int64_t{0}).cast<ffi::Function>();
+      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, true, false, int64_t{0})
+          .cast<ffi::Function>();
   ffi::Tensor result = numpy_rules(&a.t, &b.t).cast<ffi::Tensor>();
   const DLTensor* r = result.GetDLTensorPtr();
   ASSERT_EQ(r->ndim, 2);
@@ -181,8 +182,8 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
   EXPECT_EQ(r->strides[1], 2);
   const double* v = static_cast<const double*>(r->data);
   EXPECT_EQ(std::vector<double>(v, v + 6), (std::vector<double>{11, 12, 23, 24, 35, 36}));
-  ffi::Function into =
-      ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, true, int64_t{0}).cast<ffi::Function>();
+  ffi::Function into = ffi::Function::GetGlobalRequired("kjit.ew_function")(id, int64_t{0}, true, true, int64_t{0})
+                           .cast<ffi::Function>();
   Buf<float> out(std::vector<float>(3), {3});
   Buf<float> c({1, 2, 3}, {3});
   into(&c.t, &b.t, &out.t);  // the last num_outputs arguments are the outputs
@@ -196,7 +197,7 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
                                ffi::String(""), int64_t{1}, ffi::String(""), false)
                                .cast<ffi::Array<ffi::Any>>()[0]
                                .cast<int64_t>(),
-                           int64_t{1}, false, int64_t{1})
+                           int64_t{1}, true, false, int64_t{1})
                            .cast<ffi::Function>();
   ffi::Tensor t = axpy(&a.t, &b.t, 2.0).cast<ffi::Tensor>();  // the last argument is the extra scalar
   const DLTensor* tt = t.GetDLTensorPtr();
@@ -216,7 +217,7 @@ TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
             2);  // a function keeps its engine alive
 }
 
-/// kjit.ew_tensor_function: the entries Python calls without checking its arguments.
+/// kjit.ew_function runs only on what it takes: Python calls it without checking.
 TEST(ElementwiseFfi, TensorFunctionsRunOnlyOnWhatTheyTake) {
   namespace ffi = tvm::ffi;
   const int64_t id = ffi::Function::GetGlobalRequired("kjit.ew_create")(ffi::String(kAdd), ffi::String(""), int64_t{1},
@@ -224,7 +225,7 @@ TEST(ElementwiseFfi, TensorFunctionsRunOnlyOnWhatTheyTake) {
                          .cast<ffi::Array<ffi::Any>>()[0]
                          .cast<int64_t>();
   auto entry = [&](int64_t promotion, bool scalars, bool into, int64_t n_extra = 0) {
-    return ffi::Function::GetGlobalRequired("kjit.ew_tensor_function")(id, promotion, scalars, into, n_extra)
+    return ffi::Function::GetGlobalRequired("kjit.ew_function")(id, promotion, scalars, into, n_extra)
         .cast<ffi::Function>();
   };
   Buf<int32_t> a({1, 2, 3}, {3});
@@ -254,7 +255,7 @@ TEST(ElementwiseFfi, TensorFunctionsRunOnlyOnWhatTheyTake) {
                               .cast<ffi::Array<ffi::Any>>()[0]
                               .cast<int64_t>();
   ffi::Function axpy_into =
-      ffi::Function::GetGlobalRequired("kjit.ew_tensor_function")(axpy_id, int64_t{0}, false, true, int64_t{1})
+      ffi::Function::GetGlobalRequired("kjit.ew_function")(axpy_id, int64_t{0}, false, true, int64_t{1})
           .cast<ffi::Function>();
   EXPECT_TRUE(axpy_into(&a.t, &a.t, &out.t, 3).cast<bool>());
   EXPECT_EQ(out.data, (std::vector<int32_t>{4, 8, 12}));
