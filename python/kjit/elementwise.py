@@ -385,19 +385,17 @@ def _hot_call(engine: _Engine):
                     return call_with_extra(inputs, out, scalars, first)
             elif first is _NDARRAY:
                 if type(inputs[-1]) is _NDARRAY:
-                    if out is None:
-                        result = numpy_new(*inputs)
-                        if result is not None:
-                            return _from_dlpack(result)
-                    elif type(out) is first and numpy_into(*inputs, out) is not None:
-                        return out
+                    new, into = numpy_new, numpy_into
                 elif only_arrays_and_python_scalars(inputs):
-                    if out is None:
-                        result = numpy_scalars_new(*inputs)
-                        if result is not None:
-                            return _from_dlpack(result)
-                    elif type(out) is first and numpy_scalars_into(*inputs, out) is not None:
-                        return out
+                    new, into = numpy_scalars_new, numpy_scalars_into
+                else:
+                    return general(inputs, out, scalars)
+                if out is None:
+                    result = new(*inputs)
+                    if result is not None:
+                        return _from_dlpack(result)
+                elif type(out) is first and into(*inputs, out) is not None:
+                    return out
             elif first is _TORCH_TENSOR:  # None until engine.call has seen torch imported
                 if out is None:
                     result = torch_new(*inputs)  # tvm-ffi returns torch tensors for torch inputs

@@ -663,13 +663,6 @@ std::shared_ptr<const Elementwise::Prepared> Elementwise::prepare(const std::vec
 
 namespace {
 
-bool extra_are_scalars(const std::vector<EwOperand>& extra) {
-  for (const EwOperand& e : extra) {
-    if (e.tensor != nullptr) return false;
-  }
-  return true;
-}
-
 void check_extra_are_scalars(const std::string& fn, const std::vector<EwOperand>& extra) {
   for (size_t e = 0; e < extra.size(); ++e) {
     if (extra[e].tensor != nullptr)
@@ -806,12 +799,13 @@ struct AllocatingScratch {
 
 void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
                                  const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
+  check_extra_are_scalars(impl_->entry, extra);
   // The hot path: this thread's last plan matches the inputs and the allocator gave
   // the outputs the layout it gave then. Anything else is run_allocating_planned.
   AllocatingScratch& tls = thread_scratch<AllocatingScratch>();
   const OutputPlan* plan =
       tls.last.match(impl_->serial, [&](auto* sink) { encode_call(sink, inputs, extra.size(), promotion); });
-  if (plan == nullptr || !extra_are_scalars(extra)) {
+  if (plan == nullptr) {
     std::string key;
     std::shared_ptr<const OutputPlan> used = run_allocating_planned(inputs, allocate, extra, promotion, &key);
     if (used) tls.last.remember(impl_->serial, std::move(key), std::move(used));
@@ -841,7 +835,6 @@ std::shared_ptr<const Elementwise::OutputPlan> Elementwise::run_allocating_plann
                                                                                    const std::vector<EwOperand>& extra,
                                                                                    Promotion promotion,
                                                                                    std::string* key_out) {
-  check_extra_are_scalars(impl_->entry, extra);
   std::string& key = *key_out;
   KeyWriter w{&key};
   encode_call(&w, inputs, extra.size(), promotion);

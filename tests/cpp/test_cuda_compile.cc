@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "decl_builders.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
 #include "kjit/declare.h"
@@ -56,31 +57,9 @@ struct Sample {
 };
 void PrintTo(const Sample& s, std::ostream* os) { *os << s.name; }
 
-FunctionDecl signature_decl(const std::string& fn, const std::string& signature) {
-  FunctionDecl d;
-  d.name = fn;
-  d.form = FunctionDecl::Form::kSignature;
-  d.signature = signature;
-  d.origin = "functions['" + fn + "']";
-  return d;
-}
-
-FunctionDecl tokens_decl(const std::string& fn, std::vector<std::string> tokens) {
-  FunctionDecl d;
-  d.name = fn;
-  d.form = FunctionDecl::Form::kTokens;
-  d.tokens = std::move(tokens);
-  d.origin = "functions['" + fn + "']";
-  return d;
-}
-
-FunctionDecl inferred_decl(const std::string& fn) {
-  FunctionDecl d;
-  d.name = fn;
-  d.form = FunctionDecl::Form::kInfer;
-  d.origin = "functions";
-  return d;
-}
+using kjit_test::infer_decl;
+using kjit_test::signature_decl;
+using kjit_test::tokens_decl;
 
 const char* kVaddDevice = R"(
 __global__ void vadd_kernel(const float* a, const float* b, float* c, long long n) {
@@ -140,7 +119,7 @@ const std::vector<Sample>& samples() {
       {"scale",
        kScaleDevice,
        kScaleHost,
-       {inferred_decl("scale_f32"), inferred_decl("scale_f16")},
+       {infer_decl("scale_f32"), infer_decl("scale_f16")},
        {"scale_kernelIf", "scale_kernelI6__half"},
        {"scale_kernel<float>", "scale_kernel<__half>"},
        2},
@@ -396,7 +375,7 @@ ModuleSource emit_sample(const Sample& s, bool with_half = false) {
 /// One module with a CPU function and every sample's device code.
 ModuleSource emit_mixed(bool with_half = false) {
   std::vector<std::string> cuda;
-  std::vector<FunctionDecl> decls{inferred_decl("ones")};
+  std::vector<FunctionDecl> decls{infer_decl("ones")};
   for (const Sample& s : samples()) {
     cuda.push_back(s.cuda_source());
     std::vector<FunctionDecl> d = declarations(s, with_half);

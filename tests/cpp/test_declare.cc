@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "decl_builders.h"
 #include "kjit/declare.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
@@ -539,31 +540,9 @@ TEST(DeclareAnnotations, BraineventSpellingIsDetected) {
 // resolve_functions
 // ---------------------------------------------------------------------------
 
-FunctionDecl tokens_decl(const std::string& name, Tokens tokens) {
-  FunctionDecl d;
-  d.name = name;
-  d.form = FunctionDecl::Form::kTokens;
-  d.tokens = std::move(tokens);
-  d.origin = "functions['" + name + "']";
-  return d;
-}
-
-FunctionDecl signature_decl(const std::string& name, const std::string& signature) {
-  FunctionDecl d;
-  d.name = name;
-  d.form = FunctionDecl::Form::kSignature;
-  d.signature = signature;
-  d.origin = "functions['" + name + "']";
-  return d;
-}
-
-FunctionDecl infer_decl(const std::string& name) {
-  FunctionDecl d;
-  d.name = name;
-  d.form = FunctionDecl::Form::kInfer;
-  d.origin = "functions['" + name + "']";
-  return d;
-}
+using kjit_test::infer_decl;
+using kjit_test::signature_decl;
+using kjit_test::tokens_decl;
 
 FunctionSpec resolve_one(const FunctionDecl& d, const std::string& src, DeviceKind device = DeviceKind::kCPU) {
   std::vector<FunctionSpec> specs = resolve_functions({d}, {{"cpp_sources", src}}, device);
