@@ -1,6 +1,6 @@
 """CUDA build and load time: kjit.load_inline(cuda_sources=...) vs tvm_ffi.cpp.load_inline.
 
-Targets (issue 5):
+Targets:
   * a cold kjit.load_inline of a module with one small .cu kernel takes at most half
     the time of tvm_ffi.cpp.load_inline on the same kernel, measured in the same run;
   * a cached load in a fresh process takes under 20 ms (the load_inline call, after

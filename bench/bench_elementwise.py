@@ -1,6 +1,6 @@
 """kjit.elementwise on CPU against NumPy, PyTorch and a plain C OpenMP loop.
 
-Targets (issue 4), every comparison in the same run:
+Targets, every comparison in the same run:
   * float32 add, 2^24 elements, contiguous: at least NumPy's and torch's speed, and
     at least 85% of the bandwidth of a plain C OpenMP loop compiled here;
   * broadcast (1,32,32,2) + (1024,1,1,2): at least 3x torch;

@@ -1,7 +1,7 @@
 """JAX: a jitted call of a kjit XLA target against the anchors, and the compile cost
 of XLA handlers.
 
-Targets (issue 3):
+Targets:
   * a jitted JAX call of a kjit target costs no more than the same kernel called
     through jax-tvm-ffi or a hand-written XLA FFI handler (ffi.h), same run;
   * the cold compile of a module with XLA handlers stays within 1.5x of the same

@@ -4,7 +4,7 @@
 // what they cost nvcc).
 #include <sstream>
 
-#include "../spec/cpp_signature.h"
+#include "declare/cpp_signature.h"
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 

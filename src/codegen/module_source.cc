@@ -1,7 +1,7 @@
 // Assembles a module's translation unit: prelude, user sources, stubs.
 #include <algorithm>
 
-#include "cpp_text.h"
+#include "codegen/cpp_text.h"
 #include "kjit/codegen.h"
 
 namespace kjit {

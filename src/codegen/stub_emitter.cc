@@ -6,10 +6,10 @@
 #include <map>
 #include <sstream>
 
-#include "../spec/binding_plan.h"
-#include "cpp_text.h"
+#include "codegen/cpp_text.h"
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
+#include "signature/binding_plan.h"
 
 namespace kjit {
 namespace {
@@ -27,7 +27,7 @@ std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
   std::string lanes = dt + ".lanes == 1";
   auto code_is = [&](int c) { return dt + ".code == " + std::to_string(c); };
   if (d.dl.code == kDLBool) {
-    // Seed 000's tolerance: kDLBool of 8 or 1 bits, int8/uint8, or any 1-bit type.
+    // TileLang's bool tolerance: kDLBool of 8 or 1 bits, int8/uint8, or any 1-bit type.
     return "(" + lanes + " && ((" + code_is(kDLBool) + " && (" + dt + ".bits == 8 || " + dt + ".bits == 1)) || ((" +
            code_is(kDLInt) + " || " + code_is(kDLUInt) + ") && " + dt + ".bits == 8) || " + dt + ".bits == 1))";
   }

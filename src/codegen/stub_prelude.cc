@@ -1,7 +1,7 @@
 // The helpers every generated stub calls: argument decoding and the out-of-line,
 // cold error paths that format messages. Emitted once per translation unit.
-#include "float16_text.h"
 #include "kjit/codegen.h"
+#include "support/float16_text.h"
 
 namespace kjit {
 
@@ -98,7 +98,8 @@ struct WideValue {
   uint64_t u64;
 };
 
-)KJIT" + float16_conversions_text() + R"KJIT(
+)KJIT" + float16_conversions_text() +
+         R"KJIT(
 /// The device stream, convertible to whatever the kernel declares (void*,
 /// cudaStream_t, kjit::Stream, or int64_t as brainevent kernels take it).
 struct StreamArg {

@@ -2,7 +2,7 @@
 // arguments a tvm-ffi call passes, and the checked function runs every check.
 #include <sstream>
 
-#include "cpp_text.h"
+#include "codegen/cpp_text.h"
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 

@@ -1,6 +1,6 @@
 // Keyed by XXH3-128 of everything that decides the image; a damaged file (empty)
 // is recompiled.
-#include "cuda_cache.h"
+#include "elementwise/cuda_cache.h"
 
 #include <unistd.h>
 #define XXH_INLINE_ALL  // header-only use of xxHash, as in the build cache

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nvrtc.h"
+#include "elementwise/nvrtc.h"
 
 namespace kjit {
 namespace ew {

@@ -1,6 +1,6 @@
 // Everything above the driver section is plain arithmetic on the loop, so the
 // tests check it without a GPU; the driver is dlopen-ed so libkjit loads anywhere.
-#include "cuda_launch.h"
+#include "elementwise/cuda_launch.h"
 
 #include <dlfcn.h>
 
@@ -10,11 +10,11 @@
 #include <cstring>
 #include <limits>
 
-#include "cuda_cache.h"
+#include "elementwise/cuda_cache.h"
+#include "elementwise/nvrtc.h"
+#include "elementwise/promotion.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
-#include "nvrtc.h"
-#include "types.h"
 
 namespace kjit {
 namespace ew {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "../codegen/elementwise_cuda.h"
-#include "plan.h"
+#include "elementwise/codegen_cuda.h"
+#include "elementwise/plan.h"
 
 namespace kjit {
 namespace ew {

@@ -13,19 +13,19 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "../codegen/elementwise_cpu.h"
-#include "../compiler_hints.h"
-#include "../spec/cpp_signature.h"
-#include "../thread_scratch.h"
-#include "cuda_launch.h"
+#include "declare/cpp_signature.h"
+#include "elementwise/codegen_cpu.h"
+#include "elementwise/cuda_launch.h"
+#include "elementwise/loop_driver.h"
+#include "elementwise/plan.h"
+#include "elementwise/promotion.h"
+#include "elementwise/thread_pool.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
-#include "loop_driver.h"
-#include "plan.h"
-#include "thread_pool.h"
-#include "types.h"
+#include "support/compiler_hints.h"
+#include "support/thread_scratch.h"
 
 namespace kjit {
 

@@ -1,12 +1,12 @@
 // Splits the iteration space across the thread pool and calls the kernel per row
 // (or per tile run); the kernel itself has the vectorised inner loops.
-#include "loop_driver.h"
+#include "elementwise/loop_driver.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "elementwise/thread_pool.h"
 #include "kjit/elementwise.h"
-#include "thread_pool.h"
 
 namespace kjit {
 namespace ew {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "plan.h"
+#include "elementwise/plan.h"
 
 namespace kjit {
 

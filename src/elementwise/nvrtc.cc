@@ -1,6 +1,6 @@
 // NVRTC through dlopen so that libkjit loads on machines without CUDA; the
 // library is resolved once, and a failure is remembered and reported each time.
-#include "nvrtc.h"
+#include "elementwise/nvrtc.h"
 
 #include <dlfcn.h>
 

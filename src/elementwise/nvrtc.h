@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../codegen/elementwise_cuda.h"
+#include "elementwise/codegen_cuda.h"
 
 namespace kjit {
 namespace ew {

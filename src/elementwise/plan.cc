@@ -1,5 +1,5 @@
 // TensorIterator's layout steps (reorder, coalesce) on byte strides.
-#include "plan.h"
+#include "elementwise/plan.h"
 
 #include <algorithm>
 #include <cstdlib>

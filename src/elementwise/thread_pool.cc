@@ -1,6 +1,6 @@
 // Workers wait on a condition variable for a generation of work; the caller takes
 // chunk 0 itself, so a 2-thread pool has one worker.
-#include "thread_pool.h"
+#include "elementwise/thread_pool.h"
 
 #include <atomic>
 #include <condition_variable>

@@ -14,13 +14,13 @@
 #include <new>
 #include <vector>
 
-#include "../compiler_hints.h"
-#include "../thread_scratch.h"
-#include "boundary.h"
+#include "ffi/boundary.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
 #include "kjit/spec.h"
+#include "support/compiler_hints.h"
+#include "support/thread_scratch.h"
 
 namespace kjit {
 namespace {

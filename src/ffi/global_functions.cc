@@ -5,7 +5,7 @@
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
-#include "boundary.h"
+#include "ffi/boundary.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
 #include "kjit/declare.h"

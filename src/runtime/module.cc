@@ -4,11 +4,11 @@
 #include <mutex>
 #include <optional>
 
-#include "../spec/validate.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
+#include "signature/validate.h"
 
 namespace kjit {
 

@@ -3,7 +3,7 @@
 
 #include "kjit/errors.h"
 #include "kjit/spec.h"
-#include "spec/binding_plan.h"
+#include "signature/binding_plan.h"
 
 namespace kjit {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/cpp_signature.h"
+#include "declare/cpp_signature.h"
 
 namespace kjit {
 namespace {

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "decl_builders.h"
+#include "declare/arg_spec.h"
+#include "declare/cpp_signature.h"
+#include "declare/cpp_types.h"
 #include "kjit/declare.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
 #include "kjit/spec.h"
-#include "spec/arg_spec.h"
-#include "spec/cpp_signature.h"
-#include "spec/cpp_types.h"
 
 namespace kjit {
 namespace {

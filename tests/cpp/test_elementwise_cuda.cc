@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/elementwise_cuda.h"
+#include "elementwise/codegen_cuda.h"
 #include "elementwise/cuda_cache.h"
 #include "elementwise/cuda_launch.h"
 #include "elementwise/nvrtc.h"

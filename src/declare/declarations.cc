@@ -1,0 +1,328 @@
+// Declarations -> specs: the signature string, arg_spec tokens, or the C++
+// definition alone, each checked against what the C++ source actually says.
+#include <set>
+
+#include "declare/arg_spec.h"
+#include "declare/cpp_signature.h"
+#include "declare/cpp_types.h"
+#include "kjit/declare.h"
+#include "kjit/errors.h"
+
+namespace kjit {
+namespace {
+
+/// The C++ function a declaration refers to, or why there is none to use.
+struct Located {
+  CppFunction fn;
+  std::string file;
+  bool cuda = false;  ///< defined in device code
+  bool found = false;
+  std::string problem;
+
+  std::string where() const { return file + ":" + std::to_string(fn.line); }
+};
+
+std::string list_locations(const std::vector<std::pair<std::string, CppFunction>>& found) {
+  std::string out;
+  for (const auto& [file, fn] : found)
+    out += (out.empty() ? "" : ", ") + fn.qualified_name + " at " + file + ":" + std::to_string(fn.line);
+  return out;
+}
+
+Located locate(const std::vector<SourceText>& sources, const std::string& name) {
+  std::vector<std::pair<std::string, CppFunction>> all, defs;
+  std::set<std::string> cuda_files;
+  std::set<std::string> qualified;
+  std::string files;
+  for (const SourceText& src : sources) {
+    files += (files.empty() ? "" : ", ") + src.file;
+    if (src.cuda) cuda_files.insert(src.file);
+    for (CppFunction& fn : find_cpp_functions(src.text, name)) {
+      qualified.insert(fn.qualified_name);
+      if (fn.is_definition) defs.emplace_back(src.file, fn);
+      all.emplace_back(src.file, std::move(fn));
+    }
+  }
+  Located out;
+  if (all.empty()) {
+    out.problem = "no definition of '" + name + "' was found in " + (files.empty() ? "the sources" : files) +
+                  " (kjit looks for a free function 'RET " + name + "(...)' at namespace scope)";
+  } else if (qualified.size() > 1) {
+    out.problem = "'" + name + "' names different functions (" + list_locations(all) + "); kjit cannot choose";
+  } else if (defs.size() > 1) {
+    out.problem = "'" + name + "' is defined " + std::to_string(defs.size()) + " times (" + list_locations(defs) +
+                  "): overloads cannot share one exported name";
+  } else {
+    // The definition wins over forward declarations; else the last declaration.
+    const auto& pick = defs.empty() ? all.back() : defs.front();
+    out.file = pick.first;
+    out.fn = pick.second;
+    out.cuda = cuda_files.count(pick.first) > 0;
+    out.found = true;
+  }
+  return out;
+}
+
+std::string cpp_param_names(const CppFunction& fn) {
+  std::string out;
+  for (const CppParam& p : fn.params) out += (out.empty() ? "" : ", ") + (p.name.empty() ? "<unnamed>" : p.name);
+  return out.empty() ? "none" : out;
+}
+
+const char* role_text(CppRole::Kind k) {
+  switch (k) {
+    case CppRole::Kind::kTensor:
+      return "a tensor";
+    case CppRole::Kind::kScalar:
+      return "a scalar";
+    case CppRole::Kind::kStream:
+      return "a stream";
+    case CppRole::Kind::kUnmapped:
+      break;
+  }
+  return "a type kjit cannot map";
+}
+
+Param tensor_param(const std::string& name, bool out, const DTypeInfo* dtype, DeviceKind device) {
+  Param p;
+  p.name = name;
+  p.kind = ParamKind::kTensor;
+  p.tensor.any_rank = true;
+  p.tensor.out = out;
+  p.tensor.device = device;
+  if (dtype != nullptr) p.tensor.dtypes.push_back(*dtype);
+  return p;
+}
+
+Param scalar_param(const std::string& name, ScalarType type) {
+  Param p;
+  p.name = name;
+  p.kind = ParamKind::kScalar;
+  p.scalar = type;
+  return p;
+}
+
+Param stream_param(const std::string& name) {
+  Param p;
+  p.name = name;
+  p.kind = ParamKind::kStream;
+  return p;
+}
+
+class TokenSpecBuilder {
+ public:
+  TokenSpecBuilder(const FunctionDecl& decl, const Located& cpp, DeviceKind device)
+      : decl_(decl), cpp_(cpp), device_(device), where_("arg_spec of '" + decl.name + "' (" + decl.origin + ")") {}
+
+  FunctionSpec build() {
+    std::vector<ArgToken> tokens = parse_arg_spec(where_, decl_.tokens);
+    check_arity(tokens);
+    FunctionSpec spec;
+    spec.name = decl_.name;
+    if (cpp_.found) spec.callee = cpp_.fn.qualified_name;
+    int n_args = 0, n_rets = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const ArgToken& t = tokens[i];
+      const CppParam* cp = cpp_.found ? &cpp_.fn.params[i] : nullptr;
+      std::optional<CppRole> role;
+      if (cp != nullptr) role = classify_cpp_param(*cp);
+      switch (t.kind) {
+        case ArgToken::Kind::kArg:
+        case ArgToken::Kind::kRet: {
+          bool out = t.kind == ArgToken::Kind::kRet;
+          if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kTensor);
+          if (out && cp != nullptr && cp->pointer_depth == 1 && cp->is_const) {
+            throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written +
+                            "' declares an output, but C++ parameter #" + std::to_string(i) + " '" +
+                            describe_cpp_param(*cp) + "' at " + cpp_.where() +
+                            " points to const data the kernel cannot write; drop the const or use 'arg'");
+          }
+          std::string fallback = out ? "ret" + std::to_string(n_rets) : "arg" + std::to_string(n_args);
+          (out ? n_rets : n_args)++;
+          spec.params.push_back(
+              tensor_param(cp && !cp->name.empty() ? cp->name : fallback, out, role ? role->dtype : nullptr, device_));
+          break;
+        }
+        case ArgToken::Kind::kStream:
+          if (role && !(role->kind == CppRole::Kind::kScalar && is_integer(role->scalar)))
+            expect_role(i, t, *cp, *role, CppRole::Kind::kStream);
+          spec.params.push_back(stream_param(cp && !cp->name.empty() ? cp->name : "stream"));
+          break;
+        case ArgToken::Kind::kAttr:
+          if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kScalar);
+          if (role && t.attr_type) check_attr_type(i, t, *cp, role->scalar);
+          spec.params.push_back(scalar_param(t.attr_name, t.attr_type ? *t.attr_type : attr_type_from_cpp(t)));
+          break;
+      }
+    }
+    validate(spec);
+    return spec;
+  }
+
+ private:
+  void check_arity(const std::vector<ArgToken>& tokens) const {
+    bool bare_attr = false;
+    for (const ArgToken& t : tokens) bare_attr = bare_attr || (t.kind == ArgToken::Kind::kAttr && !t.attr_type);
+    if (!cpp_.found && bare_attr) {
+      throw SpecError(where_ + ": a bare 'attr.<name>' takes its type from the C++ definition, but " + cpp_.problem +
+                      "; write 'attr.<name>:<type>' instead");
+    }
+    if (cpp_.found && cpp_.fn.params.size() != tokens.size()) {
+      throw SpecError(where_ + ": " + std::to_string(tokens.size()) + " tokens, but the C++ definition at " +
+                      cpp_.where() + " has " + std::to_string(cpp_.fn.params.size()) + " parameters (" +
+                      cpp_param_names(cpp_.fn) + "); there is one token per parameter, in order");
+    }
+  }
+
+  void expect_role(size_t i, const ArgToken& t, const CppParam& cp, const CppRole& role, CppRole::Kind expected) const {
+    if (role.kind == expected) return;
+    std::string why = role.kind == CppRole::Kind::kUnmapped ? " (" + role.problem + ")" : "";
+    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' declares " + role_text(expected) +
+                    ", but C++ parameter #" + std::to_string(i) + " '" + describe_cpp_param(cp) + "' at " +
+                    cpp_.where() + " is " + role_text(role.kind) + why);
+  }
+
+  /// An explicit attr type must be what the parameter takes, or the value would be
+  /// converted silently (int64 into int32_t, 1.5 into int); 16-bit floats arrive
+  /// as raw bits, so their parameter is a 16-bit integer.
+  void check_attr_type(size_t i, const ArgToken& t, const CppParam& cp, ScalarType param) const {
+    ScalarType declared = *t.attr_type;
+    bool raw_bits = declared == ScalarType::kFloat16 || declared == ScalarType::kBFloat16;
+    if (declared == param || (raw_bits && (param == ScalarType::kUInt16 || param == ScalarType::kInt16))) return;
+    std::string hint = raw_bits
+                           ? std::string("; ") + scalar_type_name(declared) +
+                                 " attrs reach the kernel as uint16_t raw bits, so declare 'uint16_t " + cp.name + "'"
+                           : "; write 'attr." + t.attr_name + ":" + scalar_type_name(param) + "' (or a bare 'attr." +
+                                 t.attr_name + "')";
+    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' declares a " +
+                    scalar_type_name(declared) + " attr, but C++ parameter #" + std::to_string(i) + " '" +
+                    describe_cpp_param(cp) + "' at " + cpp_.where() + " takes " + scalar_type_name(param) + hint);
+  }
+
+  ScalarType attr_type_from_cpp(const ArgToken& t) const {
+    for (const CppParam& cp : cpp_.fn.params) {
+      if (cp.name != t.attr_name) continue;
+      CppRole role = classify_cpp_param(cp);
+      if (role.kind != CppRole::Kind::kScalar) {
+        throw SpecError(where_ + ": cannot map C++ type '" + cp.type + "' of parameter '" + cp.name + "' in '" +
+                        decl_.name + "' (" + cpp_.where() + ") to an attr type" +
+                        (role.kind == CppRole::Kind::kUnmapped ? ": " + role.problem
+                                                               : " (it is " + std::string(role_text(role.kind)) + ")") +
+                        "; write 'attr." + t.attr_name + ":<type>' with one of: " + known_scalar_names());
+      }
+      return role.scalar;
+    }
+    throw SpecError(where_ + ": parameter '" + t.attr_name + "' (from '" + t.written + "') not found in the C++ " +
+                    "signature of '" + decl_.name + "' at " + cpp_.where() +
+                    "; its parameters are: " + cpp_param_names(cpp_.fn));
+  }
+
+  const FunctionDecl& decl_;
+  const Located& cpp_;
+  DeviceKind device_;
+  std::string where_;
+};
+
+FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceKind device) {
+  if (!cpp.found) {
+    throw SpecError("cannot infer the spec of '" + decl.name + "' (" + decl.origin + "): " + cpp.problem +
+                    ". Give arg_spec tokens or a signature string instead");
+  }
+  std::string where = "'" + decl.name + "' (" + cpp.where() + ")";
+  FunctionSpec spec;
+  spec.name = decl.name;
+  spec.callee = cpp.fn.qualified_name;
+  bool any_tensor = false, any_out = false;
+  for (size_t i = 0; i < cpp.fn.params.size(); ++i) {
+    const CppParam& cp = cpp.fn.params[i];
+    CppRole role = classify_cpp_param(cp);
+    std::string name = cp.name.empty() ? "arg" + std::to_string(i) : cp.name;
+    switch (role.kind) {
+      case CppRole::Kind::kUnmapped:
+        throw SpecError("cannot map C++ type '" + cp.type + "' of parameter '" + name + "' (#" + std::to_string(i) +
+                        ") in " + where + " to a kjit type: " + role.problem +
+                        ". Or declare the function with arg_spec tokens or a signature string");
+      case CppRole::Kind::kTensor:
+        any_tensor = true;
+        any_out = any_out || role.out;
+        spec.params.push_back(tensor_param(name, role.out, role.dtype, device));
+        break;
+      case CppRole::Kind::kScalar:
+        if (cp.name.empty()) {
+          throw SpecError("parameter #" + std::to_string(i) + " '" + cp.type + "' of " + where +
+                          " has no name; an attr is passed by name, so name it");
+        }
+        spec.params.push_back(scalar_param(name, role.scalar));
+        break;
+      case CppRole::Kind::kStream:
+        spec.params.push_back(stream_param(name));
+        break;
+    }
+  }
+  if (!any_tensor) {
+    throw SpecError("No tensor parameters found in " + where +
+                    ": kjit infers inputs from 'const kjit::TensorView' (or const T*) parameters and outputs from "
+                    "non-const ones; for other functions give a signature string");
+  }
+  if (!any_out) {
+    throw SpecError("No non-const tensor output found in " + where +
+                    ". Mark input tensors 'const' to tell them from outputs, or use the explicit form: "
+                    "functions={'" +
+                    decl.name + "': ['arg', 'ret', ...]}");
+  }
+  validate(spec);
+  return spec;
+}
+
+}  // namespace
+
+std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what, bool cuda) {
+  std::vector<SourceText> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out.push_back({texts.size() == 1 ? what : what + "[" + std::to_string(i) + "]", texts[i], cuda});
+  }
+  return out;
+}
+
+std::vector<FunctionSpec> resolve_module_functions(const std::vector<std::string>& cpp_sources,
+                                                   const std::vector<std::string>& cuda_sources,
+                                                   const std::vector<FunctionDecl>& decls) {
+  std::vector<SourceText> sources = label_sources(cpp_sources);
+  std::vector<SourceText> cuda = label_sources(cuda_sources, "cuda_sources", true);
+  sources.insert(sources.end(), cuda.begin(), cuda.end());
+  DeviceKind fallback = cpp_sources.empty() && !cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
+  return resolve_functions(decls.empty() ? read_annotations(sources) : decls, sources, fallback);
+}
+
+std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& decls,
+                                            const std::vector<SourceText>& sources, DeviceKind default_device) {
+  std::vector<FunctionSpec> specs;
+  for (const FunctionDecl& decl : decls) {
+    Located cpp = locate(sources, decl.name);
+    DeviceKind device = cpp.found && cpp.cuda ? DeviceKind::kCUDA : default_device;
+    switch (decl.form) {
+      case FunctionDecl::Form::kSignature: {
+        FunctionSpec spec = parse_signature(decl.name, decl.signature, device);
+        if (cpp.found) spec.callee = cpp.fn.qualified_name;
+        specs.push_back(std::move(spec));
+        break;
+      }
+      case FunctionDecl::Form::kTokens:
+        specs.push_back(TokenSpecBuilder(decl, cpp, device).build());
+        break;
+      case FunctionDecl::Form::kInfer:
+        specs.push_back(spec_from_cpp(decl, cpp, device));
+        break;
+    }
+    // Device code's tensors are @cuda unless written otherwise; say so in the
+    // canonical text, which must not depend on where the function was found.
+    if (cpp.found && cpp.cuda) {
+      for (Param& p : specs.back().params) {
+        if (p.kind == ParamKind::kTensor) p.tensor.device_given = true;
+      }
+    }
+  }
+  return specs;
+}
+
+}  // namespace kjit

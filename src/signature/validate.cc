@@ -1,0 +1,121 @@
+// Checks a FunctionSpec as a whole: names, duplicates, the stream, solvability.
+#include "signature/validate.h"
+
+#include <cctype>
+#include <set>
+
+#include "kjit/errors.h"
+#include "signature/binding_plan.h"
+#include "signature/lexer.h"
+
+namespace kjit {
+namespace {
+
+[[noreturn]] void fail_param(const FunctionSpec& spec, const std::string& signature, const Param& p,
+                             const std::string& what) {
+  std::string context = "signature of '" + spec.name + "'";
+  if (!signature.empty() && p.span.end > p.span.begin) {
+    throw SpecError(spec_detail::spec_error_message(context, signature, p.span.begin, p.span.end, what));
+  }
+  throw SpecError(context + ": " + what);
+}
+
+void check_tensor(const FunctionSpec& spec, const std::string& signature, const Param& p) {
+  const TensorSpec& t = p.tensor;
+  if (!t.strides.empty() && t.strides.size() != t.shape.size()) {
+    fail_param(spec, signature, p,
+               "tensor '" + p.name + "' has " + std::to_string(t.strides.size()) + " strides for rank " +
+                   std::to_string(t.shape.size()));
+  }
+  if (t.any_rank && !t.strides.empty()) {
+    fail_param(spec, signature, p, "tensor '" + p.name + "' has any rank ([...]) and cannot list strides[...]");
+  }
+  if (!t.strides.empty() && t.strided) {
+    fail_param(spec, signature, p, "tensor '" + p.name + "' is both 'strided' and has explicit strides[...]");
+  }
+  if (t.align < 0 || (t.align & (t.align - 1)) != 0) {
+    fail_param(spec, signature, p,
+               "tensor '" + p.name + "': align(" + std::to_string(t.align) + ") must be a power of two");
+  }
+}
+
+}  // namespace
+
+bool is_cpp_keyword(const std::string& name) {
+  static const std::set<std::string> kKeywords = {
+      "alignas",     "alignof",   "and",       "and_eq",    "asm",      "auto",         "bitand",
+      "bitor",       "bool",      "break",     "case",      "catch",    "char",         "char16_t",
+      "char32_t",    "char8_t",   "class",     "compl",     "concept",  "const",        "const_cast",
+      "consteval",   "constexpr", "constinit", "continue",  "co_await", "co_return",    "co_yield",
+      "decltype",    "default",   "delete",    "do",        "double",   "dynamic_cast", "else",
+      "enum",        "explicit",  "export",    "extern",    "false",    "float",        "for",
+      "friend",      "goto",      "if",        "inline",    "int",      "long",         "mutable",
+      "namespace",   "new",       "noexcept",  "not",       "not_eq",   "nullptr",      "operator",
+      "or",          "or_eq",     "private",   "protected", "public",   "register",     "reinterpret_cast",
+      "requires",    "return",    "short",     "signed",    "sizeof",   "static",       "static_assert",
+      "static_cast", "struct",    "switch",    "template",  "this",     "thread_local", "throw",
+      "true",        "try",       "typedef",   "typeid",    "typename", "union",        "unsigned",
+      "using",       "virtual",   "void",      "volatile",  "wchar_t",  "while",        "xor",
+      "xor_eq"};
+  return kKeywords.count(name) != 0;
+}
+
+bool is_c_identifier(const std::string& name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
+void validate_with_text(const FunctionSpec& spec, const std::string& signature) {
+  if (!is_c_identifier(spec.name)) {
+    throw SpecError("function name '" + spec.name +
+                    "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+  }
+  if (is_cpp_keyword(spec.name)) {
+    throw SpecError("function name '" + spec.name + "' is a C++ keyword; the kernel needs a name it can be called by");
+  }
+  std::set<std::string> names;
+  const Param* stream = nullptr;
+  for (const Param& p : spec.params) {
+    if (!is_c_identifier(p.name)) {
+      fail_param(spec, signature, p, "parameter name '" + p.name + "' is not a C identifier");
+    }
+    if (!names.insert(p.name).second) {
+      fail_param(spec, signature, p, "duplicate parameter name '" + p.name + "'");
+    }
+    if (p.kind == ParamKind::kStream) {
+      if (stream)
+        fail_param(spec, signature, p,
+                   "a second stream parameter '" + p.name + "' (the first is '" + stream->name +
+                       "'); a kernel gets one stream");
+      stream = &p;
+    }
+    if (p.kind == ParamKind::kTensor) check_tensor(spec, signature, p);
+  }
+  // A symbol may share its name with an integer scalar (which then passes it) but
+  // not with a tensor or the stream.
+  for (const Param& p : spec.params) {
+    if (p.kind != ParamKind::kTensor) continue;
+    for (const std::vector<Expr>* dims : {&p.tensor.shape, &p.tensor.strides}) {
+      for (const Expr& e : *dims) {
+        for (const std::string& s : symbols_of(e)) {
+          for (const Param& q : spec.params) {
+            if (q.name == s && q.kind != ParamKind::kScalar) {
+              fail_param(spec, signature, p,
+                         "shape symbol '" + s + "' has the name of " +
+                             (q.kind == ParamKind::kTensor ? "tensor" : "stream") + " parameter '" + s +
+                             "'; rename one of them");
+            }
+          }
+        }
+      }
+    }
+  }
+  make_binding_plan(spec, signature);
+}
+
+void validate(const FunctionSpec& spec) { validate_with_text(spec, ""); }
+
+}  // namespace kjit
