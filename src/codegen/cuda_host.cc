@@ -1,5 +1,5 @@
-// Host-side code for functions defined in cuda_sources: the CUDA runtime calls the
-// stubs make, and declarations of the device-code entry points. The host
+// Host-side declarations of the device-code entry points of cuda_sources (the CUDA
+// runtime calls the stubs make are kjit/detail/cuda_host_prelude.h). The host
 // translation unit never includes CUDA headers (they would cost the host compile
 // what they cost nvcc).
 #include <sstream>
@@ -51,64 +51,6 @@ std::string declaration_of(const CppFunction& f, const std::string& file) {
 }
 
 }  // namespace
-
-std::string emit_cuda_prelude() {
-  return R"KJIT(// ---- kjit CUDA prelude: runtime calls, lazy initialisation, CUDA errors ----
-// Bound to the CUDA runtime's symbols by asm label: no CUDA header in the host TU,
-// and no clash with a user's own <cuda_runtime.h> declarations.
-extern "C" {
-int kjit_cudaGetDeviceCount(int* count) __asm__("cudaGetDeviceCount");
-int kjit_cudaGetDevice(int* device) __asm__("cudaGetDevice");
-int kjit_cudaSetDevice(int device) __asm__("cudaSetDevice");
-int kjit_cudaGetLastError(void) __asm__("cudaGetLastError");
-const char* kjit_cudaGetErrorName(int error) __asm__("cudaGetErrorName");
-const char* kjit_cudaGetErrorString(int error) __asm__("cudaGetErrorString");
-}
-
-namespace kjit_stub {
-namespace {
-
-/// 0 once CUDA answers; else the error of the first attempt, kept (a process that
-/// found no driver does not get one later). Function-local static: thread-safe, once.
-[[maybe_unused]] inline int cuda_init_status() {
-  static const int status = [] {
-    int count = 0;
-    const int e = kjit_cudaGetDeviceCount(&count);
-    return e != 0 ? e : (count == 0 ? 100 /* cudaErrorNoDevice */ : 0);
-  }();
-  return status;
-}
-
-__attribute__((noinline, cold, unused)) int fail_cuda_init(const char* fn, int error) {
-  char buf[1024];
-  std::snprintf(buf, sizeof(buf),
-                "%s: CUDA is not available: cudaGetDeviceCount failed with %s (%s); running a CUDA kernel needs an "
-                "NVIDIA driver and a visible GPU",
-                fn, kjit_cudaGetErrorName(error), kjit_cudaGetErrorString(error));
-  TVMFFIErrorSetRaisedFromCStr("RuntimeError", buf);
-  return -1;
-}
-
-/// "f: cudaSetDevice(1) failed: cudaErrorInvalidDevice (invalid device ordinal)"
-__attribute__((noinline, cold, unused)) int fail_cuda(const char* fn, const char* step, int arg, int error) {
-  char call[160];
-  if (arg >= 0) {
-    std::snprintf(call, sizeof(call), "%s(%d)", step, arg);
-  } else {
-    std::snprintf(call, sizeof(call), "%s", step);
-  }
-  char buf[1024];
-  std::snprintf(buf, sizeof(buf), "%s: %s failed: %s (%s)", fn, call, kjit_cudaGetErrorName(error),
-                kjit_cudaGetErrorString(error));
-  TVMFFIErrorSetRaisedFromCStr("RuntimeError", buf);
-  return -1;
-}
-
-}  // namespace
-}  // namespace kjit_stub
-// ---- end of kjit CUDA prelude ----
-)KJIT";
-}
 
 std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs,
                                    const std::vector<SourceText>& cuda_sources) {

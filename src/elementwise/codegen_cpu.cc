@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "elementwise/promotion.h"
-#include "support/float16_text.h"
+#include "support/embedded_headers.h"
 
 namespace kjit {
 namespace {
@@ -182,8 +182,10 @@ std::string emit_elementwise_cpu(const std::string& code, const std::string& ent
   o << "#line 1 \"code\"\n"
     << code << "\n"
     << "#line 1 \"kjit_elementwise_loop\"\n"
-    << "namespace kjit_ew {\nnamespace {\n"
-    << float16_conversions_text() << "using C = " << ew::storage_type(types.compute) << ";\n"
+    << detail::float16_conversions_text() << "namespace kjit_ew {\nnamespace {\n"
+    << "using kjit_float16::bfloat16_bits;\nusing kjit_float16::bfloat16_value;\n"
+    << "using kjit_float16::float16_bits;\nusing kjit_float16::float16_value;\n"
+    << "using C = " << ew::storage_type(types.compute) << ";\n"
     << "// memcpy: operands need not be aligned to their element size.\n"
     << "template <typename S> inline S ld(const char* p) { S v; std::memcpy(&v, p, sizeof(S)); return v; }\n"
     << "template <typename S> inline void st(char* p, S v) { std::memcpy(p, &v, sizeof(S)); }\n"

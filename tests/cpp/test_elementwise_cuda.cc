@@ -740,33 +740,9 @@ TEST(ElementwiseCudaSplit, FittingAndEmptyLoops) {
 
 // ---------------------------------------------------------------------------
 // The kernels executed: the generated source built as host C++ (CUDA builtins
-// shimmed) and run block by block, thread by thread, with the planned launches'
-// packed arguments. No __syncthreads in the kernels, so a serial run is exact.
-
-const char* kHostShim = R"(#include <math.h>
-#include <string.h>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-// The prelude's fixed-width typedefs (long long) must not meet glibc's (long).
-#define int8_t kjit_int8_t
-#define int16_t kjit_int16_t
-#define int32_t kjit_int32_t
-#define int64_t kjit_int64_t
-#define uint8_t kjit_uint8_t
-#define uint16_t kjit_uint16_t
-#define uint32_t kjit_uint32_t
-#define uint64_t kjit_uint64_t
-struct kjit_dim3 { unsigned x, y, z; };
-static kjit_dim3 threadIdx, blockIdx;
-inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-template <typename T> T min(T a, T b) { return b < a ? b : a; }
-template <typename T> T max(T a, T b) { return a < b ? b : a; }
-inline float rsqrt(float x) { return 1 / sqrtf(x); }
-inline double rsqrt(double x) { return 1 / sqrt(x); }
-)";
+// shimmed by cuda_host_shim.h) and run block by block, thread by thread, with the
+// planned launches' packed arguments. No __syncthreads in the kernels, so a serial
+// run is exact.
 
 std::vector<std::string> variant_kernels(const EwKernelTypes& t, EwCudaVariant v) {
   return kernel_names({{"", "", "", t}, v});
@@ -791,12 +767,12 @@ class EmulatedModule {
  public:
   using Entry = void (*)(unsigned, void**);
   EmulatedModule(const std::string& code, const std::string& entry, const EwKernelTypes& t, EwCudaVariant v) {
-    std::string src = std::string(kHostShim) + emit_elementwise_cuda(code, entry, t, v);
+    std::string src = emit_elementwise_cuda(code, entry, t, v);
     for (const std::string& k : variant_kernels(t, v)) src += emulation_entry(k, t, v);
     write_file(dir_ / "k.cc", src);
     std::vector<std::string> argv = find_toolchain().compiler;
-    argv.insert(argv.end(), {"-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wno-unknown-pragmas",
-                             (dir_ / "k.cc").string(), "-o", (dir_ / "k.so").string()});
+    argv.insert(argv.end(), {"-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wno-unknown-pragmas", "-include",
+                             KJIT_TEST_CUDA_HOST_SHIM, (dir_ / "k.cc").string(), "-o", (dir_ / "k.so").string()});
     ProcessResult r = run_process(argv);
     log_ = r.output;
     if (r.exit_code == 0) lib_ = dlopen((dir_ / "k.so").string().c_str(), RTLD_NOW | RTLD_LOCAL);

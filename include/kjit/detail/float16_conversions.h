@@ -1,9 +1,17 @@
-#include "support/float16_text.h"
+// float16/bfloat16 <-> double conversions by bits, for generated code that must not
+// depend on CUDA or compiler-specific half types. Embedded by kjit::emit_stub_prelude()
+// (kjit_stub uses them) and by the elementwise CPU kernels (kjit_ew uses them).
+#ifndef KJIT_DETAIL_FLOAT16_CONVERSIONS_H_
+#define KJIT_DETAIL_FLOAT16_CONVERSIONS_H_
 
-namespace kjit {
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 
-std::string float16_conversions_text() {
-  return R"KJIT(/// double -> IEEE binary16 bits, round to nearest even.
+namespace kjit_float16 {
+namespace {
+
+/// double -> IEEE binary16 bits, round to nearest even.
 [[maybe_unused]] inline uint16_t float16_bits(double value) {
   float f = static_cast<float>(value);
   uint32_t x;
@@ -37,9 +45,12 @@ std::string float16_conversions_text() {
   const int exp = (h >> 10) & 0x1f;
   const int mant = h & 0x3ff;
   double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
+  if (exp == 0)
+    v = std::ldexp(mant, -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(mant + 1024, exp - 25);
   return (h & 0x8000) ? -v : v;
 }
 
@@ -49,7 +60,8 @@ std::string float16_conversions_text() {
   std::memcpy(&f, &x, sizeof(f));
   return f;
 }
-)KJIT";
-}
 
-}  // namespace kjit
+}  // namespace
+}  // namespace kjit_float16
+
+#endif  // KJIT_DETAIL_FLOAT16_CONVERSIONS_H_

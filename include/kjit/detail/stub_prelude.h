@@ -1,12 +1,11 @@
 // The helpers every generated stub calls: argument decoding and the out-of-line,
-// cold error paths that format messages. Emitted once per translation unit.
-#include "kjit/codegen.h"
-#include "support/float16_text.h"
+// cold error paths that format messages. kjit::emit_stub_prelude() embeds this text,
+// after float16_conversions.h, once in each module's translation unit.
+#ifndef KJIT_DETAIL_STUB_PRELUDE_H_
+#define KJIT_DETAIL_STUB_PRELUDE_H_
 
-namespace kjit {
-
-std::string emit_stub_prelude() {
-  return R"KJIT(// ---- kjit stub prelude: decoding helpers and cold error paths ----
+// ---- kjit stub prelude: decoding helpers and cold error paths ----
+#include <kjit/kernel.h>
 #include <tvm/ffi/c_api.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
@@ -18,6 +17,12 @@ std::string emit_stub_prelude() {
 #include <new>
 #include <stdexcept>
 #include <type_traits>
+
+// Generated code embeds float16_conversions.h just before this text, so there the
+// include is skipped and no kjit/detail header is read at JIT time.
+#ifndef KJIT_DETAIL_FLOAT16_CONVERSIONS_H_
+#include <kjit/detail/float16_conversions.h>
+#endif
 
 // Error paths are out of line and cold so the checks stay a few branches. Helpers
 // a given stub does not use must not warn (clang warns on unused inline ones too).
@@ -98,14 +103,20 @@ struct WideValue {
   uint64_t u64;
 };
 
-)KJIT" + float16_conversions_text() +
-         R"KJIT(
+/// The float16/bfloat16 conversions (float16_conversions.h), under kjit_stub's names.
+using kjit_float16::bfloat16_bits;
+using kjit_float16::bfloat16_value;
+using kjit_float16::float16_bits;
+using kjit_float16::float16_value;
+
 /// The device stream, convertible to whatever the kernel declares (void*,
 /// cudaStream_t, kjit::Stream, or int64_t as brainevent kernels take it).
 struct StreamArg {
   void* ptr;
   template <typename T>
-  operator T*() const { return static_cast<T*>(ptr); }
+  operator T*() const {
+    return static_cast<T*>(ptr);
+  }
   operator int64_t() const { return reinterpret_cast<int64_t>(ptr); }
 };
 
@@ -149,49 +160,113 @@ __attribute__((format(printf, 2, 3))) KJIT_COLD int raise(const char* kind, cons
 
 KJIT_COLD const char* kind_name(const TVMFFIAny* a, char* buf, size_t n) {
   switch (a->type_index) {
-    case kTVMFFINone: return "None";
-    case kTVMFFIInt: std::snprintf(buf, n, "int %" PRId64, a->v_int64); return buf;
-    case kTVMFFIBool: return a->v_int64 ? "bool True" : "bool False";
-    case kTVMFFIFloat: std::snprintf(buf, n, "float %g", a->v_float64); return buf;
-    case kTVMFFIOpaquePtr: return "an opaque pointer";
-    case kTVMFFIDataType: return "a dtype";
-    case kTVMFFIDevice: return "a device";
-    case kTVMFFIDLTensorPtr: return "a tensor";
-    case kTVMFFIRawStr: case kTVMFFISmallStr: case kTVMFFIStr: return "a string";
-    case kTVMFFIByteArrayPtr: case kTVMFFISmallBytes: case kTVMFFIBytes: return "bytes";
-    case kTVMFFIFunction: return "a function";
-    case kTVMFFIShape: return "a shape";
-    case kTVMFFITensor: return "a tensor";
-    case kTVMFFIArray: case kTVMFFIList: return "a list";
-    case kTVMFFIMap: case kTVMFFIDict: return "a dict";
-    case kTVMFFIModule: return "a module";
-    case kTVMFFIOpaquePyObject: return "an opaque Python object (a type tvm-ffi does not convert, such as complex or numpy.bool_)";
-    default: std::snprintf(buf, n, "an object of FFI type index %d", a->type_index); return buf;
+    case kTVMFFINone:
+      return "None";
+    case kTVMFFIInt:
+      std::snprintf(buf, n, "int %" PRId64, a->v_int64);
+      return buf;
+    case kTVMFFIBool:
+      return a->v_int64 ? "bool True" : "bool False";
+    case kTVMFFIFloat:
+      std::snprintf(buf, n, "float %g", a->v_float64);
+      return buf;
+    case kTVMFFIOpaquePtr:
+      return "an opaque pointer";
+    case kTVMFFIDataType:
+      return "a dtype";
+    case kTVMFFIDevice:
+      return "a device";
+    case kTVMFFIDLTensorPtr:
+      return "a tensor";
+    case kTVMFFIRawStr:
+    case kTVMFFISmallStr:
+    case kTVMFFIStr:
+      return "a string";
+    case kTVMFFIByteArrayPtr:
+    case kTVMFFISmallBytes:
+    case kTVMFFIBytes:
+      return "bytes";
+    case kTVMFFIFunction:
+      return "a function";
+    case kTVMFFIShape:
+      return "a shape";
+    case kTVMFFITensor:
+      return "a tensor";
+    case kTVMFFIArray:
+    case kTVMFFIList:
+      return "a list";
+    case kTVMFFIMap:
+    case kTVMFFIDict:
+      return "a dict";
+    case kTVMFFIModule:
+      return "a module";
+    case kTVMFFIOpaquePyObject:
+      return "an opaque Python object (a type tvm-ffi does not convert, such as complex or numpy.bool_)";
+    default:
+      std::snprintf(buf, n, "an object of FFI type index %d", a->type_index);
+      return buf;
   }
 }
 
 KJIT_COLD const char* dtype_name(DLDataType d, char* buf, size_t n) {
   const char* base = nullptr;
   switch (d.code) {
-    case kDLInt: base = "int"; break;
-    case kDLUInt: base = "uint"; break;
-    case kDLFloat: base = "float"; break;
-    case kDLBfloat: base = "bfloat"; break;
-    case kDLComplex: base = "complex"; break;
-    case kDLBool: base = "bool"; break;
-    case kDLOpaqueHandle: base = "handle"; break;
-    case kDLFloat8_e3m4: base = "float8_e3m4"; break;
-    case kDLFloat8_e4m3: base = "float8_e4m3"; break;
-    case kDLFloat8_e4m3b11fnuz: base = "float8_e4m3b11fnuz"; break;
-    case kDLFloat8_e4m3fn: base = "float8_e4m3fn"; break;
-    case kDLFloat8_e4m3fnuz: base = "float8_e4m3fnuz"; break;
-    case kDLFloat8_e5m2: base = "float8_e5m2"; break;
-    case kDLFloat8_e5m2fnuz: base = "float8_e5m2fnuz"; break;
-    case kDLFloat8_e8m0fnu: base = "float8_e8m0fnu"; break;
-    case kDLFloat6_e2m3fn: base = "float6_e2m3fn"; break;
-    case kDLFloat6_e3m2fn: base = "float6_e3m2fn"; break;
-    case kDLFloat4_e2m1fn: base = "float4_e2m1fn"; break;
-    default: break;
+    case kDLInt:
+      base = "int";
+      break;
+    case kDLUInt:
+      base = "uint";
+      break;
+    case kDLFloat:
+      base = "float";
+      break;
+    case kDLBfloat:
+      base = "bfloat";
+      break;
+    case kDLComplex:
+      base = "complex";
+      break;
+    case kDLBool:
+      base = "bool";
+      break;
+    case kDLOpaqueHandle:
+      base = "handle";
+      break;
+    case kDLFloat8_e3m4:
+      base = "float8_e3m4";
+      break;
+    case kDLFloat8_e4m3:
+      base = "float8_e4m3";
+      break;
+    case kDLFloat8_e4m3b11fnuz:
+      base = "float8_e4m3b11fnuz";
+      break;
+    case kDLFloat8_e4m3fn:
+      base = "float8_e4m3fn";
+      break;
+    case kDLFloat8_e4m3fnuz:
+      base = "float8_e4m3fnuz";
+      break;
+    case kDLFloat8_e5m2:
+      base = "float8_e5m2";
+      break;
+    case kDLFloat8_e5m2fnuz:
+      base = "float8_e5m2fnuz";
+      break;
+    case kDLFloat8_e8m0fnu:
+      base = "float8_e8m0fnu";
+      break;
+    case kDLFloat6_e2m3fn:
+      base = "float6_e2m3fn";
+      break;
+    case kDLFloat6_e3m2fn:
+      base = "float6_e3m2fn";
+      break;
+    case kDLFloat4_e2m1fn:
+      base = "float4_e2m1fn";
+      break;
+    default:
+      break;
   }
   int used;
   if (base == nullptr) {
@@ -210,17 +285,39 @@ KJIT_COLD const char* dtype_name(DLDataType d, char* buf, size_t n) {
 KJIT_COLD const char* device_name(DLDevice d, char* buf, size_t n) {
   const char* name = "device";
   switch (d.device_type) {
-    case kDLCPU: name = "cpu"; break;
-    case kDLCUDA: name = "cuda"; break;
-    case kDLCUDAHost: name = "cuda_host"; break;
-    case kDLOpenCL: name = "opencl"; break;
-    case kDLVulkan: name = "vulkan"; break;
-    case kDLMetal: name = "metal"; break;
-    case kDLROCM: name = "rocm"; break;
-    case kDLCUDAManaged: name = "cuda_managed"; break;
-    case kDLOneAPI: name = "oneapi"; break;
-    case kDLWebGPU: name = "webgpu"; break;
-    default: std::snprintf(buf, n, "device_type %d:%d", d.device_type, d.device_id); return buf;
+    case kDLCPU:
+      name = "cpu";
+      break;
+    case kDLCUDA:
+      name = "cuda";
+      break;
+    case kDLCUDAHost:
+      name = "cuda_host";
+      break;
+    case kDLOpenCL:
+      name = "opencl";
+      break;
+    case kDLVulkan:
+      name = "vulkan";
+      break;
+    case kDLMetal:
+      name = "metal";
+      break;
+    case kDLROCM:
+      name = "rocm";
+      break;
+    case kDLCUDAManaged:
+      name = "cuda_managed";
+      break;
+    case kDLOneAPI:
+      name = "oneapi";
+      break;
+    case kDLWebGPU:
+      name = "webgpu";
+      break;
+    default:
+      std::snprintf(buf, n, "device_type %d:%d", d.device_type, d.device_id);
+      return buf;
   }
   if (d.device_type == kDLCPU) return name;
   std::snprintf(buf, n, "%s:%d", name, d.device_id);
@@ -232,8 +329,8 @@ KJIT_COLD const char* describe_syms(const SymVal* syms, int count, char* buf, si
   size_t used = 0;
   buf[0] = '\0';
   for (int i = 0; i < count && used < n; ++i) {
-    int w = std::snprintf(buf + used, n - used, "%s%s = %" PRId64 " (bound by %s)", i ? ", " : "",
-                          syms[i].name, syms[i].value, syms[i].bound_by);
+    int w = std::snprintf(buf + used, n - used, "%s%s = %" PRId64 " (bound by %s)", i ? ", " : "", syms[i].name,
+                          syms[i].value, syms[i].bound_by);
     if (w < 0) break;
     used += static_cast<size_t>(w);
   }
@@ -241,20 +338,20 @@ KJIT_COLD const char* describe_syms(const SymVal* syms, int count, char* buf, si
 }
 
 KJIT_COLD int fail_count(const char* fn, const char* sig, int expected, int got) {
-  return raise("TypeError", "%s: expected %d argument%s (%s), got %d", fn, expected, expected == 1 ? "" : "s",
-               sig, got);
+  return raise("TypeError", "%s: expected %d argument%s (%s), got %d", fn, expected, expected == 1 ? "" : "s", sig,
+               got);
 }
 
-KJIT_COLD int fail_tensor_kind(const char* fn, int i, const char* name, const char* type,
-                                                     const TVMFFIAny* a, bool optional) {
+KJIT_COLD int fail_tensor_kind(const char* fn, int i, const char* name, const char* type, const TVMFFIAny* a,
+                               bool optional) {
   char buf[96];
   return raise("TypeError", "%s: argument #%d '%s': expected a tensor%s (%s), got %s%s", fn, i, name,
                optional ? " or None" : "", type, kind_name(a, buf, sizeof(buf)),
                (a->type_index == kTVMFFINone && !optional) ? " (declare it 'optional' to accept None)" : "");
 }
 
-KJIT_COLD int fail_scalar_kind(const char* fn, int i, const char* name, const char* type,
-                                                     const char* accepted, const TVMFFIAny* a) {
+KJIT_COLD int fail_scalar_kind(const char* fn, int i, const char* name, const char* type, const char* accepted,
+                               const TVMFFIAny* a) {
   char buf[96];
   if (a->type_index == kTVMFFIBigInt) {
     return raise("ValueError",
@@ -266,10 +363,10 @@ KJIT_COLD int fail_scalar_kind(const char* fn, int i, const char* name, const ch
                kind_name(a, buf, sizeof(buf)));
 }
 
-KJIT_COLD int fail_int_range(const char* fn, int i, const char* name, const char* type,
-                                                   int64_t value, const char* range) {
-  return raise("ValueError", "%s: argument #%d '%s': %" PRId64 " is out of range for %s %s", fn, i, name, value,
-               type, range);
+KJIT_COLD int fail_int_range(const char* fn, int i, const char* name, const char* type, int64_t value,
+                             const char* range) {
+  return raise("ValueError", "%s: argument #%d '%s': %" PRId64 " is out of range for %s %s", fn, i, name, value, type,
+               range);
 }
 
 KJIT_COLD int fail_bool_value(const char* fn, int i, const char* name, int64_t value) {
@@ -277,40 +374,36 @@ KJIT_COLD int fail_bool_value(const char* fn, int i, const char* name, int64_t v
                name, value);
 }
 
-KJIT_COLD int fail_ndim(const char* fn, int i, const char* name, const char* type,
-                                              int expected, int got) {
+KJIT_COLD int fail_ndim(const char* fn, int i, const char* name, const char* type, int expected, int got) {
   return raise("TypeError", "%s: argument #%d '%s': ndim must be %d (%s), got %d", fn, i, name, expected, type, got);
 }
 
-KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* expected,
-                                               DLDataType got) {
+KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* expected, DLDataType got) {
   char buf[64];
   return raise("TypeError", "%s: argument #%d '%s': dtype must be %s, got %s", fn, i, name, expected,
                dtype_name(got, buf, sizeof(buf)));
 }
 
 /// A field that had to equal an expression of bound symbols (or a literal).
-KJIT_COLD int fail_field(const char* fn, int i, const char* name, const char* field,
-                                               const char* expr, int64_t expected, const SymVal* syms, int nsyms,
-                                               int64_t got) {
+KJIT_COLD int fail_field(const char* fn, int i, const char* name, const char* field, const char* expr, int64_t expected,
+                         const SymVal* syms, int nsyms, int64_t got) {
   char bound[512];
   if (nsyms == 0) {
-    return raise("ValueError", "%s: argument #%d '%s': %s must equal %" PRId64 " (fixed by the signature), got %" PRId64,
-                 fn, i, name, field, expected, got);
+    return raise("ValueError",
+                 "%s: argument #%d '%s': %s must equal %" PRId64 " (fixed by the signature), got %" PRId64, fn, i, name,
+                 field, expected, got);
   }
   describe_syms(syms, nsyms, bound, sizeof(bound));
   if (nsyms == 1 && std::strcmp(syms[0].name, expr) == 0) {
-    return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64, fn, i, name, field, bound,
-                 got);
+    return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64, fn, i, name, field, bound, got);
   }
-  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s = %" PRId64 " with %s, got %" PRId64, fn, i,
-               name, field, expr, expected, bound, got);
+  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s = %" PRId64 " with %s, got %" PRId64, fn, i, name,
+               field, expr, expected, bound, got);
 }
 
 /// A dim that should have determined one unknown symbol but fits no valid value.
-KJIT_COLD int fail_solve(const char* fn, int i, const char* name, const char* field,
-                                               const char* expr, const char* unknown, const SymVal* syms, int nsyms,
-                                               int64_t got) {
+KJIT_COLD int fail_solve(const char* fn, int i, const char* name, const char* field, const char* expr,
+                         const char* unknown, const SymVal* syms, int nsyms, int64_t got) {
   char bound[512];
   describe_syms(syms, nsyms, bound, sizeof(bound));
   return raise("ValueError", "%s: argument #%d '%s': %s = %" PRId64 " does not match %s for any integer %s >= 0%s%s%s",
@@ -324,8 +417,7 @@ KJIT_COLD int fail_unbound(const char* fn, const char* sym, const char* carriers
                fn, sym, carriers);
 }
 
-KJIT_COLD int fail_div_zero(const char* fn, const char* where, const char* divisor,
-                                                  const SymVal* syms, int nsyms) {
+KJIT_COLD int fail_div_zero(const char* fn, const char* where, const char* divisor, const SymVal* syms, int nsyms) {
   char bound[512];
   describe_syms(syms, nsyms, bound, sizeof(bound));
   if (nsyms == 1 && std::strcmp(syms[0].name, divisor) == 0) {
@@ -344,26 +436,28 @@ KJIT_COLD int fail_compact(const char* fn, int i, const char* name, const DLTens
 }
 
 KJIT_COLD int fail_byte_offset(const char* fn, int i, const char* name, const DLTensor* t) {
-  return raise("ValueError", "%s: argument #%d '%s': byte_offset must be a multiple of the element size %" PRId64
-               ", got %" PRIu64, fn, i, name, element_bytes(t->dtype), t->byte_offset);
+  return raise("ValueError",
+               "%s: argument #%d '%s': byte_offset must be a multiple of the element size %" PRId64 ", got %" PRIu64,
+               fn, i, name, element_bytes(t->dtype), t->byte_offset);
 }
 
 KJIT_COLD int fail_align(const char* fn, int i, const char* name, const void* p, int64_t align) {
   uintptr_t v = reinterpret_cast<uintptr_t>(p);
   uintptr_t actual = v & (~v + 1);
-  return raise("ValueError", "%s: argument #%d '%s': data pointer %p must be aligned to %" PRId64
-               " bytes, but is aligned to %" PRIuPTR, fn, i, name, p, align, actual);
+  return raise("ValueError",
+               "%s: argument #%d '%s': data pointer %p must be aligned to %" PRId64
+               " bytes, but is aligned to %" PRIuPTR,
+               fn, i, name, p, align, actual);
 }
 
-KJIT_COLD int fail_device_type(const char* fn, int i, const char* name, const char* expected,
-                                                     DLDevice got) {
+KJIT_COLD int fail_device_type(const char* fn, int i, const char* name, const char* expected, DLDevice got) {
   char buf[64];
   return raise("ValueError", "%s: argument #%d '%s': device must be %s, got %s", fn, i, name, expected,
                device_name(got, buf, sizeof(buf)));
 }
 
-KJIT_COLD int fail_device_id(const char* fn, int i, const char* name, DLDevice expected,
-                                                   const char* bound_by, DLDevice got) {
+KJIT_COLD int fail_device_id(const char* fn, int i, const char* name, DLDevice expected, const char* bound_by,
+                             DLDevice got) {
   char a[64], b[64];
   return raise("ValueError", "%s: argument #%d '%s': device must be %s (the device of '%s'), got %s", fn, i, name,
                device_name(expected, a, sizeof(a)), bound_by, device_name(got, b, sizeof(b)));
@@ -422,8 +516,7 @@ template <typename F>
     result->v_float64 = static_cast<double>(f());
     result->type_index = kTVMFFIFloat;
   } else {
-    static_assert(std::is_void<R>::value,
-                  "kjit: a kernel returns void, bool, an integer or a floating-point number");
+    static_assert(std::is_void<R>::value, "kjit: a kernel returns void, bool, an integer or a floating-point number");
   }
 }
 
@@ -431,7 +524,5 @@ template <typename F>
 }  // namespace kjit_stub
 #undef KJIT_COLD
 // ---- end of kjit stub prelude ----
-)KJIT";
-}
 
-}  // namespace kjit
+#endif  // KJIT_DETAIL_STUB_PRELUDE_H_

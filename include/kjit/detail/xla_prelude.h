@@ -1,14 +1,24 @@
-// The helpers every generated XLA FFI handler calls. Written against XLA's C API
+// The helpers every generated XLA FFI handler calls, written against XLA's C API
 // (xla/ffi/api/c_api.h) only: the template-heavy ffi.h would triple the JIT compile.
-#include "kjit/codegen.h"
+// kjit::emit_xla_prelude() embeds this text after the stub prelude, whose kjit_stub
+// names it uses.
+#ifndef KJIT_DETAIL_XLA_PRELUDE_H_
+#define KJIT_DETAIL_XLA_PRELUDE_H_
 
-namespace kjit {
-
-std::string emit_xla_prelude() {
-  return R"KJIT(// ---- kjit XLA FFI prelude: call-frame checks, buffers, attrs, errors ----
+// ---- kjit XLA FFI prelude: call-frame checks, buffers, attrs, errors ----
+#include <tvm/ffi/c_api.h>
 #include <xla/ffi/api/c_api.h>
 
+#include <cstdarg>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+// Generated code embeds the stub prelude first, so there the include is skipped.
+#ifndef KJIT_DETAIL_STUB_PRELUDE_H_
+#include <kjit/detail/stub_prelude.h>
+#endif
 
 // Helpers a given module does not use must not warn (-Wunused-function).
 #define KJIT_XLA_COLD __attribute__((noinline, cold, unused))
@@ -26,8 +36,8 @@ enum AttrKind { kAttrBool, kAttrInt, kAttrUInt64, kAttrFloat, kAttrFloat16, kAtt
 }
 
 __attribute__((format(printf, 3, 4))) KJIT_XLA_COLD XLA_FFI_Error* make_error(const XLA_FFI_Api* api,
-                                                                              XLA_FFI_Error_Code code,
-                                                                              const char* fmt, ...) {
+                                                                              XLA_FFI_Error_Code code, const char* fmt,
+                                                                              ...) {
   char buf[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -53,9 +63,9 @@ __attribute__((format(printf, 3, 4))) KJIT_XLA_COLD XLA_FFI_Error* make_error(co
   }
   if (frame->api->api_version.major_version != XLA_FFI_API_MAJOR) {
     return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                      "kjit XLA handler '%s': XLA FFI API version %d.%d, but the handler was compiled for %d.%d",
-                      fn, frame->api->api_version.major_version, frame->api->api_version.minor_version,
-                      XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR);
+                      "kjit XLA handler '%s': XLA FFI API version %d.%d, but the handler was compiled for %d.%d", fn,
+                      frame->api->api_version.major_version, frame->api->api_version.minor_version, XLA_FFI_API_MAJOR,
+                      XLA_FFI_API_MINOR);
   }
   return nullptr;
 }
@@ -89,43 +99,74 @@ KJIT_XLA_COLD XLA_FFI_Error* fail_arity(const XLA_FFI_CallFrame* frame, const ch
 
 [[maybe_unused]] inline DLDataType dl_dtype(XLA_FFI_DataType t) {
   switch (t) {
-    case XLA_FFI_DataType_PRED: return {kDLBool, 8, 1};
-    case XLA_FFI_DataType_S1: return {kDLInt, 1, 1};
-    case XLA_FFI_DataType_S2: return {kDLInt, 2, 1};
-    case XLA_FFI_DataType_S4: return {kDLInt, 4, 1};
-    case XLA_FFI_DataType_S8: return {kDLInt, 8, 1};
-    case XLA_FFI_DataType_S16: return {kDLInt, 16, 1};
-    case XLA_FFI_DataType_S32: return {kDLInt, 32, 1};
-    case XLA_FFI_DataType_S64: return {kDLInt, 64, 1};
-    case XLA_FFI_DataType_U1: return {kDLUInt, 1, 1};
-    case XLA_FFI_DataType_U2: return {kDLUInt, 2, 1};
-    case XLA_FFI_DataType_U4: return {kDLUInt, 4, 1};
-    case XLA_FFI_DataType_U8: return {kDLUInt, 8, 1};
-    case XLA_FFI_DataType_U16: return {kDLUInt, 16, 1};
-    case XLA_FFI_DataType_U32: return {kDLUInt, 32, 1};
-    case XLA_FFI_DataType_U64: return {kDLUInt, 64, 1};
-    case XLA_FFI_DataType_F16: return {kDLFloat, 16, 1};
-    case XLA_FFI_DataType_F32: return {kDLFloat, 32, 1};
-    case XLA_FFI_DataType_F64: return {kDLFloat, 64, 1};
-    case XLA_FFI_DataType_BF16: return {kDLBfloat, 16, 1};
-    case XLA_FFI_DataType_C64: return {kDLComplex, 64, 1};
-    case XLA_FFI_DataType_C128: return {kDLComplex, 128, 1};
-    case XLA_FFI_DataType_F8E5M2: return {kDLFloat8_e5m2, 8, 1};
-    case XLA_FFI_DataType_F8E3M4: return {kDLFloat8_e3m4, 8, 1};
-    case XLA_FFI_DataType_F8E4M3: return {kDLFloat8_e4m3, 8, 1};
-    case XLA_FFI_DataType_F8E4M3FN: return {kDLFloat8_e4m3fn, 8, 1};
-    case XLA_FFI_DataType_F8E4M3B11FNUZ: return {kDLFloat8_e4m3b11fnuz, 8, 1};
-    case XLA_FFI_DataType_F8E5M2FNUZ: return {kDLFloat8_e5m2fnuz, 8, 1};
-    case XLA_FFI_DataType_F8E4M3FNUZ: return {kDLFloat8_e4m3fnuz, 8, 1};
-    case XLA_FFI_DataType_F4E2M1FN: return {kDLFloat4_e2m1fn, 4, 1};
-    case XLA_FFI_DataType_F8E8M0FNU: return {kDLFloat8_e8m0fnu, 8, 1};
-    default: return {kDLOpaqueHandle, 0, 1};
+    case XLA_FFI_DataType_PRED:
+      return {kDLBool, 8, 1};
+    case XLA_FFI_DataType_S1:
+      return {kDLInt, 1, 1};
+    case XLA_FFI_DataType_S2:
+      return {kDLInt, 2, 1};
+    case XLA_FFI_DataType_S4:
+      return {kDLInt, 4, 1};
+    case XLA_FFI_DataType_S8:
+      return {kDLInt, 8, 1};
+    case XLA_FFI_DataType_S16:
+      return {kDLInt, 16, 1};
+    case XLA_FFI_DataType_S32:
+      return {kDLInt, 32, 1};
+    case XLA_FFI_DataType_S64:
+      return {kDLInt, 64, 1};
+    case XLA_FFI_DataType_U1:
+      return {kDLUInt, 1, 1};
+    case XLA_FFI_DataType_U2:
+      return {kDLUInt, 2, 1};
+    case XLA_FFI_DataType_U4:
+      return {kDLUInt, 4, 1};
+    case XLA_FFI_DataType_U8:
+      return {kDLUInt, 8, 1};
+    case XLA_FFI_DataType_U16:
+      return {kDLUInt, 16, 1};
+    case XLA_FFI_DataType_U32:
+      return {kDLUInt, 32, 1};
+    case XLA_FFI_DataType_U64:
+      return {kDLUInt, 64, 1};
+    case XLA_FFI_DataType_F16:
+      return {kDLFloat, 16, 1};
+    case XLA_FFI_DataType_F32:
+      return {kDLFloat, 32, 1};
+    case XLA_FFI_DataType_F64:
+      return {kDLFloat, 64, 1};
+    case XLA_FFI_DataType_BF16:
+      return {kDLBfloat, 16, 1};
+    case XLA_FFI_DataType_C64:
+      return {kDLComplex, 64, 1};
+    case XLA_FFI_DataType_C128:
+      return {kDLComplex, 128, 1};
+    case XLA_FFI_DataType_F8E5M2:
+      return {kDLFloat8_e5m2, 8, 1};
+    case XLA_FFI_DataType_F8E3M4:
+      return {kDLFloat8_e3m4, 8, 1};
+    case XLA_FFI_DataType_F8E4M3:
+      return {kDLFloat8_e4m3, 8, 1};
+    case XLA_FFI_DataType_F8E4M3FN:
+      return {kDLFloat8_e4m3fn, 8, 1};
+    case XLA_FFI_DataType_F8E4M3B11FNUZ:
+      return {kDLFloat8_e4m3b11fnuz, 8, 1};
+    case XLA_FFI_DataType_F8E5M2FNUZ:
+      return {kDLFloat8_e5m2fnuz, 8, 1};
+    case XLA_FFI_DataType_F8E4M3FNUZ:
+      return {kDLFloat8_e4m3fnuz, 8, 1};
+    case XLA_FFI_DataType_F4E2M1FN:
+      return {kDLFloat4_e2m1fn, 4, 1};
+    case XLA_FFI_DataType_F8E8M0FNU:
+      return {kDLFloat8_e8m0fnu, 8, 1};
+    default:
+      return {kDLOpaqueHandle, 0, 1};
   }
 }
 
 /// An XLA buffer as a DLTensor (dense row-major: NULL strides) behind a DLTensor* Any.
-KJIT_XLA_HELPER XLA_FFI_Error* buffer_to_tensor(const XLA_FFI_CallFrame* frame, const char* fn, const char* name, int type,
-                                       void* raw, DLDevice device, DLTensor* t, TVMFFIAny* a) {
+KJIT_XLA_HELPER XLA_FFI_Error* buffer_to_tensor(const XLA_FFI_CallFrame* frame, const char* fn, const char* name,
+                                                int type, void* raw, DLDevice device, DLTensor* t, TVMFFIAny* a) {
   const auto* b = static_cast<const XLA_FFI_Buffer*>(raw);
   if (type != XLA_FFI_ArgType_BUFFER || b == nullptr || b->struct_size < XLA_FFI_Buffer_STRUCT_SIZE) {
     return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
@@ -149,8 +190,8 @@ KJIT_XLA_HELPER XLA_FFI_Error* buffer_to_tensor(const XLA_FFI_CallFrame* frame, 
   return std::strlen(name) == s->len && std::memcmp(s->ptr, name, s->len) == 0;
 }
 
-KJIT_XLA_COLD XLA_FFI_Error* fail_attrs(const XLA_FFI_CallFrame* frame, const char* fn, const char* const* names,
-                                        int n, const XLA_FFI_Scalar* const* found) {
+KJIT_XLA_COLD XLA_FFI_Error* fail_attrs(const XLA_FFI_CallFrame* frame, const char* fn, const char* const* names, int n,
+                                        const XLA_FFI_Scalar* const* found) {
   char list[512] = "none";
   size_t used = 0;
   for (int k = 0; k < n && used < sizeof(list); ++k) {
@@ -186,8 +227,8 @@ KJIT_XLA_COLD XLA_FFI_Error* fail_attrs(const XLA_FFI_CallFrame* frame, const ch
 }
 
 /// Finds each expected scalar attribute by name; anything else is an error.
-KJIT_XLA_HELPER XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, const char* fn, const char* const* names, int n,
-                                    const XLA_FFI_Scalar** found) {
+KJIT_XLA_HELPER XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, const char* fn, const char* const* names,
+                                             int n, const XLA_FFI_Scalar** found) {
   int matched = 0;
   for (int64_t i = 0; i < frame->attrs.size; ++i) {
     for (int k = 0; k < n; ++k) {
@@ -205,56 +246,97 @@ KJIT_XLA_HELPER XLA_FFI_Error* collect_attrs(const XLA_FFI_CallFrame* frame, con
 
 KJIT_XLA_COLD const char* xla_dtype_name(XLA_FFI_DataType t) {
   switch (t) {
-    case XLA_FFI_DataType_PRED: return "bool";
-    case XLA_FFI_DataType_S8: return "int8";
-    case XLA_FFI_DataType_S16: return "int16";
-    case XLA_FFI_DataType_S32: return "int32";
-    case XLA_FFI_DataType_S64: return "int64";
-    case XLA_FFI_DataType_U8: return "uint8";
-    case XLA_FFI_DataType_U16: return "uint16";
-    case XLA_FFI_DataType_U32: return "uint32";
-    case XLA_FFI_DataType_U64: return "uint64";
-    case XLA_FFI_DataType_F16: return "float16";
-    case XLA_FFI_DataType_BF16: return "bfloat16";
-    case XLA_FFI_DataType_F32: return "float32";
-    case XLA_FFI_DataType_F64: return "float64";
-    case XLA_FFI_DataType_C64: return "complex64";
-    case XLA_FFI_DataType_C128: return "complex128";
-    default: return "an unsupported XLA type";
+    case XLA_FFI_DataType_PRED:
+      return "bool";
+    case XLA_FFI_DataType_S8:
+      return "int8";
+    case XLA_FFI_DataType_S16:
+      return "int16";
+    case XLA_FFI_DataType_S32:
+      return "int32";
+    case XLA_FFI_DataType_S64:
+      return "int64";
+    case XLA_FFI_DataType_U8:
+      return "uint8";
+    case XLA_FFI_DataType_U16:
+      return "uint16";
+    case XLA_FFI_DataType_U32:
+      return "uint32";
+    case XLA_FFI_DataType_U64:
+      return "uint64";
+    case XLA_FFI_DataType_F16:
+      return "float16";
+    case XLA_FFI_DataType_BF16:
+      return "bfloat16";
+    case XLA_FFI_DataType_F32:
+      return "float32";
+    case XLA_FFI_DataType_F64:
+      return "float64";
+    case XLA_FFI_DataType_C64:
+      return "complex64";
+    case XLA_FFI_DataType_C128:
+      return "complex128";
+    default:
+      return "an unsupported XLA type";
   }
 }
 
 KJIT_XLA_COLD XLA_FFI_Error* fail_attr_type(const XLA_FFI_CallFrame* frame, const char* fn, const char* name,
                                             const char* expected, XLA_FFI_DataType got) {
-  return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                    "%s: attribute '%s' must be %s, got %s", fn, name, expected, xla_dtype_name(got));
+  return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: attribute '%s' must be %s, got %s", fn, name,
+                    expected, xla_dtype_name(got));
 }
 
 /// One scalar attr as the Any the checks take (they check ranges and kinds with
 /// the same messages as a tvm-ffi call). float16/bfloat16 attrs also accept uint16
 /// raw bits, brainevent's convention; complex values and uint64 values above
 /// INT64_MAX travel by pointer (the checks accept that only from this handler).
-KJIT_XLA_HELPER XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn, const char* name, AttrKind kind,
-                                  const XLA_FFI_Scalar* s, TVMFFIAny* a, kjit_stub::WideValue* wide_slot) {
+KJIT_XLA_HELPER XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const char* fn, const char* name,
+                                           AttrKind kind, const XLA_FFI_Scalar* s, TVMFFIAny* a,
+                                           kjit_stub::WideValue* wide_slot) {
   a->zero_padding = 0;
   const void* v = s->value;
-  auto set_int = [&](int64_t x) { a->type_index = kTVMFFIInt; a->v_int64 = x; };
-  auto set_float = [&](double x) { a->type_index = kTVMFFIFloat; a->v_float64 = x; };
+  auto set_int = [&](int64_t x) {
+    a->type_index = kTVMFFIInt;
+    a->v_int64 = x;
+  };
+  auto set_float = [&](double x) {
+    a->type_index = kTVMFFIFloat;
+    a->v_float64 = x;
+  };
   switch (s->dtype) {
-    case XLA_FFI_DataType_PRED: a->type_index = kTVMFFIBool; a->v_int64 = *static_cast<const bool*>(v) ? 1 : 0; break;
-    case XLA_FFI_DataType_S8: set_int(*static_cast<const int8_t*>(v)); break;
-    case XLA_FFI_DataType_S16: set_int(*static_cast<const int16_t*>(v)); break;
-    case XLA_FFI_DataType_S32: set_int(*static_cast<const int32_t*>(v)); break;
-    case XLA_FFI_DataType_S64: set_int(*static_cast<const int64_t*>(v)); break;
-    case XLA_FFI_DataType_U8: set_int(*static_cast<const uint8_t*>(v)); break;
+    case XLA_FFI_DataType_PRED:
+      a->type_index = kTVMFFIBool;
+      a->v_int64 = *static_cast<const bool*>(v) ? 1 : 0;
+      break;
+    case XLA_FFI_DataType_S8:
+      set_int(*static_cast<const int8_t*>(v));
+      break;
+    case XLA_FFI_DataType_S16:
+      set_int(*static_cast<const int16_t*>(v));
+      break;
+    case XLA_FFI_DataType_S32:
+      set_int(*static_cast<const int32_t*>(v));
+      break;
+    case XLA_FFI_DataType_S64:
+      set_int(*static_cast<const int64_t*>(v));
+      break;
+    case XLA_FFI_DataType_U8:
+      set_int(*static_cast<const uint8_t*>(v));
+      break;
     case XLA_FFI_DataType_U16: {
       uint16_t bits = *static_cast<const uint16_t*>(v);
-      if (kind == kAttrFloat16) set_float(kjit_stub::float16_value(bits));
-      else if (kind == kAttrBFloat16) set_float(kjit_stub::bfloat16_value(bits));
-      else set_int(bits);
+      if (kind == kAttrFloat16)
+        set_float(kjit_stub::float16_value(bits));
+      else if (kind == kAttrBFloat16)
+        set_float(kjit_stub::bfloat16_value(bits));
+      else
+        set_int(bits);
       break;
     }
-    case XLA_FFI_DataType_U32: set_int(*static_cast<const uint32_t*>(v)); break;
+    case XLA_FFI_DataType_U32:
+      set_int(*static_cast<const uint32_t*>(v));
+      break;
     case XLA_FFI_DataType_U64: {
       const uint64_t u = *static_cast<const uint64_t*>(v);
       if (u <= static_cast<uint64_t>(INT64_MAX)) {
@@ -270,10 +352,18 @@ KJIT_XLA_HELPER XLA_FFI_Error* attr_to_any(const XLA_FFI_CallFrame* frame, const
       }
       break;
     }
-    case XLA_FFI_DataType_F16: set_float(kjit_stub::float16_value(*static_cast<const uint16_t*>(v))); break;
-    case XLA_FFI_DataType_BF16: set_float(kjit_stub::bfloat16_value(*static_cast<const uint16_t*>(v))); break;
-    case XLA_FFI_DataType_F32: set_float(*static_cast<const float*>(v)); break;
-    case XLA_FFI_DataType_F64: set_float(*static_cast<const double*>(v)); break;
+    case XLA_FFI_DataType_F16:
+      set_float(kjit_stub::float16_value(*static_cast<const uint16_t*>(v)));
+      break;
+    case XLA_FFI_DataType_BF16:
+      set_float(kjit_stub::bfloat16_value(*static_cast<const uint16_t*>(v)));
+      break;
+    case XLA_FFI_DataType_F32:
+      set_float(*static_cast<const float*>(v));
+      break;
+    case XLA_FFI_DataType_F64:
+      set_float(*static_cast<const double*>(v));
+      break;
     case XLA_FFI_DataType_C64:
     case XLA_FFI_DataType_C128: {
       if (kind != kAttrComplex) return fail_attr_type(frame, fn, name, "a real number", s->dtype);
@@ -343,10 +433,9 @@ KJIT_XLA_COLD XLA_FFI_Error* error_from_ffi(const XLA_FFI_CallFrame* frame, cons
     return std::strlen(k) == cell->kind.size && std::memcmp(cell->kind.data, k, cell->kind.size) == 0;
   };
   bool user = kind_is("ValueError") || kind_is("TypeError") || kind_is("IndexError");
-  XLA_FFI_Error* out =
-      make_error(frame->api, user ? XLA_FFI_Error_Code_INVALID_ARGUMENT : XLA_FFI_Error_Code_INTERNAL, "%.*s: %.*s",
-                 static_cast<int>(cell->kind.size), cell->kind.data, static_cast<int>(cell->message.size),
-                 cell->message.data);
+  XLA_FFI_Error* out = make_error(frame->api, user ? XLA_FFI_Error_Code_INVALID_ARGUMENT : XLA_FFI_Error_Code_INTERNAL,
+                                  "%.*s: %.*s", static_cast<int>(cell->kind.size), cell->kind.data,
+                                  static_cast<int>(cell->message.size), cell->message.data);
   TVMFFIObjectDecRef(err);
   return out;
 }
@@ -356,7 +445,5 @@ KJIT_XLA_COLD XLA_FFI_Error* error_from_ffi(const XLA_FFI_CallFrame* frame, cons
 #undef KJIT_XLA_COLD
 #undef KJIT_XLA_HELPER
 // ---- end of kjit XLA FFI prelude ----
-)KJIT";
-}
 
-}  // namespace kjit
+#endif  // KJIT_DETAIL_XLA_PRELUDE_H_

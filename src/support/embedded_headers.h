@@ -1,0 +1,18 @@
+// The text of the headers under include/kjit/detail, built into the library
+// (cmake/embed_header.cmake) so the code generators emit them verbatim.
+#ifndef KJIT_SRC_SUPPORT_EMBEDDED_HEADERS_H_
+#define KJIT_SRC_SUPPORT_EMBEDDED_HEADERS_H_
+
+namespace kjit {
+namespace detail {
+
+const char* float16_conversions_text();       ///< kjit/detail/float16_conversions.h
+const char* stub_prelude_text();              ///< kjit/detail/stub_prelude.h
+const char* xla_prelude_text();               ///< kjit/detail/xla_prelude.h
+const char* cuda_host_prelude_text();         ///< kjit/detail/cuda_host_prelude.h
+const char* elementwise_cuda_prelude_text();  ///< kjit/detail/elementwise_cuda_prelude.h
+
+}  // namespace detail
+}  // namespace kjit
+
+#endif  // KJIT_SRC_SUPPORT_EMBEDDED_HEADERS_H_
