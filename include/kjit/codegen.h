@@ -15,7 +15,8 @@
 
 namespace kjit {
 
-/// Helpers shared by all stubs of a translation unit (error formatting, decoding).
+/// Helpers shared by all stubs of a translation unit (error formatting, decoding):
+/// the text of kjit/detail/float16_conversions.h and kjit/detail/stub_prelude.h.
 std::string emit_stub_prelude();
 
 /// How a stub is emitted beyond its spec.
@@ -33,7 +34,8 @@ struct StubOptions {
 std::string emit_stub(const FunctionSpec& spec, const StubOptions& options = {});
 
 /// Host-side helpers of CUDA stubs: the CUDA runtime calls (bound by asm label, so
-/// a user's <cuda_runtime.h> cannot clash), lazy initialisation, error messages.
+/// a user's <cuda_runtime.h> cannot clash), lazy initialisation, error messages:
+/// the text of kjit/detail/cuda_host_prelude.h.
 std::string emit_cuda_prelude();
 
 /// Declarations the host translation unit needs for functions defined in device
@@ -51,7 +53,8 @@ struct ModuleSource {
   std::vector<std::string> stubs;  ///< emit_stub() of each spec, in order
 };
 
-/// Helpers shared by the XLA FFI handlers of a translation unit.
+/// Helpers shared by the XLA FFI handlers of a translation unit: the text of
+/// kjit/detail/xla_prelude.h.
 std::string emit_xla_prelude();
 
 /// The exported symbol of a function's XLA FFI handler ("__kjit_xla_<fn>").
