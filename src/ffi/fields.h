@@ -80,11 +80,33 @@ class Fields {
     std::optional<T> out = value.try_cast<T>();
     if (!out) {
       std::string what =
-          std::string("'") + name + "' must be " + tvm::ffi::TypeTraits<T>::TypeStr() + ", got " + value.GetTypeKey();
+          std::string("'") + name + "' must be " + tvm::ffi::TypeTraits<T>::TypeStr() + ", got " + type_name(value);
       if (user_values_) throw TypeError(where_ + ": " + what);
       fail("field " + what);
     }
     return *std::move(out);
+  }
+  /// The Python name of a value's type where there is one (tvm-ffi calls a short
+  /// str "ffi.SmallStr").
+  static std::string type_name(const tvm::ffi::Any& value) {
+    switch (value.type_index()) {
+      case tvm::ffi::TypeIndex::kTVMFFINone:
+        return "None";
+      case tvm::ffi::TypeIndex::kTVMFFIBool:
+        return "bool";
+      case tvm::ffi::TypeIndex::kTVMFFIInt:
+        return "int";
+      case tvm::ffi::TypeIndex::kTVMFFIFloat:
+        return "float";
+      case tvm::ffi::TypeIndex::kTVMFFISmallStr:
+      case tvm::ffi::TypeIndex::kTVMFFIStr:
+        return "str";
+      case tvm::ffi::TypeIndex::kTVMFFISmallBytes:
+      case tvm::ffi::TypeIndex::kTVMFFIBytes:
+        return "bytes";
+      default:
+        return value.GetTypeKey();
+    }
   }
   [[noreturn]] void fail(const std::string& what) const {
     throw InternalError("kjit internal error: " + where_ + " " + what);
