@@ -18,7 +18,6 @@
 namespace kjit {
 namespace {
 
-using tvm::ffi::Any;
 using tvm::ffi::Array;
 using tvm::ffi::String;
 
@@ -42,14 +41,14 @@ DeviceKind parse_device(const std::string& d) {
 
 /// One tensor of Python's kjit.Spec: its fields in the order the builder applies
 /// them, so the first mistake reported is the same as for the C++ builder's calls.
-void add_tensor(Fields& f, SpecBuilder* b) {
-  b->tensor(f.required_text("name"), f.required_text("dtype"), f.texts("shape"));
-  if (f.flag("out")) b->out();
-  if (f.flag("optional")) b->optional();
-  if (f.flag("strided")) b->strided();
-  if (std::optional<Array<String>> strides = f.maybe<Array<String>>("strides")) b->strides(to_strings(*strides));
-  if (std::optional<int64_t> align = f.maybe<int64_t>("align")) b->align(*align);
-  if (std::optional<String> device = f.maybe<String>("device")) b->device(std::string(*device));
+void add_tensor(Fields* f, SpecBuilder* b) {
+  b->tensor(f->required_text("name"), f->required_text("dtype"), f->texts("shape"));
+  if (f->flag("out")) b->out();
+  if (f->flag("optional")) b->optional();
+  if (f->flag("strided")) b->strided();
+  if (std::optional<Array<String>> strides = f->maybe<Array<String>>("strides")) b->strides(to_strings(*strides));
+  if (std::optional<int64_t> align = f->maybe<int64_t>("align")) b->align(*align);
+  if (std::optional<String> device = f->maybe<String>("device")) b->device(std::string(*device));
 }
 
 /// One parameter of Python's kjit.Spec: {"kind": "tensor" | "scalar" | "stream", ...}.
@@ -57,7 +56,7 @@ void add_param(const FieldMap& param, SpecBuilder* b) {
   Fields f("kjit.Spec", param, /*user_values=*/true);
   std::string kind = f.required_text("kind");
   if (kind == "tensor") {
-    add_tensor(f, b);
+    add_tensor(&f, b);
   } else if (kind == "scalar") {
     b->scalar(f.required_text("name"), f.required_text("type"));
   } else {
@@ -123,18 +122,19 @@ Array<FieldMap> resolve_entry(const FieldMap& options) {
   });
 }
 
-InlineOptions inline_options(Fields& f) {
+/// InlineOptions, each field under its own name.
+InlineOptions inline_options(Fields* f) {
   InlineOptions opts;
-  opts.extra_cflags = f.texts("extra_cflags");
-  opts.extra_ldflags = f.texts("extra_ldflags");
-  opts.extra_include_paths = f.texts("extra_include_paths");
-  opts.build_directory = f.text("build_directory");
-  opts.verbose = f.flag("verbose");
-  opts.force_rebuild = f.flag("force_rebuild");
-  opts.xla_include_dir = f.text("xla_include_dir");
-  opts.cuda_sources = f.texts("cuda_sources");
-  opts.extra_cuda_cflags = f.texts("extra_cuda_cflags");
-  opts.cuda_arch = f.text("cuda_arch");
+  opts.extra_cflags = f->texts("extra_cflags");
+  opts.extra_ldflags = f->texts("extra_ldflags");
+  opts.extra_include_paths = f->texts("extra_include_paths");
+  opts.build_directory = f->text("build_directory");
+  opts.verbose = f->flag("verbose");
+  opts.force_rebuild = f->flag("force_rebuild");
+  opts.xla_include_dir = f->text("xla_include_dir");
+  opts.cuda_sources = f->texts("cuda_sources");
+  opts.extra_cuda_cflags = f->texts("extra_cuda_cflags");
+  opts.cuda_arch = f->text("cuda_arch");
   return opts;
 }
 
@@ -173,7 +173,7 @@ FieldMap load_inline_entry(const FieldMap& options) {
     std::string name = f.required_text("name");
     std::vector<std::string> sources = f.texts("cpp_sources");
     std::vector<FunctionDecl> decls = to_decls(f.get<Array<FieldMap>>("functions", {}));
-    InlineOptions opts = inline_options(f);
+    InlineOptions opts = inline_options(&f);
     f.expect_all_read();
     return module_fields(load_inline(name, sources, decls, opts));
   });
