@@ -2,7 +2,8 @@
 //
 // Every function gets one `extern "C" int __tvm_ffi_<name>(void*, const TVMFFIAny*,
 // int32_t, TVMFFIAny*)` safe call that checks each argument, calls the user's
-// function and turns any C++ exception into the FFI error. Stubs include only the
+// function and turns any C++ exception into the FFI error of its kind (the name
+// table of kjit/errors.h, which the runtime uses too). Stubs include only the
 // tvm-ffi C ABI headers, never its C++ headers, so a JIT build stays fast.
 #ifndef KJIT_CODEGEN_H_
 #define KJIT_CODEGEN_H_

@@ -1,7 +1,10 @@
 // kjit/kernel.h — what a kernel written for kjit includes.
 //
-// Deliberately light: DLPack's C header and the standard library only, never the
-// tvm-ffi C++ headers, so that a JIT build of a kernel stays fast.
+// Deliberately light: DLPack's C header, kjit/errors.h and the standard library
+// only, never the tvm-ffi C++ headers, so that a JIT build of a kernel stays fast.
+// A kernel throws kjit::ValueError, TypeError, IndexError, RuntimeError or
+// NotImplementedError (kjit/errors.h) for a caller's mistake; Python gets the
+// builtin of that name.
 #ifndef KJIT_KERNEL_H_
 #define KJIT_KERNEL_H_
 
@@ -11,6 +14,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "kjit/errors.h"
 
 namespace kjit {
 
@@ -79,29 +84,6 @@ class TensorView {
 
   const DLTensor* tensor_ = nullptr;
 };
-
-/// Base of the typed errors a kernel may throw. The generated stub turns one into
-/// an FFI error of kind `kind()`, which reaches Python as the builtin of that name.
-class Error : public std::runtime_error {
- public:
-  Error(const char* kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
-  const char* kind() const noexcept { return kind_; }
-
- private:
-  const char* kind_;
-};
-
-#define KJIT_DEFINE_KERNEL_ERROR(Kind)                                   \
-  class Kind : public Error {                                            \
-   public:                                                               \
-    explicit Kind(const std::string& message) : Error(#Kind, message) {} \
-  };
-KJIT_DEFINE_KERNEL_ERROR(ValueError)
-KJIT_DEFINE_KERNEL_ERROR(TypeError)
-KJIT_DEFINE_KERNEL_ERROR(IndexError)
-KJIT_DEFINE_KERNEL_ERROR(RuntimeError)
-KJIT_DEFINE_KERNEL_ERROR(NotImplementedError)
-#undef KJIT_DEFINE_KERNEL_ERROR
 
 /// Throws ValueError(message) unless `condition` holds.
 inline void check_value(bool condition, const std::string& message) {

@@ -28,7 +28,6 @@ class _Api:
             "emit_stub",
             "emit_stub_prelude",
             "load_inline",
-            "take_compile_error",
             "resolve_functions",
             "normalize_arg_spec",
             "ew_create",

@@ -14,7 +14,6 @@ from typing import Optional
 import numpy as np
 
 from ._lib import api
-from .errors import CompileError
 
 _NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
 _NO_INPUTS = object()  # the hot path's first-input type when there is none
@@ -179,14 +178,6 @@ def _framework(inputs) -> str:
     return "numpy"  # only scalars: NumPy results
 
 
-def _attach_compile_log(err: CompileError) -> None:
-    """The compiler's command and log, kept by the C++ side for the CompileError it
-    raised last on this thread (tvm-ffi errors carry only a message)."""
-    if not err.command and not err.log:
-        command, log = api.take_compile_error()
-        err.command, err.log = str(command), str(log)
-
-
 class _Engine:
     """One kjit::Elementwise (by id) and the tvm-ffi functions that call it; frees the
     engine when collected. Every call that is not the hot path comes through `call`."""
@@ -214,33 +205,29 @@ class _Engine:
         with out= of the same framework or none, take one crossing into C++ (which
         plans, cached by the operands' metadata, allocates if needed and runs);
         anything else, and whatever that entry declines, takes the general path."""
-        try:
-            tensor_type = _torch_tensor_type()
-            numpy_in = torch_in = False
-            for x in inputs:
-                tx = type(x)
-                if tx is _NDARRAY:
-                    numpy_in = True
-                elif tx is tensor_type:
-                    torch_in = True
-                elif tx not in _PY_SCALARS:
-                    break
-            else:
-                if numpy_in != torch_in:
-                    try:
-                        if out is None:
-                            return self._new_outputs(inputs, torch_in, scalars)
-                        if self._into_outputs(inputs, out, tensor_type if torch_in else _NDARRAY, torch_in,
-                                              scalars):
-                            return out
-                    except BufferError:
-                        pass  # a read-only or bfloat16 array: the general path passes it by description
-            if not inputs:
-                raise TypeError(f"{self.name}: expected at least one input")
-            return self._general_call(inputs, out, scalars)
-        except CompileError as err:
-            _attach_compile_log(err)
-            raise
+        tensor_type = _torch_tensor_type()
+        numpy_in = torch_in = False
+        for x in inputs:
+            tx = type(x)
+            if tx is _NDARRAY:
+                numpy_in = True
+            elif tx is tensor_type:
+                torch_in = True
+            elif tx not in _PY_SCALARS:
+                break
+        else:
+            if numpy_in != torch_in:
+                try:
+                    if out is None:
+                        return self._new_outputs(inputs, torch_in, scalars)
+                    if self._into_outputs(inputs, out, tensor_type if torch_in else _NDARRAY, torch_in,
+                                          scalars):
+                        return out
+                except BufferError:
+                    pass  # a read-only or bfloat16 array: the general path passes it by description
+        if not inputs:
+            raise TypeError(f"{self.name}: expected at least one input")
+        return self._general_call(inputs, out, scalars)
 
     def _new_outputs(self, inputs, torch_in, scalars):
         if scalars:
@@ -406,9 +393,6 @@ def _hot_call(engine: _Engine):
             return general(inputs, out, scalars)
         except BufferError:  # a read-only or bfloat16 array: engine.call passes it by description
             return general(inputs, out, scalars)
-        except CompileError as err:
-            _attach_compile_log(err)
-            raise
 
     return call
 

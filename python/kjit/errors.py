@@ -14,8 +14,30 @@ class SpecError(ValueError):
 class CompileError(RuntimeError):
     """The compiler rejected a module. ``.command`` is what ran, ``.log`` what it said."""
 
-    command: str = ""
-    log: str = ""
+    @property
+    def command(self) -> str:
+        return self._field("command")
+
+    @command.setter
+    def command(self, value: str) -> None:
+        self.__dict__["command"] = value
+
+    @property
+    def log(self) -> str:
+        return self._field("log")
+
+    @log.setter
+    def log(self, value: str) -> None:
+        self.__dict__["log"] = value
+
+    def _field(self, name: str) -> str:
+        """A value set on this object, else the one the C++ CompileError sent as
+        the FFI error's extra context ({"command", "log"}), else ""."""
+        if name in self.__dict__:
+            return self.__dict__[name]
+        ffi_error = getattr(self, "__tvm_ffi_error__", None)
+        context = None if ffi_error is None else ffi_error.extra_context
+        return "" if context is None else str(context[name])
 
 
 @tvm_ffi.register_error("ToolchainError")

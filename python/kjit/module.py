@@ -6,7 +6,6 @@ import os
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._lib import api
-from .errors import CompileError
 from .spec import Spec
 
 _RESERVED = {
@@ -32,29 +31,28 @@ class Module:
     scalars. Each call runs the generated checks before the kernel.
     """
 
-    def __init__(self, res, load_args):
-        ffi_module, path, names, signatures, stubs, functions, source, cache_hit, key, xla, arg_specs, devices = res
-        names = [str(n) for n in names]
-        self.name: str = load_args["name"]
-        self.path: str = str(path)
-        self.ffi_module = ffi_module
+    def __init__(self, res, options: dict):
+        """``res``: the fields the C++ kjit.load_inline returns; ``options``: what it took."""
+        functions = res["functions"]
+        names = [str(f["name"]) for f in functions]
+        self.name: str = options["name"]
+        self.path: str = str(res["path"])
+        self.ffi_module = res["module"]
         #: function name -> canonical signature string (docs/spec.md)
-        self.functions: Dict[str, str] = {n: str(s) for n, s in zip(names, signatures)}
+        self.functions: Dict[str, str] = {n: str(f["signature"]) for n, f in zip(names, functions)}
         #: function name -> arg_spec tokens (arg, ret, attr.<name>:<type>, stream)
-        self.arg_specs: Dict[str, List[str]] = {n: [str(t) for t in a] for n, a in zip(names, arg_specs)}
+        self.arg_specs: Dict[str, List[str]] = {n: [str(t) for t in f["arg_spec"]] for n, f in zip(names, functions)}
         #: function name -> device kind of its tensors ("cpu", "cuda", or "none")
-        self.devices: Dict[str, str] = {n: str(d) for n, d in zip(names, devices)}
-        self.source: str = str(source)
-        self.cache_hit: bool = bool(cache_hit)
+        self.devices: Dict[str, str] = {n: str(f["device"]) for n, f in zip(names, functions)}
+        self.source: str = str(res["source"])
+        self.cache_hit: bool = bool(res["cache_hit"])
         #: content hash of the build (same sources, specs, flags and compiler: same key)
-        self.key: str = str(key)
+        self.key: str = str(res["key"])
         #: whether the library also has XLA FFI handlers (load_inline(jax=True))
-        self.has_xla_handlers: bool = bool(xla)
-        self._load_args = load_args
-        stubs = [str(s) for s in stubs]
-        functions = list(functions)
-        self._stubs = dict(zip(names, stubs))
-        self._fns = dict(zip(names, functions))
+        self.has_xla_handlers: bool = bool(res["has_xla_handlers"])
+        self._options = options
+        self._stubs = {n: str(f["stub"]) for n, f in zip(names, functions)}
+        self._fns = {n: f["function"] for n, f in zip(names, functions)}
         for fn_name, fn in self._fns.items():
             if fn_name not in _RESERVED:
                 # Plain instance attributes, and no __getattr__ on the class: that
@@ -114,7 +112,8 @@ _FUNCTIONS_FORMS = (
 
 
 def _declarations(functions) -> list:
-    """[name, form, origin, payload...] rows for the C++ side (see global_functions.cc)."""
+    """The declarations as named fields for the C++ side: {"name", "origin", "form"}
+    with "signature" or "tokens" (see to_decl in global_functions.cc)."""
     if functions is None:
         return []
     if isinstance(functions, str):
@@ -125,27 +124,27 @@ def _declarations(functions) -> list:
         names = list(functions)
     except TypeError:
         raise TypeError(f"{_FUNCTIONS_FORMS}; got {type(functions).__name__}") from None
-    rows = []
+    decls = []
     for i, fn_name in enumerate(names):
         if not isinstance(fn_name, str):
             raise TypeError(f"functions[{i}] must be a function name (str), got {type(fn_name).__name__}")
-        rows.append([fn_name, "infer", f"functions[{i}]"])
-    return rows
+        decls.append({"name": fn_name, "origin": f"functions[{i}]", "form": "infer"})
+    return decls
 
 
-def _declaration(fn_name, decl) -> list:
+def _declaration(fn_name, decl) -> dict:
     if not isinstance(fn_name, str):
         raise TypeError(f"functions: a function name must be a str, got {type(fn_name).__name__}")
     origin = f"functions['{fn_name}']"
     if isinstance(decl, Spec):
-        return [fn_name, "signature", origin, decl.signature(fn_name)]
+        return {"name": fn_name, "origin": origin, "form": "signature", "signature": decl.signature(fn_name)}
     if isinstance(decl, str):
-        return [fn_name, "signature", origin, decl]
+        return {"name": fn_name, "origin": origin, "form": "signature", "signature": decl}
     if isinstance(decl, (list, tuple)):
         for i, tok in enumerate(decl):
             if not isinstance(tok, str):
                 raise TypeError(f"{origin}[{i}] must be an arg_spec token (str), got {type(tok).__name__}")
-        return [fn_name, "tokens", origin, *decl]
+        return {"name": fn_name, "origin": origin, "form": "tokens", "tokens": list(decl)}
     raise TypeError(
         f"{origin} must be a signature string, a kjit.Spec or a list of arg_spec tokens, got {type(decl).__name__}"
     )
@@ -157,9 +156,12 @@ def resolve(cpp_sources: Union[str, Sequence[str]] = (), functions=None, *,
 
     ``functions`` takes every form ``load_inline`` takes. Raises SpecError.
     """
-    rows = api.resolve_functions(_string_list(cpp_sources, "cpp_sources"), _declarations(functions),
-                                 _string_list(cuda_sources, "cuda_sources"))
-    return {str(r[0]): str(r[1]) for r in rows}
+    resolved = api.resolve_functions({
+        "cpp_sources": _string_list(cpp_sources, "cpp_sources"),
+        "functions": _declarations(functions),
+        "cuda_sources": _string_list(cuda_sources, "cuda_sources"),
+    })
+    return {str(f["name"]): str(f["signature"]) for f in resolved}
 
 
 def normalize_arg_spec(tokens: Sequence[str], *, name: str = "fn") -> List[str]:
@@ -211,20 +213,28 @@ def load_inline(
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    load_args = dict(
-        name=name,
-        sources=_string_list(cpp_sources, "cpp_sources"),
-        decls=_declarations(functions),
-        cflags=_string_list(extra_cflags, "extra_cflags"),
-        ldflags=_string_list(extra_ldflags, "extra_ldflags"),
-        includes=_string_list(extra_include_paths, "extra_include_paths"),
-        build_dir="" if build_directory is None else os.fspath(build_directory),
-        verbose=bool(verbose),
-        cuda_sources=_string_list(cuda_sources, "cuda_sources"),
-        cuda_cflags=_string_list(extra_cuda_cflags, "extra_cuda_cflags"),
-        cuda_arch=_cuda_arch_text(cuda_arch),
-    )
-    return _load(load_args, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+    # Named fields of the C++ kjit.load_inline (load_inline_entry in global_functions.cc).
+    options = {
+        "name": name,
+        "cpp_sources": _string_list(cpp_sources, "cpp_sources"),
+        "functions": _declarations(functions),
+        "extra_cflags": _string_list(extra_cflags, "extra_cflags"),
+        "extra_ldflags": _string_list(extra_ldflags, "extra_ldflags"),
+        "extra_include_paths": _string_list(extra_include_paths, "extra_include_paths"),
+        "build_directory": "" if build_directory is None else _path_text(build_directory, "build_directory"),
+        "verbose": bool(verbose),
+        "cuda_sources": _string_list(cuda_sources, "cuda_sources"),
+        "extra_cuda_cflags": _string_list(extra_cuda_cflags, "extra_cuda_cflags"),
+        "cuda_arch": _cuda_arch_text(cuda_arch),
+    }
+    return _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+
+
+def _path_text(value, what: str) -> str:
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(f"{what} must be a str or os.PathLike of str, got {type(path).__name__}")
+    return path
 
 
 def _cuda_arch_text(cuda_arch) -> str:
@@ -241,33 +251,13 @@ def _xla_include_dir() -> str:
     return jax.ffi.include_dir()
 
 
-def _load(load_args: dict, *, force_rebuild: bool, xla_include_dir: str) -> Module:
-    a = load_args
-    try:
-        res = api.load_inline(
-            a["name"],
-            a["sources"],
-            a["decls"],
-            a["cflags"],
-            a["ldflags"],
-            a["includes"],
-            a["build_dir"],
-            a["verbose"],
-            force_rebuild,
-            xla_include_dir,
-            a["cuda_sources"],
-            a["cuda_cflags"],
-            a["cuda_arch"],
-        )
-    except CompileError as err:
-        command, log = api.take_compile_error()
-        err.command, err.log = str(command), str(log)
-        raise
-    return Module(res, load_args)
+def _load(options: dict, *, force_rebuild: bool, xla_include_dir: str) -> Module:
+    res = api.load_inline({**options, "force_rebuild": force_rebuild, "xla_include_dir": xla_include_dir})
+    return Module(res, options)
 
 
 def with_xla_handlers(mod: Module) -> Module:
     """``mod`` itself if it has XLA FFI handlers, else the same module built with them."""
     if mod.has_xla_handlers:
         return mod
-    return _load(mod._load_args, force_rebuild=False, xla_include_dir=_xla_include_dir())
+    return _load(mod._options, force_rebuild=False, xla_include_dir=_xla_include_dir())

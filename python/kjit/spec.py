@@ -28,7 +28,9 @@ class Spec:
 
     def __init__(self, name: str = "fn") -> None:
         self.name = name
-        self._ops: list[list[str]] = []
+        # The spec as named fields, checked by the C++ SpecBuilder in signature().
+        self._params: list[dict] = []
+        self._constraints: list[str] = []
 
     def tensor(
         self,
@@ -43,36 +45,33 @@ class Spec:
         align: Optional[int] = None,
         device: Optional[str] = None,
     ) -> "Spec":
-        self._ops.append(["tensor", name, dtype, *[str(d) for d in shape]])
-        if out:
-            self._ops.append(["out"])
-        if optional:
-            self._ops.append(["optional"])
-        if strided:
-            self._ops.append(["strided"])
+        param = {"kind": "tensor", "name": name, "dtype": dtype, "shape": [str(d) for d in shape],
+                 "out": bool(out), "optional": bool(optional), "strided": bool(strided)}
         if strides is not None:
-            self._ops.append(["strides", *[str(s) for s in strides]])
+            param["strides"] = [str(s) for s in strides]
         if align is not None:
-            self._ops.append(["align", str(int(align))])
+            param["align"] = int(align)
         if device is not None:
-            self._ops.append(["device", device])
+            param["device"] = device
+        self._params.append(param)
         return self
 
     def scalar(self, name: str, type: str) -> "Spec":  # noqa: A002 (mirrors the grammar)
-        self._ops.append(["scalar", name, type])
+        self._params.append({"kind": "scalar", "name": name, "type": type})
         return self
 
     def stream(self, name: str = "stream") -> "Spec":
-        self._ops.append(["stream", name])
+        self._params.append({"kind": "stream", "name": name})
         return self
 
     def constraint(self, text: str) -> "Spec":
-        self._ops.append(["constraint", text])
+        self._constraints.append(text)
         return self
 
     def signature(self, name: Optional[str] = None) -> str:
         """The canonical signature string; raises SpecError if the spec is invalid."""
-        return str(api.spec_from_builder(name or self.name, self._ops))
+        return str(api.spec_from_builder({"name": name or self.name, "params": self._params,
+                                          "constraints": self._constraints}))
 
     def __repr__(self) -> str:
         return f"Spec({self.name!r}: {self.signature()})"

@@ -1,39 +1,37 @@
-// The one place kjit's C++ error types become FFI error kinds (Python exceptions).
+// Where kjit's errors become FFI errors (Python exceptions) in the kjit.* entries:
+// the kind's name from kjit/errors.h's table, the same one the generated stubs use.
 #ifndef KJIT_SRC_FFI_BOUNDARY_H_
 #define KJIT_SRC_FFI_BOUNDARY_H_
 
+#include <tvm/ffi/any.h>
+#include <tvm/ffi/container/map.h>
 #include <tvm/ffi/error.h>
+#include <tvm/ffi/string.h>
 
-#include <string>
-#include <utility>
+#include <optional>
 
 #include "kjit/errors.h"
-#include "kjit/kernel.h"
 
 namespace kjit {
 
-/// Command and log of the last CompileError on this thread, for the Python
-/// CompileError's .command and .log (kjit.take_compile_error).
-std::pair<std::string, std::string>& last_compile_error();
+/// The FFI error of a CompileError: its command and log ride along as the error's
+/// extra context, a Map {"command", "log"} that kjit.CompileError reads.
+inline tvm::ffi::Error to_ffi_error(const CompileError& e) {
+  tvm::ffi::Map<tvm::ffi::String, tvm::ffi::Any> context{{"command", tvm::ffi::String(e.command())},
+                                                         {"log", tvm::ffi::String(e.log())}};
+  return tvm::ffi::Error(e.kind(), e.what(), "", std::nullopt, context);
+}
 
-/// Runs f, turning kjit's exceptions into FFI errors of the matching kind.
+/// Runs f, turning a kjit::Error into the FFI error of its kind. Anything else is
+/// left to tvm-ffi, which reports it as an InternalError.
 template <typename F>
 auto at_ffi_boundary(F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const kjit::Error& e) {  // ValueError, TypeError, ... raised for a caller's mistake
-    throw tvm::ffi::Error(e.kind(), e.what(), "");
-  } catch (const SpecError& e) {
-    throw tvm::ffi::Error("SpecError", e.what(), "");
   } catch (const CompileError& e) {
-    last_compile_error() = {e.command(), e.log()};
-    throw tvm::ffi::Error("CompileError", e.what(), "");
-  } catch (const ToolchainError& e) {
-    throw tvm::ffi::Error("ToolchainError", e.what(), "");
-  } catch (const CacheError& e) {
-    throw tvm::ffi::Error("CacheError", e.what(), "");
-  } catch (const InternalError& e) {
-    throw tvm::ffi::Error("InternalError", e.what(), "");
+    throw to_ffi_error(e);
+  } catch (const Error& e) {
+    throw tvm::ffi::Error(e.kind(), e.what(), "");
   }
 }
 

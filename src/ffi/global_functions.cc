@@ -1,11 +1,13 @@
 // The C++ entry points the Python package calls, registered as tvm-ffi global
-// functions ("kjit.*"). Each converts kjit's error types to FFI errors of a named
-// kind here, in one place.
+// functions ("kjit.*"). Anything with more than a few arguments or results crosses
+// as named fields (Maps, ffi/fields.h); kjit's errors become FFI errors of their
+// kind through at_ffi_boundary (ffi/boundary.h).
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
 #include "ffi/boundary.h"
+#include "ffi/fields.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
 #include "kjit/declare.h"
@@ -14,15 +16,8 @@
 #include "kjit/version.h"
 
 namespace kjit {
-
-std::pair<std::string, std::string>& last_compile_error() {
-  thread_local std::pair<std::string, std::string> last;
-  return last;
-}
-
 namespace {
 
-using tvm::ffi::Any;
 using tvm::ffi::Array;
 using tvm::ffi::String;
 
@@ -32,129 +27,155 @@ std::vector<std::string> to_strings(const Array<String>& a) {
   return out;
 }
 
-DeviceKind parse_device(const std::string& d) {
-  if (d == "cuda") return DeviceKind::kCUDA;
-  if (d == "cpu" || d.empty()) return DeviceKind::kCPU;
-  throw SpecError("unknown device '" + d + "': expected cpu or cuda");
-}
-
-/// Replays builder calls recorded by Python's kjit.Spec: each op is
-/// [verb, args...].
-FunctionSpec replay_builder(const std::string& name, const Array<Array<String>>& ops) {
-  SpecBuilder b(name);
-  for (const Array<String>& op : ops) {
-    std::vector<std::string> a = to_strings(op);
-    internal_check(!a.empty(), "empty builder op");
-    const std::string& verb = a[0];
-    if (verb == "tensor") {
-      b.tensor(a.at(1), a.at(2), std::vector<std::string>(a.begin() + 3, a.end()));
-    } else if (verb == "scalar") {
-      b.scalar(a.at(1), a.at(2));
-    } else if (verb == "stream") {
-      b.stream(a.at(1));
-    } else if (verb == "out") {
-      b.out();
-    } else if (verb == "optional") {
-      b.optional();
-    } else if (verb == "strided") {
-      b.strided();
-    } else if (verb == "strides") {
-      b.strides(std::vector<std::string>(a.begin() + 1, a.end()));
-    } else if (verb == "align") {
-      b.align(std::stoll(a.at(1)));
-    } else if (verb == "device") {
-      b.device(a.at(1));
-    } else if (verb == "constraint") {
-      b.constraint(a.at(1));
-    } else {
-      throw InternalError("kjit internal error: unknown builder op '" + verb + "'");
-    }
-  }
-  return b.build();
-}
-
-/// Declarations from Python: each is [name, form, origin, payload...] with form
-/// "signature" (payload: the string), "tokens" (payload: the tokens) or "infer".
-std::vector<FunctionDecl> to_decls(const Array<Array<String>>& functions) {
-  std::vector<FunctionDecl> out;
-  for (const Array<String>& f : functions) {
-    std::vector<std::string> a = to_strings(f);
-    internal_check(a.size() >= 3, "a declaration is [name, form, origin, payload...]");
-    FunctionDecl d;
-    d.name = a[0];
-    d.origin = a[2];
-    if (a[1] == "signature") {
-      d.form = FunctionDecl::Form::kSignature;
-      d.signature = a.at(3);
-    } else if (a[1] == "tokens") {
-      d.form = FunctionDecl::Form::kTokens;
-      d.tokens.assign(a.begin() + 3, a.end());
-    } else {
-      internal_check(a[1] == "infer", "unknown declaration form");
-      d.form = FunctionDecl::Form::kInfer;
-    }
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
 Array<String> strings(const std::vector<std::string>& v) {
   Array<String> out;
   for (const std::string& s : v) out.push_back(String(s));
   return out;
 }
 
-/// [[name, signature, [arg_spec tokens]], ...] of resolved declarations, without
+DeviceKind parse_device(const std::string& d) {
+  if (d == "cuda") return DeviceKind::kCUDA;
+  if (d == "cpu" || d.empty()) return DeviceKind::kCPU;
+  throw SpecError("unknown device '" + d + "': expected cpu or cuda");
+}
+
+/// One tensor of Python's kjit.Spec: its fields in the order the builder applies
+/// them, so the first mistake reported is the same as for the C++ builder's calls.
+void add_tensor(Fields* f, SpecBuilder* b) {
+  b->tensor(f->required_text("name"), f->required_text("dtype"), f->texts("shape"));
+  if (f->flag("out")) b->out();
+  if (f->flag("optional")) b->optional();
+  if (f->flag("strided")) b->strided();
+  if (std::optional<Array<String>> strides = f->maybe<Array<String>>("strides")) b->strides(to_strings(*strides));
+  if (std::optional<int64_t> align = f->maybe<int64_t>("align")) b->align(*align);
+  if (std::optional<String> device = f->maybe<String>("device")) b->device(std::string(*device));
+}
+
+/// One parameter of Python's kjit.Spec: {"kind": "tensor" | "scalar" | "stream", ...}.
+void add_param(const FieldMap& param, SpecBuilder* b) {
+  Fields f("kjit.Spec", param, /*user_values=*/true);
+  std::string kind = f.required_text("kind");
+  if (kind == "tensor") {
+    add_tensor(&f, b);
+  } else if (kind == "scalar") {
+    b->scalar(f.required_text("name"), f.required_text("type"));
+  } else {
+    internal_check(kind == "stream", "a kjit.Spec parameter is a tensor, a scalar or a stream");
+    b->stream(f.required_text("name"));
+  }
+  f.expect_all_read();
+}
+
+/// The spec Python's kjit.Spec describes: {"name", "params": [...], "constraints": [...]}.
+FunctionSpec build_spec(const FieldMap& fields) {
+  Fields f("kjit.Spec", fields, /*user_values=*/true);
+  SpecBuilder b(f.required_text("name"));
+  for (const FieldMap& param : f.get<Array<FieldMap>>("params", {})) add_param(param, &b);
+  for (const std::string& c : f.texts("constraints")) b.constraint(c);
+  f.expect_all_read();
+  return b.build();
+}
+
+/// A declaration from Python: {"name", "origin", "form"} with form "signature"
+/// (and "signature"), "tokens" (and "tokens") or "infer".
+FunctionDecl to_decl(const FieldMap& fields) {
+  Fields f("kjit declaration", fields);
+  FunctionDecl d;
+  d.name = f.required_text("name");
+  d.origin = f.required_text("origin");
+  std::string form = f.required_text("form");
+  if (form == "signature") {
+    d.form = FunctionDecl::Form::kSignature;
+    d.signature = f.required_text("signature");
+  } else if (form == "tokens") {
+    d.form = FunctionDecl::Form::kTokens;
+    d.tokens = f.texts("tokens");
+  } else {
+    internal_check(form == "infer", "unknown declaration form");
+    d.form = FunctionDecl::Form::kInfer;
+  }
+  f.expect_all_read();
+  return d;
+}
+
+std::vector<FunctionDecl> to_decls(const Array<FieldMap>& functions) {
+  std::vector<FunctionDecl> out;
+  for (const FieldMap& f : functions) out.push_back(to_decl(f));
+  return out;
+}
+
+/// {"name", "signature", "arg_spec"} of each resolved declaration, without
 /// compiling: what kjit read off the tokens, annotations and C++ definitions.
-Array<Any> resolve_entry(const Array<String>& sources, const Array<Array<String>>& functions,
-                         const Array<String>& cuda_sources) {
+Array<FieldMap> resolve_entry(const FieldMap& options) {
   return at_ffi_boundary([&] {
-    Array<Any> out;
-    for (const FunctionSpec& s :
-         resolve_module_functions(to_strings(sources), to_strings(cuda_sources), to_decls(functions))) {
-      out.push_back(Array<Any>{String(s.name), String(to_string(s)), strings(to_arg_spec(s))});
+    Fields f("kjit.resolve_functions options", options);
+    std::vector<std::string> sources = f.texts("cpp_sources");
+    std::vector<std::string> cuda_sources = f.texts("cuda_sources");
+    std::vector<FunctionDecl> decls = to_decls(f.get<Array<FieldMap>>("functions", {}));
+    f.expect_all_read();
+    Array<FieldMap> out;
+    for (const FunctionSpec& s : resolve_module_functions(sources, cuda_sources, decls)) {
+      out.push_back(FieldMap{
+          {"name", String(s.name)}, {"signature", String(to_string(s))}, {"arg_spec", strings(to_arg_spec(s))}});
     }
     return out;
   });
 }
 
-Array<Any> load_inline_entry(const String& name, const Array<String>& sources, const Array<Array<String>>& functions,
-                             const Array<String>& cflags, const Array<String>& ldflags, const Array<String>& includes,
-                             const String& build_directory, bool verbose, bool force_rebuild,
-                             const String& xla_include_dir, const Array<String>& cuda_sources,
-                             const Array<String>& cuda_cflags, const String& cuda_arch) {
+/// InlineOptions, each field under its own name.
+InlineOptions inline_options(Fields* f) {
+  InlineOptions opts;
+  opts.extra_cflags = f->texts("extra_cflags");
+  opts.extra_ldflags = f->texts("extra_ldflags");
+  opts.extra_include_paths = f->texts("extra_include_paths");
+  opts.build_directory = f->text("build_directory");
+  opts.verbose = f->flag("verbose");
+  opts.force_rebuild = f->flag("force_rebuild");
+  opts.xla_include_dir = f->text("xla_include_dir");
+  opts.cuda_sources = f->texts("cuda_sources");
+  opts.extra_cuda_cflags = f->texts("extra_cuda_cflags");
+  opts.cuda_arch = f->text("cuda_arch");
+  return opts;
+}
+
+/// The device kind of a function's tensors ("cpu", "cuda"), "none" without any.
+std::string device_of(const FunctionSpec& s) {
+  for (const Param& p : s.params) {
+    if (p.kind == ParamKind::kTensor) return device_kind_name(p.tensor.device);
+  }
+  return "none";
+}
+
+FieldMap function_fields(const Module& m, const FunctionSpec& s) {
+  return FieldMap{
+      {"name", String(s.name)},         {"signature", String(to_string(s))},   {"stub", String(m.host_source(s.name))},
+      {"function", m.function(s.name)}, {"arg_spec", strings(to_arg_spec(s))}, {"device", String(device_of(s))}};
+}
+
+FieldMap module_fields(const Module& m) {
+  Array<FieldMap> functions;
+  for (const FunctionSpec& s : m.specs()) functions.push_back(function_fields(m, s));
+  return FieldMap{{"module", m.ffi_module()},
+                  {"path", String(m.path())},
+                  {"functions", functions},
+                  {"source", String(m.full_source())},
+                  {"cache_hit", m.cache_hit()},
+                  {"key", String(m.key())},
+                  {"has_xla_handlers", m.has_xla_handlers()}};
+}
+
+/// load_inline with options as named fields: "name", "cpp_sources", "functions"
+/// (declarations) and InlineOptions' fields by their names; returns the module's
+/// fields (module_fields).
+FieldMap load_inline_entry(const FieldMap& options) {
   return at_ffi_boundary([&] {
-    InlineOptions opts;
-    opts.extra_cflags = to_strings(cflags);
-    opts.extra_ldflags = to_strings(ldflags);
-    opts.extra_include_paths = to_strings(includes);
-    opts.build_directory = std::string(build_directory);
-    opts.verbose = verbose;
-    opts.force_rebuild = force_rebuild;
-    opts.xla_include_dir = std::string(xla_include_dir);
-    opts.cuda_sources = to_strings(cuda_sources);
-    opts.extra_cuda_cflags = to_strings(cuda_cflags);
-    opts.cuda_arch = std::string(cuda_arch);
-    Module m = load_inline(std::string(name), to_strings(sources), to_decls(functions), opts);
-    Array<Any> names, signatures, stubs, fns, arg_specs, devices;
-    for (const FunctionSpec& s : m.specs()) {
-      std::string device = "none";
-      for (const Param& p : s.params) {
-        if (p.kind == ParamKind::kTensor) {
-          device = device_kind_name(p.tensor.device);
-          break;
-        }
-      }
-      devices.push_back(String(device));
-      names.push_back(String(s.name));
-      signatures.push_back(String(to_string(s)));
-      stubs.push_back(String(m.host_source(s.name)));
-      fns.push_back(m.function(s.name));
-      arg_specs.push_back(strings(to_arg_spec(s)));
-    }
-    return Array<Any>{
-        m.ffi_module(),          String(m.path()), names,           signatures,           stubs,     fns,
-        String(m.full_source()), m.cache_hit(),    String(m.key()), m.has_xla_handlers(), arg_specs, devices};
+    Fields f("kjit.load_inline options", options);
+    std::string name = f.required_text("name");
+    std::vector<std::string> sources = f.texts("cpp_sources");
+    std::vector<FunctionDecl> decls = to_decls(f.get<Array<FieldMap>>("functions", {}));
+    InlineOptions opts = inline_options(&f);
+    f.expect_all_read();
+    return module_fields(load_inline(name, sources, decls, opts));
   });
 }
 
@@ -170,9 +191,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              });
            })
       .def("kjit.spec_from_builder",
-           [](const String& name, const Array<Array<String>>& ops) {
-             return at_ffi_boundary([&] { return String(to_string(replay_builder(std::string(name), ops))); });
-           })
+           [](const FieldMap& spec) { return at_ffi_boundary([&] { return String(to_string(build_spec(spec))); }); })
       .def("kjit.emit_stub",
            [](const String& name, const String& sig) {
              return at_ffi_boundary(
@@ -185,9 +204,9 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            [](const String& fn, const Array<String>& tokens) {
              return at_ffi_boundary([&] { return strings(normalize_arg_spec(std::string(fn), to_strings(tokens))); });
            })
-      .def("kjit.take_compile_error", []() {
-        Array<String> out{String(last_compile_error().first), String(last_compile_error().second)};
-        last_compile_error() = {};
+      .def("kjit.error_kind_names", []() {
+        Array<String> out;
+        for (ErrorKind kind : kAllErrorKinds) out.push_back(String(error_kind_name(kind)));
         return out;
       });
 }

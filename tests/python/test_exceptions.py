@@ -1,6 +1,11 @@
 """C++ exceptions thrown by a kernel arrive in Python as the matching builtin, message == what()."""
 
+import builtins
+
 import pytest
+import tvm_ffi
+
+import kjit
 
 from conftest import build
 
@@ -67,3 +72,36 @@ def test_function_usable_after_exception(mod):
     with pytest.raises(ValueError):
         mod.thrower(0)
     assert mod.thrower(100) == 100
+
+
+# ---- the boundary's own errors ----
+
+
+def test_every_error_kind_is_a_registered_python_exception():
+    kjit_own = {
+        "SpecError": kjit.SpecError,
+        "CompileError": kjit.CompileError,
+        "ToolchainError": kjit.ToolchainError,
+        "CacheError": kjit.CacheError,
+        "InternalError": kjit.InternalError,
+    }
+    names = [str(n) for n in tvm_ffi.get_global_func("kjit.error_kind_names")()]
+    assert set(kjit_own) | {"NotImplementedError", "MemoryError"} <= set(names)
+    for name in names:  # the others are the builtins of the same name
+        expected = kjit_own[name] if name in kjit_own else getattr(builtins, name)
+        assert tvm_ffi.core.ERROR_NAME_TO_TYPE.get(name) is expected, name
+
+
+def test_an_unknown_option_field_is_an_internal_error():
+    from kjit._lib import api
+
+    with pytest.raises(kjit.InternalError, match=r"^kjit internal error: kjit\.load_inline options has an unknown "
+                                                 r"field 'cflags'$"):
+        api.load_inline({"name": "m", "cflags": ["-O2"]})
+
+
+def test_a_compile_error_made_in_python_has_empty_command_and_log():
+    err = kjit.CompileError("no compiler output")
+    assert (err.command, err.log) == ("", "")
+    err.command, err.log = "c++ x.cc", "x.cc:1: error"
+    assert (err.command, err.log) == ("c++ x.cc", "x.cc:1: error")

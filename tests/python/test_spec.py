@@ -233,6 +233,13 @@ def test_builder_specific_errors():
         Spec("1f").tensor("a", "float32", ["n"]).signature()
 
 
+def test_builder_values_of_the_wrong_type_are_type_errors():
+    with pytest.raises(TypeError, match=r"^kjit\.Spec: 'dtype' must be str, got int$"):
+        Spec("f").tensor("a", 32, ["n"]).signature()
+    with pytest.raises(TypeError, match=r"^kjit\.Spec: 'name' must be str, got None$"):
+        Spec(None).tensor("a", "float32", ["n"]).signature()
+
+
 # ---- load_inline's front door ----
 
 

@@ -478,18 +478,10 @@ KJIT_COLD int fail_constraint(const char* fn, const char* text, const SymVal* sy
 KJIT_COLD int raise_current_exception(const char* fn) {
   try {
     throw;
-  } catch (const kjit::Error& e) {
+  } catch (const kjit::Error& e) {  // the kind names: kjit/errors.h, shared with the runtime
     TVMFFIErrorSetRaisedFromCStr(e.kind(), e.what());
-  } catch (const std::invalid_argument& e) {
-    TVMFFIErrorSetRaisedFromCStr("ValueError", e.what());
-  } catch (const std::domain_error& e) {
-    TVMFFIErrorSetRaisedFromCStr("ValueError", e.what());
-  } catch (const std::out_of_range& e) {
-    TVMFFIErrorSetRaisedFromCStr("IndexError", e.what());
-  } catch (const std::bad_alloc& e) {
-    TVMFFIErrorSetRaisedFromCStr("MemoryError", e.what());
   } catch (const std::exception& e) {
-    TVMFFIErrorSetRaisedFromCStr("RuntimeError", e.what());
+    TVMFFIErrorSetRaisedFromCStr(kjit::error_kind_name(kjit::kernel_error_kind(e)), e.what());
   } catch (...) {
     return raise("RuntimeError", "%s: the kernel threw an exception that is not a std::exception", fn);
   }
