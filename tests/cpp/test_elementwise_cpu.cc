@@ -286,10 +286,10 @@ TEST(ElementwiseCpp, FreshContiguousAllocationsReuseThePlanAndStayCorrect) {
 }
 
 TEST(ElementwiseCpp, ThreadCountFollowsTheSetting) {
-  kjit::set_ew_num_threads(3);
-  EXPECT_EQ(kjit::ew_num_threads(), 3);
-  kjit::set_ew_num_threads(0);
-  EXPECT_GE(kjit::ew_num_threads(), 1);
+  kjit::set_num_threads(3);
+  EXPECT_EQ(kjit::get_num_threads(), 3);
+  kjit::set_num_threads(0);
+  EXPECT_GE(kjit::get_num_threads(), 1);
 }
 
 }  // namespace

@@ -1,0 +1,158 @@
+// An engine's plan cache: call metadata -> plan, in a bounded map its threads
+// share, with each thread's last plan matched in place against a call (no key
+// written, no lock) so a repeated call costs a comparison of ~15 words.
+#ifndef KJIT_SRC_ELEMENTWISE_PLAN_CACHE_H_
+#define KJIT_SRC_ELEMENTWISE_PLAN_CACHE_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "elementwise/call_plan.h"
+#include "kjit/elementwise.h"
+#include "support/compiler_hints.h"
+#include "support/thread_scratch.h"
+
+namespace kjit {
+namespace ew {
+
+/// Plan keys are 64-bit words kept in a std::string (for the map's hashing). One
+/// encoder feeds either sink: KeyWriter appends the words, KeyMatcher compares
+/// them with a stored key in place.
+struct KeyWriter {
+  std::string* key;
+  void word(uint64_t v) { key->append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+};
+
+struct KeyMatcher {
+  const char* at;
+  size_t left;  // bytes of the key not compared yet
+  bool ok = true;
+  explicit KeyMatcher(const std::string& key) : at(key.data()), left(key.size()) {}
+  KJIT_INLINE void word(uint64_t v) {
+    if (left < sizeof(v)) {
+      ok = false;
+      return;
+    }
+    uint64_t stored;
+    std::memcpy(&stored, at, sizeof(v));
+    ok &= stored == v;  // no branch per word
+    at += sizeof(v);
+    left -= sizeof(v);
+  }
+  bool matched() const { return ok && left == 0; }
+};
+
+template <class Sink>
+KJIT_INLINE void encode_tensor(Sink* sink, const DLTensor* t) {
+  // Unsigned: ndim and the device fields are int32s a caller could set negative.
+  sink->word(t->dtype.code | uint64_t{t->dtype.bits} << 8 | uint64_t{t->dtype.lanes} << 16 |
+             uint64_t{t->strides != nullptr} << 32);
+  sink->word(uint64_t{static_cast<uint32_t>(t->device.device_type)} |
+             uint64_t{static_cast<uint32_t>(t->device.device_id)} << 32);
+  sink->word(static_cast<uint32_t>(t->ndim));
+  for (int d = 0; d < t->ndim; ++d) sink->word(static_cast<uint64_t>(t->shape[d]));
+  if (t->strides != nullptr) {
+    for (int d = 0; d < t->ndim; ++d) sink->word(static_cast<uint64_t>(t->strides[d]));
+  }
+}
+
+/// What a call's plan depends on: the rules, the counts, each input (a scalar by
+/// its kind only: a top-bit word no tensor's first word has) and each given output
+/// (none for an allocating call, whose plan lays its outputs out itself).
+template <class Sink>
+KJIT_INLINE void encode_call(Sink* sink, const std::vector<EwOperand>& inputs, const DLTensor* const* outputs,
+                             size_t n_out, size_t n_extra, Promotion p) {
+  sink->word(uint64_t{inputs.size()} << 32 | uint64_t{n_out});
+  sink->word(uint64_t{n_extra} << 1 | uint64_t{p == Promotion::kTorch});
+  for (const EwOperand& in : inputs) {
+    if (in.tensor != nullptr) {
+      encode_tensor(sink, in.tensor);
+    } else {
+      sink->word(uint64_t{1} << 63 | static_cast<uint64_t>(in.scalar));
+    }
+  }
+  for (size_t k = 0; k < n_out; ++k) encode_tensor(sink, outputs[k]);
+}
+
+/// A thread's last plan: its engine (by serial, unlike an address never reused),
+/// its key and the plan.
+struct LastPlan {
+  uint64_t engine = 0;
+  std::string key;
+  std::shared_ptr<const CallPlan> plan;
+};
+
+/// The plan one call runs with, held until the call ends and then left as its
+/// thread's last plan. A hit takes the plan out of the thread's slot, which stays
+/// empty meanwhile: a call made from inside this one on the same thread (an
+/// allocator that runs elementwise calls) finds no plan there to replace.
+class PlanLease {
+ public:
+  PlanLease(LastPlan* slot, LastPlan held) : slot_(slot), held_(std::move(held)) {}
+  ~PlanLease() { *slot_ = std::move(held_); }
+  PlanLease(const PlanLease&) = delete;
+  PlanLease& operator=(const PlanLease&) = delete;
+
+  const CallPlan& operator*() const { return *held_.plan; }
+  const CallPlan* operator->() const { return held_.plan.get(); }
+
+ private:
+  LastPlan* slot_;
+  LastPlan held_;
+};
+
+class PlanCache {
+ public:
+  PlanCache();
+  PlanCache(const PlanCache&) = delete;
+  PlanCache& operator=(const PlanCache&) = delete;
+
+  /// The plan for the call that encode(&sink) describes (encode_call): this
+  /// thread's last plan when it matches, else the shared map's, else make()'s
+  /// (a std::shared_ptr<const CallPlan>), which the map keeps.
+  template <class Encode, class Make>
+  KJIT_INLINE PlanLease lease(const Encode& encode, const Make& make) {
+    LastPlan& slot = thread_scratch<LastPlan>();
+    if (slot.engine == serial_) {
+      KeyMatcher m(slot.key);
+      encode(&m);
+      if (m.matched()) {
+        LastPlan held = std::move(slot);
+        slot.engine = 0;  // empty while the call holds the plan
+        return PlanLease(&slot, std::move(held));
+      }
+    }
+    return PlanLease(&slot, find_or_make(encode, make));
+  }
+
+ private:
+  template <class Encode, class Make>
+  KJIT_NOINLINE LastPlan find_or_make(const Encode& encode, const Make& make) {
+    LastPlan found{serial_, {}, nullptr};
+    KeyWriter w{&found.key};
+    encode(&w);
+    found.plan = find(found.key);
+    if (!found.plan) found.plan = keep(found.key, make());
+    return found;
+  }
+  std::shared_ptr<const CallPlan> find(const std::string& key);
+  /// Keeps `plan` under `key` unless another thread kept one first; returns the kept one.
+  std::shared_ptr<const CallPlan> keep(const std::string& key, std::shared_ptr<const CallPlan> plan);
+
+  const uint64_t serial_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const CallPlan>> plans_;
+};
+
+}  // namespace ew
+}  // namespace kjit
+
+#endif  // KJIT_SRC_ELEMENTWISE_PLAN_CACHE_H_
