@@ -40,11 +40,11 @@ struct EwOperand {
   int64_t int_value = 0;
   double real = 0, imag = 0;
 
-  static EwOperand of(const DLTensor* t);
-  static EwOperand of_bool(bool v);
-  static EwOperand of_int(int64_t v);
-  static EwOperand of_float(double v);
-  static EwOperand of_complex(double re, double im);
+  static EwOperand of(const DLTensor* t) { return {t, Scalar::kNone, 0, 0, 0}; }
+  static EwOperand of_bool(bool v) { return {nullptr, Scalar::kBool, v ? 1 : 0, 0, 0}; }
+  static EwOperand of_int(int64_t v) { return {nullptr, Scalar::kInt, v, 0, 0}; }
+  static EwOperand of_float(double v) { return {nullptr, Scalar::kFloat, 0, v, 0}; }
+  static EwOperand of_complex(double re, double im) { return {nullptr, Scalar::kComplex, 0, re, im}; }
 };
 
 /// An output's layout: what a call produces (what run_allocating asks its

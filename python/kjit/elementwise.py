@@ -172,19 +172,20 @@ def _attach_compile_log(err: CompileError) -> None:
         err.command, err.log = str(command), str(log)
 
 
-# A call's class, as _classify packs it into an int: the framework of its tensors
-# (also the promotion rules the C++ side takes: NumPy's 0, PyTorch's 1), whether
-# Python scalars may be among its inputs, whether out= is given, and its count of
-# extra scalars (class // _PER_EXTRA). _CHECKED: a call no call function takes.
+# A call's class (see _python_function) is an int: its framework, which is also the
+# promotion rules the C++ side takes (NumPy's 0, PyTorch's 1), plus _SCALAR_INPUTS
+# when Python scalars may be among its inputs, plus _INTO with out=, plus
+# _PER_EXTRA per extra scalar.
 _NUMPY, _TORCH = 0, 1
 _SCALAR_INPUTS, _INTO, _PER_EXTRA = 2, 4, 8
-_CHECKED = -1
+_NUMPY_SCALAR_INPUTS, _TORCH_SCALAR_INPUTS = _NUMPY + _SCALAR_INPUTS, _TORCH + _SCALAR_INPUTS
+_NO_INPUTS = object()  # a call's first input type when it has none
 
-_torch_tensor = None  # torch.Tensor, once _classify has met it (kjit never imports torch)
+_torch_tensor = None  # torch.Tensor, once a call has met it (kjit never imports torch)
 
 
 def _is_torch_tensor_type(t) -> bool:
-    """Whether `t` is torch.Tensor; remembered for the next calls' classification."""
+    """Whether `t` is torch.Tensor; remembered for the next calls."""
     global _torch_tensor  # noqa: PLW0603 (torch cannot be unloaded)
     torch = _torch()
     if torch is None or t is not torch.Tensor:
@@ -201,37 +202,22 @@ def _arrays_and_python_scalars(inputs) -> bool:
     return True
 
 
-def _classify(inputs, out, extras, num_outputs) -> int:
-    """The class of a call, from its first input's framework: NumPy arrays (with
-    Python scalars among the inputs only after checking that none is a NumPy
-    scalar, which is strong there) or torch tensors (any scalars: PyTorch makes
-    NumPy's weak too), into an out= of that framework's tensors or new outputs,
-    with some extra scalars. A call function runs a call of its class unless an
-    argument is not one it takes (it then returns None). _CHECKED for the rest."""
-    if not inputs:
-        return _CHECKED
-    first = type(inputs[0])
-    if first is _NDARRAY:
-        if type(inputs[-1]) is _NDARRAY:
-            cls = _NUMPY  # a scalar in the middle: the call function declines it
-        elif _arrays_and_python_scalars(inputs):
-            cls = _NUMPY | _SCALAR_INPUTS
-        else:
-            return _CHECKED
-        tensor_type = _NDARRAY
-    elif first is _torch_tensor or _is_torch_tensor_type(first):
-        cls = _TORCH | _SCALAR_INPUTS
-        tensor_type = first
-    else:
-        return _CHECKED
-    if out is not None:
-        if num_outputs == 1:
-            if type(out) is not tensor_type:
-                return _CHECKED
-        elif type(out) is not tuple or len(out) != num_outputs or any(type(o) is not tensor_type for o in out):
-            return _CHECKED
-        cls |= _INTO
-    return cls + _PER_EXTRA * len(extras) if extras else cls
+def _tensors_of(out, tensor_type, num_outputs) -> bool:
+    """Whether out= of a multi-output call holds num_outputs tensors of one type."""
+    if type(out) is not tuple or len(out) != num_outputs:
+        return False
+    for o in out:
+        if type(o) is not tensor_type:
+            return False
+    return True
+
+
+def _numpy_results(results):
+    return tuple(_from_dlpack(r) for r in results)
+
+
+def _torch_results(results):
+    return tuple(_as_torch(r) for r in results)
 
 
 class _Engine:
@@ -244,11 +230,10 @@ class _Engine:
         self.num_outputs: int = num_outputs
         self.functions: dict = {}  # call class -> call function, made on first use
 
-    def call_function(self, cls: int):
-        """The call function of a call class (kjit.ew_function), made and kept."""
-        fn = self.functions[cls] = api.ew_function(self.id, cls & _TORCH, bool(cls & _SCALAR_INPUTS),
-                                                   bool(cls & _INTO), cls // _PER_EXTRA)
-        return fn
+    def add_call_function(self, cls: int) -> None:
+        """Makes the call function of a call class (kjit.ew_function) and keeps it."""
+        self.functions[cls] = api.ew_function(self.id, cls & _TORCH, bool(cls & _SCALAR_INPUTS), bool(cls & _INTO),
+                                              cls // _PER_EXTRA)
 
     def checked_call(self, inputs, out, extras):
         """Any call, each argument converted and checked here: other frameworks,
@@ -327,32 +312,55 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
 
 def _python_function(engine: _Engine):
     """The function kjit.elementwise returns, a plain function (Python calls one
-    faster than an object's __call__): classify the call, look its call function
-    up (made on first use), call it once, wrap the result. A call of no class, or
-    one its call function declines (None), takes the checked path."""
-    functions, call_function, checked_call = engine.functions, engine.call_function, engine.checked_call
+    faster than an object's __call__). It classifies a call once, by the first
+    input's framework: NumPy arrays (Python scalars among the inputs only after
+    checking that none is a NumPy scalar, strong under NumPy's rules, which a call
+    function cannot tell from a Python one) or torch tensors (any scalars, weak
+    under PyTorch's rules), with out= of that framework's tensors or without, and
+    with some extra scalars. It then calls the call function of that class from the
+    engine's table, made on first use, and wraps the result. A call function runs
+    unless an argument is not one it takes, and then returns None; that, and a
+    call of no class, takes the checked path."""
+    functions, checked_call = engine.functions, engine.checked_call
     num_outputs = engine.num_outputs
-    classify = _classify
+    single = num_outputs == 1
+    numpy_wrap, torch_wrap = (_from_dlpack, None) if single else (_numpy_results, _torch_results)
 
     def call(*inputs, out=None, **extras):
         try:
-            cls = classify(inputs, out, extras, num_outputs)
-            if cls >= 0:
-                try:
-                    fn = functions[cls]
-                except KeyError:
-                    fn = call_function(cls)
-                if out is None:
-                    result = fn(*inputs, *extras.values()) if extras else fn(*inputs)
-                    if result is not None:
-                        if num_outputs == 1:  # tvm-ffi returns torch tensors for torch inputs
-                            return result if cls & _TORCH else _from_dlpack(result)
-                        return tuple(_as_torch(r) if cls & _TORCH else _from_dlpack(r) for r in result)
-                elif num_outputs == 1 and not extras:
-                    if fn(*inputs, out) is not None:
-                        return out
-                elif fn(*inputs, *(out if num_outputs > 1 else (out,)), *extras.values()) is not None:
+            first = type(inputs[0]) if inputs else _NO_INPUTS
+            if first is _NDARRAY:
+                if type(inputs[-1]) is _NDARRAY:
+                    cls = _NUMPY  # a scalar in the middle: the call function declines it
+                elif _arrays_and_python_scalars(inputs):
+                    cls = _NUMPY_SCALAR_INPUTS
+                else:
+                    return checked_call(inputs, out, extras)
+                wrap = numpy_wrap
+            elif first is _torch_tensor or _is_torch_tensor_type(first):
+                cls, wrap = _TORCH_SCALAR_INPUTS, torch_wrap
+            else:
+                return checked_call(inputs, out, extras)
+            if extras:
+                cls += _PER_EXTRA * len(extras)
+            if out is None:
+                result = functions[cls](*inputs, *extras.values()) if extras else functions[cls](*inputs)
+                if result is not None:
+                    return result if wrap is None else wrap(result)
+            elif single and type(out) is first:
+                cls += _INTO
+                if (functions[cls](*inputs, out, *extras.values()) if extras else functions[cls](*inputs, out)) \
+                        is not None:
                     return out
+            elif not single and _tensors_of(out, first, num_outputs):
+                cls += _INTO
+                if functions[cls](*inputs, *out, *extras.values()) is not None:
+                    return out
+        except KeyError:
+            if cls in functions:
+                raise
+            engine.add_call_function(cls)
+            return call(*inputs, out=out, **extras)
         except BufferError:
             pass  # a read-only or bfloat16 array: the checked path passes it by description
         except CompileError as err:

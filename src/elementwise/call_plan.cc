@@ -33,9 +33,11 @@ void finish_plan(CallPlan* plan, std::vector<LoopOperand> outputs, const std::ve
                  size_t n_extra) {
   const CallTypes& types = plan->types;
   const size_t n_out = outputs.size();
+  plan->n_out = n_out;
   plan->kernel_types.outputs = plan->op_types;
   plan->kernel_types.inputs = types.inputs;
   plan->kernel_types.compute = compute_type(types.result);
+  plan->compute_size = static_cast<size_t>(size_of(plan->kernel_types.compute));
   plan->kernel_types.num_extra = static_cast<int>(n_extra);
   plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
   std::vector<LoopOperand> ops = std::move(outputs);
@@ -191,8 +193,7 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
 
 void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwOperand>& inputs,
               const DLTensor* const* outputs, const std::vector<EwOperand>& extra, Promotion p, bool fresh_outputs) {
-  const size_t n_in = inputs.size(), n_out = plan.op_types.size() - n_in, n_ops = n_out + n_in;
-  const size_t compute_size = static_cast<size_t>(size_of(plan.kernel_types.compute));
+  const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in, compute_size = plan.compute_size;
   CallData data(n_ops, n_in, extra.size() * compute_size);
   for (size_t k = 0; k < n_out; ++k) data.ptrs[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
   for (size_t i = 0; i < n_in; ++i) {

@@ -24,7 +24,9 @@ struct CallPlan {
   /// allocated as laid out (what an allocating call's loop was planned for).
   std::vector<EwOutput> outputs;
   std::vector<std::vector<int64_t>> output_strides;
+  size_t n_out = 0;
   EwKernelTypes kernel_types;
+  size_t compute_size = 0;                      ///< bytes of the compute type, in which extra scalars travel
   KernelFn kernel = nullptr;                    ///< CPU lanes
   std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
   LoopPlan loop;

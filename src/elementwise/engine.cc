@@ -141,37 +141,6 @@ void Elementwise::Impl::run_into(const std::vector<EwOperand>& inputs, const DLT
   ew::run_plan(entry, *plan, inputs, outputs, extra, promotion, /*fresh_outputs=*/false);
 }
 
-EwOperand EwOperand::of(const DLTensor* t) {
-  EwOperand o;
-  o.tensor = t;
-  return o;
-}
-EwOperand EwOperand::of_bool(bool v) {
-  EwOperand o;
-  o.scalar = Scalar::kBool;
-  o.int_value = v ? 1 : 0;
-  return o;
-}
-EwOperand EwOperand::of_int(int64_t v) {
-  EwOperand o;
-  o.scalar = Scalar::kInt;
-  o.int_value = v;
-  return o;
-}
-EwOperand EwOperand::of_float(double v) {
-  EwOperand o;
-  o.scalar = Scalar::kFloat;
-  o.real = v;
-  return o;
-}
-EwOperand EwOperand::of_complex(double re, double im) {
-  EwOperand o;
-  o.scalar = Scalar::kComplex;
-  o.real = re;
-  o.imag = im;
-  return o;
-}
-
 Elementwise::Elementwise(std::string code, const std::string& name, int num_outputs, ElementwiseOptions options)
     : impl_(std::make_unique<Impl>()) {
   if (num_outputs < 1)

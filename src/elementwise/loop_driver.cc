@@ -152,16 +152,11 @@ LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> o
   return plan;
 }
 
-void execute(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
-  switch (plan.lane) {
-    case Lane::kOneRow:
-      kernel(data, plan.inner_strides.data(), plan.loop.shape[0], extra);
-      return;
-    case Lane::kTiled:
-      execute_tiled(kernel, plan.loop, plan.sizes, data, extra);
-      return;
-    default:
-      execute_rows(kernel, plan.loop, data, extra);
+void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
+  if (plan.lane == Lane::kTiled) {
+    execute_tiled(kernel, plan.loop, plan.sizes, data, extra);
+  } else {
+    execute_rows(kernel, plan.loop, data, extra);
   }
 }
 

@@ -39,8 +39,17 @@ struct LoopPlan {
 LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t n_out,
                    std::vector<int> sizes, bool cuda);
 
+/// Lane::kRows and Lane::kTiled.
+void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra);
+
 /// Runs a CPU lane with `data` (one pointer per operand, outputs first).
-void execute(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra);
+inline void execute(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
+  if (plan.lane == Lane::kOneRow) {
+    kernel(data, plan.inner_strides.data(), plan.loop.shape[0], extra);
+    return;
+  }
+  execute_loop_nest(kernel, plan, data, extra);
+}
 
 }  // namespace ew
 }  // namespace kjit

@@ -83,30 +83,40 @@ KJIT_INLINE void encode_call(Sink* sink, const std::vector<EwOperand>& inputs, c
 }
 
 /// A thread's last plan: its engine (by serial, unlike an address never reused),
-/// its key and the plan.
+/// its key and the plan, which a call on this thread may be running with.
 struct LastPlan {
   uint64_t engine = 0;
   std::string key;
   std::shared_ptr<const CallPlan> plan;
+  bool in_use = false;
 };
 
-/// The plan one call runs with, held until the call ends and then left as its
-/// thread's last plan. A hit takes the plan out of the thread's slot, which stays
-/// empty meanwhile: a call made from inside this one on the same thread (an
-/// allocator that runs elementwise calls) finds no plan there to replace.
+/// The plan one call runs with, held until the call ends. A hit runs with the
+/// thread's last plan, marked in use meanwhile: a call made from inside this one
+/// on the same thread (an allocator that runs elementwise calls) neither matches
+/// nor replaces it. A miss runs with the plan found or made, which then becomes
+/// the thread's last unless a call further out is using that.
 class PlanLease {
  public:
-  PlanLease(LastPlan* slot, LastPlan held) : slot_(slot), held_(std::move(held)) {}
-  ~PlanLease() { *slot_ = std::move(held_); }
+  explicit PlanLease(LastPlan* slot) : slot_(slot), plan_(slot->plan.get()) { slot->in_use = true; }
+  PlanLease(LastPlan* slot, LastPlan found) : slot_(slot), plan_(found.plan.get()), found_(std::move(found)) {}
+  ~PlanLease() {
+    if (!found_.plan) {
+      slot_->in_use = false;
+    } else if (!slot_->in_use) {
+      *slot_ = std::move(found_);
+    }
+  }
   PlanLease(const PlanLease&) = delete;
   PlanLease& operator=(const PlanLease&) = delete;
 
-  const CallPlan& operator*() const { return *held_.plan; }
-  const CallPlan* operator->() const { return held_.plan.get(); }
+  const CallPlan& operator*() const { return *plan_; }
+  const CallPlan* operator->() const { return plan_; }
 
  private:
   LastPlan* slot_;
-  LastPlan held_;
+  const CallPlan* plan_;
+  LastPlan found_;  // a miss's plan; empty on a hit
 };
 
 class PlanCache {
@@ -121,14 +131,10 @@ class PlanCache {
   template <class Encode, class Make>
   KJIT_INLINE PlanLease lease(const Encode& encode, const Make& make) {
     LastPlan& slot = thread_scratch<LastPlan>();
-    if (slot.engine == serial_) {
+    if (slot.engine == serial_ && !slot.in_use) {
       KeyMatcher m(slot.key);
       encode(&m);
-      if (m.matched()) {
-        LastPlan held = std::move(slot);
-        slot.engine = 0;  // empty while the call holds the plan
-        return PlanLease(&slot, std::move(held));
-      }
+      if (m.matched()) return PlanLease(&slot);
     }
     return PlanLease(&slot, find_or_make(encode, make));
   }
@@ -136,7 +142,7 @@ class PlanCache {
  private:
   template <class Encode, class Make>
   KJIT_NOINLINE LastPlan find_or_make(const Encode& encode, const Make& make) {
-    LastPlan found{serial_, {}, nullptr};
+    LastPlan found{serial_, {}, nullptr, false};
     KeyWriter w{&found.key};
     encode(&w);
     found.plan = find(found.key);
