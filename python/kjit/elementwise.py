@@ -230,10 +230,11 @@ class _Engine:
         self.num_outputs: int = num_outputs
         self.functions: dict = {}  # call class -> call function, made on first use
 
-    def add_call_function(self, cls: int) -> None:
+    def call_function(self, cls: int):
         """Makes the call function of a call class (kjit.ew_function) and keeps it."""
-        self.functions[cls] = api.ew_function(self.id, cls & _TORCH, bool(cls & _SCALAR_INPUTS), bool(cls & _INTO),
-                                              cls // _PER_EXTRA)
+        fn = self.functions[cls] = api.ew_function(self.id, cls & _TORCH, bool(cls & _SCALAR_INPUTS),
+                                                   bool(cls & _INTO), cls // _PER_EXTRA)
+        return fn
 
     def checked_call(self, inputs, out, extras):
         """Any call, each argument converted and checked here: other frameworks,
@@ -327,22 +328,22 @@ def _python_function(engine: _Engine):
     numpy_wrap, torch_wrap = (_from_dlpack, None) if single else (_numpy_results, _torch_results)
 
     def call(*inputs, out=None, **extras):
-        try:
-            first = type(inputs[0]) if inputs else _NO_INPUTS
-            if first is _NDARRAY:
-                if type(inputs[-1]) is _NDARRAY:
-                    cls = _NUMPY  # a scalar in the middle: the call function declines it
-                elif _arrays_and_python_scalars(inputs):
-                    cls = _NUMPY_SCALAR_INPUTS
-                else:
-                    return checked_call(inputs, out, extras)
-                wrap = numpy_wrap
-            elif first is _torch_tensor or _is_torch_tensor_type(first):
-                cls, wrap = _TORCH_SCALAR_INPUTS, torch_wrap
+        first = type(inputs[0]) if inputs else _NO_INPUTS
+        if first is _NDARRAY:
+            if type(inputs[-1]) is _NDARRAY:
+                cls = _NUMPY  # a scalar in the middle: the call function declines it
+            elif _arrays_and_python_scalars(inputs):
+                cls = _NUMPY_SCALAR_INPUTS
             else:
                 return checked_call(inputs, out, extras)
-            if extras:
-                cls += _PER_EXTRA * len(extras)
+            wrap = numpy_wrap
+        elif first is _torch_tensor or _is_torch_tensor_type(first):
+            cls, wrap = _TORCH_SCALAR_INPUTS, torch_wrap
+        else:
+            return checked_call(inputs, out, extras)
+        if extras:
+            cls += _PER_EXTRA * len(extras)
+        try:
             if out is None:
                 result = functions[cls](*inputs, *extras.values()) if extras else functions[cls](*inputs)
                 if result is not None:
@@ -359,7 +360,7 @@ def _python_function(engine: _Engine):
         except KeyError:
             if cls in functions:
                 raise
-            engine.add_call_function(cls)
+            engine.call_function(cls)  # the first call of its class
             return call(*inputs, out=out, **extras)
         except BufferError:
             pass  # a read-only or bfloat16 array: the checked path passes it by description

@@ -86,20 +86,25 @@ void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* d
 class CallData {
  public:
   CallData(size_t n_ops, size_t n_in, size_t extra_bytes) {
-    ptrs = n_ops <= kInline ? ptr_inline_ : (ptr_heap_.resize(n_ops), ptr_heap_.data());
-    slots = n_in <= kInline ? slot_inline_ : (slot_heap_.resize(n_in), slot_heap_.data());
-    extra =
-        extra_bytes <= sizeof(extra_inline_) ? extra_inline_ : (extra_heap_.resize(extra_bytes), extra_heap_.data());
+    if (n_ops > kInline || n_in > kInline || extra_bytes > sizeof(extra_inline_)) on_heap(n_ops, n_in, extra_bytes);
   }
   CallData(const CallData&) = delete;
   CallData& operator=(const CallData&) = delete;
 
-  char** ptrs;
-  ScalarSlot* slots;
-  unsigned char* extra;
+  char** ptrs = ptr_inline_;
+  ScalarSlot* slots = slot_inline_;
+  unsigned char* extra = extra_inline_;
 
  private:
   static constexpr size_t kInline = 16;
+  KJIT_COLD void on_heap(size_t n_ops, size_t n_in, size_t extra_bytes) {
+    ptr_heap_.resize(n_ops);
+    slot_heap_.resize(n_in);
+    extra_heap_.resize(extra_bytes);
+    ptrs = ptr_heap_.data();
+    slots = slot_heap_.data();
+    extra = extra_heap_.data();
+  }
   char* ptr_inline_[kInline];
   ScalarSlot slot_inline_[kInline];
   alignas(16) unsigned char extra_inline_[128];

@@ -99,12 +99,13 @@ struct LastPlan {
 class PlanLease {
  public:
   explicit PlanLease(LastPlan* slot) : slot_(slot), plan_(slot->plan.get()) { slot->in_use = true; }
-  PlanLease(LastPlan* slot, LastPlan found) : slot_(slot), plan_(found.plan.get()), found_(std::move(found)) {}
+  PlanLease(LastPlan* slot, std::unique_ptr<LastPlan> found)
+      : slot_(slot), plan_(found->plan.get()), found_(std::move(found)) {}
   ~PlanLease() {
-    if (!found_.plan) {
+    if (!found_) {
       slot_->in_use = false;
     } else if (!slot_->in_use) {
-      *slot_ = std::move(found_);
+      *slot_ = std::move(*found_);
     }
   }
   PlanLease(const PlanLease&) = delete;
@@ -116,7 +117,7 @@ class PlanLease {
  private:
   LastPlan* slot_;
   const CallPlan* plan_;
-  LastPlan found_;  // a miss's plan; empty on a hit
+  std::unique_ptr<LastPlan> found_;  // a miss's plan; null on a hit
 };
 
 class PlanCache {
@@ -141,12 +142,13 @@ class PlanCache {
 
  private:
   template <class Encode, class Make>
-  KJIT_NOINLINE LastPlan find_or_make(const Encode& encode, const Make& make) {
-    LastPlan found{serial_, {}, nullptr, false};
-    KeyWriter w{&found.key};
+  KJIT_NOINLINE std::unique_ptr<LastPlan> find_or_make(const Encode& encode, const Make& make) {
+    auto found = std::make_unique<LastPlan>();
+    found->engine = serial_;
+    KeyWriter w{&found->key};
     encode(&w);
-    found.plan = find(found.key);
-    if (!found.plan) found.plan = keep(found.key, make());
+    found->plan = find(found->key);
+    if (!found->plan) found->plan = keep(found->key, make());
     return found;
   }
   std::shared_ptr<const CallPlan> find(const std::string& key);

@@ -1003,7 +1003,7 @@ def test_compile_error_of_a_repeated_call_keeps_command_and_log():
         assert info.value.log and "code:1:" in info.value.log and info.value.command
 
 
-# --- the returned callable and its hot path (tensor-only entries, weak torch scalars) ---
+# --- the returned callable and its call functions (tensor-only ones, weak torch scalars) ---
 
 
 def test_the_kernel_is_a_function_that_describes_itself():
