@@ -1,8 +1,9 @@
-"""``kjit.elementwise``: a computation string becomes an elementwise kernel with
+"""``kjit.elementwise``: a computation string becomes an elementwise function with
 PyTorch TensorIterator semantics (broadcasting, type promotion, casts inside the
-kernel, out= checks, overlap checks), JIT-compiled per dtype combination and
-cached in memory and on disk. The planning and the loops are C++ (libkjit); this
-module only picks the framework of the result and allocates it.
+kernel, out= checks, overlap checks), its kernels JIT-compiled per dtype
+combination and cached in memory and on disk. The planning and the loops are C++
+(libkjit); this module classifies a call, picks the framework of the result and,
+on the checked path, allocates it.
 """
 
 from __future__ import annotations
@@ -225,8 +226,8 @@ class _Engine:
     checked path; frees the engine when collected."""
 
     def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool):
-        self.id, entry = api.ew_create(code, name, num_outputs, build_dir, verbose)
-        self.name: str = str(entry)  # the entry function's
+        self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose)
+        self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
         self.functions: dict = {}  # call class -> call function, made on first use
 
@@ -284,15 +285,16 @@ class _Engine:
 def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
                 build_directory: Optional[str] = None, verbose: bool = False):
     """Compiles ``code`` (a C++ computation string; the entry function is ``name`` or
-    the last function defined) into an elementwise kernel, per input dtypes on first
-    use.
+    the last function defined) into an elementwise function, its kernels compiled
+    per input dtypes on first use.
 
     Returns ``f(*inputs, out=None, **extras)``: tensors of any dtype and strides
     (NumPy, torch, DLPack), Python scalars (weak) and NumPy scalars (strong); extra
     keyword scalars are passed to the entry function after the tensor arguments (in
     the compute type, in keyword order). It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
-    returns it. ``f.name``, ``f.num_outputs`` and ``f.code`` describe the kernel.
+    returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
+    describe it.
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
@@ -306,7 +308,7 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"
-    call.__doc__ = (f"kjit.elementwise kernel '{engine.name}' ({num_outputs} output(s)): "
+    call.__doc__ = (f"kjit.elementwise function '{engine.name}' ({num_outputs} output(s)): "
                     "f(*inputs, out=None, **extras); see kjit.elementwise.")
     return call
 
