@@ -67,7 +67,7 @@ struct HostAlloc {
   void FreeData(DLTensor* t) { std::free(t->data); }
 };
 
-/// The Python binding's hot entry (a kjit.ew_function) without Python: tvm-ffi packed
+/// A call function of the Python binding (kjit.ew_function) without Python: tvm-ffi packed
 /// call, operand decoding, allocation of the result, the run.
 void BM_FfiEwCall(benchmark::State& state) {
   namespace ffi = tvm::ffi;

@@ -40,14 +40,15 @@ struct EwOperand {
   int64_t int_value = 0;
   double real = 0, imag = 0;
 
-  static EwOperand of(const DLTensor* t);
-  static EwOperand of_bool(bool v);
-  static EwOperand of_int(int64_t v);
-  static EwOperand of_float(double v);
-  static EwOperand of_complex(double re, double im);
+  static EwOperand of(const DLTensor* t) { return {t, Scalar::kNone, 0, 0, 0}; }
+  static EwOperand of_bool(bool v) { return {nullptr, Scalar::kBool, v ? 1 : 0, 0, 0}; }
+  static EwOperand of_int(int64_t v) { return {nullptr, Scalar::kInt, v, 0, 0}; }
+  static EwOperand of_float(double v) { return {nullptr, Scalar::kFloat, 0, v, 0}; }
+  static EwOperand of_complex(double re, double im) { return {nullptr, Scalar::kComplex, 0, re, im}; }
 };
 
-/// What the caller must allocate for an output (or what out= must match).
+/// An output's layout: what a call produces (what run_allocating asks its
+/// allocator for, and what an out= tensor must match).
 struct EwOutput {
   std::vector<int64_t> shape;
   EwType type = EwType::kFloat32;
@@ -57,17 +58,15 @@ struct EwOutput {
   std::vector<int> order;
 };
 
-/// Makes output `k` of a call: `spec.shape` in the layout `spec.order` asks for,
-/// of type `spec.type`, on `device`. The tensor must live until the call returns.
-/// It must not run elementwise calls itself on the calling thread (the caller
-/// keeps this thread's plan by reference meanwhile).
-using EwAllocate = std::function<const DLTensor*(size_t k, const EwOutput& spec, DLDevice device)>;
+/// Makes output `k` of a call: `layout.shape` in the order `layout.order` asks
+/// for, of type `layout.type`, on `device`. The tensor must live until the call
+/// returns.
+using EwAllocate = std::function<const DLTensor*(size_t k, const EwOutput& layout, DLDevice device)>;
 
 /// What run_allocating may assume of its allocator's tensors.
 enum class EwAllocation {
-  kAny,              ///< any strides and memory: each call's outputs are checked
-  kFreshContiguous,  ///< new memory, contiguous in spec.order (kjit's own outputs):
-                     ///< a repeated call skips the layout and overlap checks
+  kAny,              ///< any strides and memory: each call checks the outputs' layout and overlap
+  kFreshContiguous,  ///< new memory, contiguous in layout.order (kjit's own outputs): no checks
 };
 
 struct ElementwiseOptions {
@@ -79,15 +78,17 @@ struct ElementwiseOptions {
 /// memory and on disk.
 class Elementwise {
  public:
-  /// `code` defines the entry (the last function, or `name`); with num_outputs > 1
-  /// the entry writes its results through trailing `T&` parameters. Extra scalar
-  /// arguments of a call are passed after the tensor inputs, in the compute type.
+  /// `code` defines the entry function (the last function, or `name`); with
+  /// num_outputs > 1 it writes its results through trailing `T&` parameters. Extra
+  /// scalar arguments of a call are passed after the tensor inputs, in the compute
+  /// type.
   explicit Elementwise(std::string code, const std::string& name = "", int num_outputs = 1,
                        ElementwiseOptions options = {});
   ~Elementwise();
   Elementwise(Elementwise&&) noexcept;
   Elementwise& operator=(Elementwise&&) noexcept;
 
+  /// The entry function's name.
   const std::string& name() const;
   int num_outputs() const;
 
@@ -103,44 +104,22 @@ class Elementwise {
   void run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
            const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy);
 
-  /// As run, into new outputs made by `allocate`. What to allocate is cached with
-  /// the inputs' metadata, so a repeated layout costs one lookup (the fast path of
-  /// the Python binding).
+  /// As run, into new outputs made by `allocate` (which may itself run
+  /// elementwise calls). A call is planned once per inputs' metadata, so a
+  /// repeated one costs a lookup, the allocations and the loop.
   void run_allocating(const std::vector<EwOperand>& inputs, const EwAllocate& allocate,
                       const std::vector<EwOperand>& extra = {}, Promotion promotion = Promotion::kNumPy,
                       EwAllocation allocation = EwAllocation::kAny);
 
-  struct Impl;
-  struct Prepared;
-  struct OutputPlan;
-
  private:
-  std::shared_ptr<const Prepared> prepare(const std::vector<EwOperand>& inputs,
-                                          const std::vector<const DLTensor*>& outputs, size_t n_extra,
-                                          Promotion promotion);
-  /// The cached plan for these operands' metadata, prepared on a miss; valid until
-  /// this thread's next plan_for.
-  const std::shared_ptr<const Prepared>& plan_for(const std::vector<EwOperand>& inputs,
-                                                  const std::vector<const DLTensor*>& outputs, size_t n_extra,
-                                                  Promotion promotion);
-  /// run_allocating past its thread's last plan: finds or makes the plan in the
-  /// shared map. Returns a plan found there and used, for the caller to remember
-  /// under *key (the call's key).
-  std::shared_ptr<const OutputPlan> run_allocating_planned(const std::vector<EwOperand>& inputs,
-                                                           const EwAllocate& allocate,
-                                                           const std::vector<EwOperand>& extra, Promotion promotion,
-                                                           std::string* key);
-  /// `fresh_outputs`: the outputs are new memory, so they overlap nothing.
-  void run_prepared(const Prepared& p, const std::vector<EwOperand>& inputs,
-                    const std::vector<const DLTensor*>& outputs, const std::vector<EwOperand>& extra,
-                    Promotion promotion, bool fresh_outputs = false);
+  struct Impl;  // src/elementwise/engine.cc: kernels, plans, the call path
   std::unique_ptr<Impl> impl_;
 };
 
 /// Threads used by elementwise CPU loops: KJIT_NUM_THREADS, else OMP_NUM_THREADS,
-/// else the hardware's; set_ew_num_threads overrides (0 restores the default).
-int ew_num_threads();
-void set_ew_num_threads(int n);
+/// else the hardware's; set_num_threads overrides (0 restores the default).
+int get_num_threads();
+void set_num_threads(int n);
 
 }  // namespace kjit
 

@@ -8,8 +8,7 @@ with NumPy, PyTorch, JAX (DLPack) and tvm_ffi tensors.
 from ._lib import api as _api
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
 from .elementwise import elementwise
-from .elementwise import num_threads as get_num_threads
-from .elementwise import set_num_threads
+from .elementwise import get_num_threads, set_num_threads
 from .module import Module, load_inline, normalize_arg_spec, resolve
 from .spec import Spec, parse_signature
 

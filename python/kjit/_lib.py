@@ -36,8 +36,8 @@ class _Api:
             "ew_function",
             "ew_empty",
             "ew_free",
-            "ew_num_threads",
-            "set_ew_num_threads",
+            "get_num_threads",
+            "set_num_threads",
         ):
             setattr(self, name, tvm_ffi.get_global_func("kjit." + name))
 

@@ -1,8 +1,9 @@
-"""``kjit.elementwise``: a computation string becomes an elementwise kernel with
+"""``kjit.elementwise``: a computation string becomes an elementwise function with
 PyTorch TensorIterator semantics (broadcasting, type promotion, casts inside the
-kernel, out= checks, overlap checks), JIT-compiled per dtype combination and
-cached in memory and on disk. The planning and the loops are C++ (libkjit); this
-module only picks the framework of the result and allocates it.
+kernel, out= checks, overlap checks), its kernels JIT-compiled per dtype
+combination and cached in memory and on disk. The planning and the loops are C++
+(libkjit); this module classifies a call, picks the framework of the result and,
+on the checked path, allocates it.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import numpy as np
 
 from ._lib import api
 
-_NUMPY, _TORCH = 0, 1  # promotion rules passed to the C++ side
-_NO_INPUTS = object()  # the hot path's first-input type when there is none
-_PY_SCALARS = (float, int, bool)
 _NDARRAY = np.ndarray
 
 
@@ -30,26 +28,14 @@ def _is_torch_tensor(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-_TORCH_TENSOR = None
-
-
-def _torch_tensor_type():
-    """torch.Tensor once torch is imported (kjit never imports it), else None."""
-    global _TORCH_TENSOR  # noqa: PLW0603 (a cache: torch cannot be unloaded)
-    if _TORCH_TENSOR is None:
-        torch = _torch()
-        if torch is not None:
-            _TORCH_TENSOR = torch.Tensor
-    return _TORCH_TENSOR
-
-
 _from_dlpack = np.from_dlpack  # kjit's own results (tvm_ffi.Tensor) as NumPy arrays
 
 
 def _as_torch(result):
     """A result of torch inputs: tvm-ffi already made it a torch tensor, unless torch
     passed no DLPack exchange API."""
-    return result if type(result) is _TORCH_TENSOR else _torch().from_dlpack(result)
+    torch = _torch()
+    return result if type(result) is torch.Tensor else torch.from_dlpack(result)
 
 
 _NUMPY_DTYPES: dict = {}
@@ -178,89 +164,87 @@ def _framework(inputs) -> str:
     return "numpy"  # only scalars: NumPy results
 
 
+# A call's class (see _python_function) is an int: its framework, which is also the
+# promotion rules the C++ side takes (NumPy's 0, PyTorch's 1), plus _SCALAR_INPUTS
+# when Python scalars may be among its inputs, plus _INTO with out=, plus
+# _PER_EXTRA per extra scalar.
+_NUMPY, _TORCH = 0, 1
+_SCALAR_INPUTS, _INTO, _PER_EXTRA = 2, 4, 8
+_NUMPY_SCALAR_INPUTS, _TORCH_SCALAR_INPUTS = _NUMPY + _SCALAR_INPUTS, _TORCH + _SCALAR_INPUTS
+_NO_INPUTS = object()  # a call's first input type when it has none
+
+_torch_tensor = None  # torch.Tensor, once a call has met it (kjit never imports torch)
+
+
+def _is_torch_tensor_type(t) -> bool:
+    """Whether `t` is torch.Tensor; remembered for the next calls."""
+    global _torch_tensor  # noqa: PLW0603 (torch cannot be unloaded)
+    torch = _torch()
+    if torch is None or t is not torch.Tensor:
+        return False
+    _torch_tensor = t
+    return True
+
+
+def _arrays_and_python_scalars(inputs) -> bool:
+    for x in inputs:  # NumPy scalars would arrive as weak numbers, but are strong under NumPy's rules
+        tx = type(x)
+        if tx is not _NDARRAY and tx is not float and tx is not int and tx is not bool:
+            return False
+    return True
+
+
+def _tensors_of(out, tensor_type, num_outputs) -> bool:
+    """Whether out= of a multi-output call holds num_outputs tensors of one type."""
+    if type(out) is not tuple or len(out) != num_outputs:
+        return False
+    for o in out:
+        if type(o) is not tensor_type:
+            return False
+    return True
+
+
+def _numpy_results(results):
+    return tuple(_from_dlpack(r) for r in results)
+
+
+def _torch_results(results):
+    return tuple(_as_torch(r) for r in results)
+
+
 class _Engine:
-    """One kjit::Elementwise (by id) and the tvm-ffi functions that call it; frees the
-    engine when collected. Every call that is not the hot path comes through `call`."""
+    """One kjit::Elementwise (by id), its call functions by call class, and the
+    checked path; frees the engine when collected."""
 
     def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool):
-        self.id, entry = api.ew_create(code, name, num_outputs, build_dir, verbose)
-        self.name: str = str(entry)
+        self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose)
+        self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
-        self._entries: dict = {}
-        self._numpy_new, self._torch_new = self.entry(False, True, False, 0), self.entry(True, True, False, 0)
+        self.functions: dict = {}  # call class -> call function, made on first use
 
-    def entry(self, torch_in: bool, scalars_in: bool, into: bool, n_extra: int):
-        """The kjit.ew_function for a call's rules (PyTorch's or NumPy's), whether its
-        inputs may include scalars, whether it writes into outputs, and its count of
-        extra scalars: made once, then kept."""
-        key = (torch_in, scalars_in, into, n_extra)
-        fn = self._entries.get(key)
-        if fn is None:
-            fn = self._entries[key] = api.ew_function(self.id, _TORCH if torch_in else _NUMPY, scalars_in, into,
-                                                      n_extra)
+    def call_function(self, cls: int):
+        """Makes the call function of a call class (kjit.ew_function) and keeps it."""
+        fn = self.functions[cls] = api.ew_function(self.id, cls & _TORCH, bool(cls & _SCALAR_INPUTS),
+                                                   bool(cls & _INTO), cls // _PER_EXTRA)
         return fn
 
-    def call(self, inputs, out, scalars):
-        """Any call. NumPy arrays or torch tensors (one framework) and Python scalars,
-        with out= of the same framework or none, take one crossing into C++ (which
-        plans, cached by the operands' metadata, allocates if needed and runs);
-        anything else, and whatever that entry declines, takes the general path."""
-        tensor_type = _torch_tensor_type()
-        numpy_in = torch_in = False
-        for x in inputs:
-            tx = type(x)
-            if tx is _NDARRAY:
-                numpy_in = True
-            elif tx is tensor_type:
-                torch_in = True
-            elif tx not in _PY_SCALARS:
-                break
-        else:
-            if numpy_in != torch_in:
-                try:
-                    if out is None:
-                        return self._new_outputs(inputs, torch_in, scalars)
-                    if self._into_outputs(inputs, out, tensor_type if torch_in else _NDARRAY, torch_in,
-                                          scalars):
-                        return out
-                except BufferError:
-                    pass  # a read-only or bfloat16 array: the general path passes it by description
+    def checked_call(self, inputs, out, extras):
+        """Any call, each argument converted and checked here: other frameworks,
+        NumPy scalars among NumPy inputs, read-only or bfloat16 arrays, complex
+        scalars, and the errors."""
         if not inputs:
             raise TypeError(f"{self.name}: expected at least one input")
-        return self._general_call(inputs, out, scalars)
+        return self._checked_call(inputs, out, extras)
 
-    def _new_outputs(self, inputs, torch_in, scalars):
-        if scalars:
-            result = self.entry(torch_in, True, False, len(scalars))(*inputs, *scalars.values())
-        else:  # the common case, without building a key
-            result = (self._torch_new if torch_in else self._numpy_new)(*inputs)
-        if result is None:  # declined: an extra that is not a number
-            return self._general_call(inputs, None, scalars)
-        convert = _as_torch if torch_in else _from_dlpack
-        if self.num_outputs == 1:
-            return convert(result)
-        return tuple(convert(r) for r in result)
-
-    def _into_outputs(self, inputs, out, tensor_type, torch_in, scalars) -> bool:
-        """Runs into `out` when it holds num_outputs tensors of the inputs' framework;
-        False leaves the call (and its error messages) to the general path."""
-        outs = out if type(out) is tuple else (out,)
-        if len(outs) != self.num_outputs:
-            return False
-        for o in outs:
-            if type(o) is not tensor_type:
-                return False
-        return self.entry(torch_in, True, True, len(scalars))(*inputs, *outs, *scalars.values()) is not None
-
-    def _general_call(self, inputs, out, scalars):
+    def _checked_call(self, inputs, out, extras):
         framework = _framework(inputs)
         args = [_argument(x, i, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
         if out is None:
-            specs = api.ew_outputs(self.id, promotion, *args)
+            layouts = api.ew_outputs(self.id, promotion, *args)
             device = _device_of(inputs)
             outs = [_allocate(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order], device)
-                    for shape, dtype, order in specs]
+                    for shape, dtype, order in layouts]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             if len(outs) != self.num_outputs:
@@ -269,7 +253,7 @@ class _Engine:
                 if isinstance(o, np.ndarray) and not o.flags.writeable:
                     raise ValueError(f"{self.name}: out[{k}] is a read-only NumPy array (flags.writeable is False); "
                                      "pass a writable array")
-        extra = [_extra(v, k) for k, v in scalars.items()]
+        extra = [_extra(v, k) for k, v in extras.items()]
         out_args = [_argument(o, k) for k, o in enumerate(outs)]
         api.ew_run(self.id, promotion, len(args), len(outs), *args, *out_args, *extra)
         if out is not None:
@@ -287,15 +271,17 @@ class _Engine:
 
 def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
                 build_directory: Optional[str] = None, verbose: bool = False):
-    """Compiles ``code`` (a C++ computation string; the entry is ``name`` or the last
-    function defined) into an elementwise kernel, per input dtypes on first use.
+    """Compiles ``code`` (a C++ computation string; the entry function is ``name`` or
+    the last function defined) into an elementwise function, its kernels compiled
+    per input dtypes on first use.
 
-    Returns ``f(*inputs, out=None, **scalars)``: tensors of any dtype and strides
+    Returns ``f(*inputs, out=None, **extras)``: tensors of any dtype and strides
     (NumPy, torch, DLPack), Python scalars (weak) and NumPy scalars (strong); extra
-    keyword scalars are passed to the entry after the tensor arguments (in the
-    compute type, in keyword order). It returns new outputs of the inputs'
+    keyword scalars are passed to the entry function after the tensor arguments (in
+    the compute type, in keyword order). It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
-    returns it. ``f.name``, ``f.num_outputs`` and ``f.code`` describe the kernel.
+    returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
+    describe it.
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
@@ -305,109 +291,84 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
         raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
     engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose))
-    call = _hot_call(engine)
+    call = _python_function(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"
-    call.__doc__ = (f"kjit.elementwise kernel '{engine.name}' ({num_outputs} output(s)): "
-                    "f(*inputs, out=None, **scalars); see kjit.elementwise.")
+    call.__doc__ = (f"kjit.elementwise function '{engine.name}' ({num_outputs} output(s)): "
+                    "f(*inputs, out=None, **extras); see kjit.elementwise.")
     return call
 
 
-def _hot_call(engine: _Engine):
-    """The callable kjit.elementwise returns: a plain function (Python calls one
-    faster than an object's __call__).
+def _python_function(engine: _Engine):
+    """The function kjit.elementwise returns, a plain function (Python calls one
+    faster than an object's __call__). It classifies a call once, by the first
+    input's framework: NumPy arrays (Python scalars among the inputs only after
+    checking that none is a NumPy scalar, strong under NumPy's rules, which a call
+    function cannot tell from a Python one) or torch tensors (any scalars, weak
+    under PyTorch's rules), with out= of that framework's tensors or without, and
+    with some extra scalars. It then calls the call function of that class from the
+    engine's table, made on first use, and wraps the result. A call function runs
+    unless an argument is not one it takes, and then returns None; that, and a
+    call of no class, takes the checked path."""
+    functions, checked_call = engine.functions, engine.checked_call
+    num_outputs = engine.num_outputs
+    single = num_outputs == 1
+    numpy_wrap, torch_wrap = (_from_dlpack, None) if single else (_numpy_results, _torch_results)
 
-    Calls whose first input is a torch tensor or a NumPy array, with `out` absent or
-    a tensor of the same type, go to tvm-ffi entries made for the kernel
-    (kjit.ew_function) that run when every argument is one they take and return
-    None otherwise, so Python checks few types. tvm-ffi passes NumPy scalars as
-    plain numbers, weak, as PyTorch treats them, so torch calls go straight through.
-    NumPy's rules make them strong: NumPy calls whose first and last inputs are
-    arrays go to an entry that takes tensors only, the others after a check that
-    every input is an array or an exact Python scalar. Extra scalars are cast to
-    the compute type, so any number will do. The rest, and whatever an entry
-    declines, goes to engine.call."""
-    general = engine.call
-    if engine.num_outputs != 1:
-        def call_general(*inputs, out=None, **scalars):
-            return general(inputs, out, scalars)
-
-        return call_general
-
-    def entries(n_extra: int):
-        """(new, into) pairs: NumPy tensors only, NumPy with Python scalars, torch."""
-        kinds = ((False, False), (False, True), (True, True))  # (torch_in, scalars_in)
-        return tuple((engine.entry(t, s, False, n_extra), engine.entry(t, s, True, n_extra)) for t, s in kinds)
-
-    (numpy_new, numpy_into), (numpy_scalars_new, numpy_scalars_into), (torch_new, torch_into) = entries(0)
-    with_extra: dict = {}  # count of extra scalars -> entries(count)
-
-    def only_arrays_and_python_scalars(inputs) -> bool:
-        for x in inputs:  # NumPy scalars would arrive as weak numbers
-            tx = type(x)
-            if tx is not _NDARRAY and tx is not float and tx is not int and tx is not bool:
-                return False
-        return True
-
-    def call_with_extra(inputs, out, scalars, first):
-        made = with_extra.get(len(scalars))
-        if made is None:
-            made = with_extra[len(scalars)] = entries(len(scalars))
-        new, into = made[2] if first is _TORCH_TENSOR else made[1]
-        if (out is None or type(out) is first) and (first is _TORCH_TENSOR or only_arrays_and_python_scalars(inputs)):
-            if out is None:
-                result = new(*inputs, *scalars.values())
-                if result is not None:
-                    return result if first is _TORCH_TENSOR else _from_dlpack(result)
-            elif into(*inputs, out, *scalars.values()) is not None:
-                return out
-        return general(inputs, out, scalars)
-
-    def call(*inputs, out=None, **scalars):
+    def call(*inputs, out=None, **extras):
+        first = type(inputs[0]) if inputs else _NO_INPUTS
+        if first is _NDARRAY:
+            if type(inputs[-1]) is _NDARRAY:
+                cls = _NUMPY  # a scalar in the middle: the call function declines it
+            elif _arrays_and_python_scalars(inputs):
+                cls = _NUMPY_SCALAR_INPUTS
+            else:
+                return checked_call(inputs, out, extras)
+            wrap = numpy_wrap
+        elif first is _torch_tensor or _is_torch_tensor_type(first):
+            cls, wrap = _TORCH_SCALAR_INPUTS, torch_wrap
+        else:
+            return checked_call(inputs, out, extras)
+        if extras:
+            cls += _PER_EXTRA * len(extras)
         try:
-            first = type(inputs[0]) if inputs else _NO_INPUTS  # not None: _TORCH_TENSOR may be
-            if scalars:
-                if first is _NDARRAY or first is _TORCH_TENSOR:
-                    return call_with_extra(inputs, out, scalars, first)
-            elif first is _NDARRAY:
-                if type(inputs[-1]) is _NDARRAY:
-                    new, into = numpy_new, numpy_into
-                elif only_arrays_and_python_scalars(inputs):
-                    new, into = numpy_scalars_new, numpy_scalars_into
-                else:
-                    return general(inputs, out, scalars)
-                if out is None:
-                    result = new(*inputs)
-                    if result is not None:
-                        return _from_dlpack(result)
-                elif type(out) is first and into(*inputs, out) is not None:
+            if out is None:
+                result = functions[cls](*inputs, *extras.values()) if extras else functions[cls](*inputs)
+                if result is not None:
+                    return result if wrap is None else wrap(result)
+            elif single and type(out) is first:
+                cls += _INTO
+                if (functions[cls](*inputs, out, *extras.values()) if extras else functions[cls](*inputs, out)) \
+                        is not None:
                     return out
-            elif first is _TORCH_TENSOR:  # None until engine.call has seen torch imported
-                if out is None:
-                    result = torch_new(*inputs)  # tvm-ffi returns torch tensors for torch inputs
-                    if result is not None:
-                        return result
-                elif type(out) is first and torch_into(*inputs, out) is not None:
+            elif not single and _tensors_of(out, first, num_outputs):
+                cls += _INTO
+                if functions[cls](*inputs, *out, *extras.values()) is not None:
                     return out
-            return general(inputs, out, scalars)
-        except BufferError:  # a read-only or bfloat16 array: engine.call passes it by description
-            return general(inputs, out, scalars)
+        except KeyError:
+            if cls in functions:
+                raise
+            engine.call_function(cls)  # the first call of its class
+            return call(*inputs, out=out, **extras)
+        except BufferError:
+            pass  # a read-only or bfloat16 array: the checked path passes it by description
+        return checked_call(inputs, out, extras)
 
     return call
 
 
-def num_threads() -> int:
+def get_num_threads() -> int:
     """Threads of the CPU loops: KJIT_NUM_THREADS, else OMP_NUM_THREADS, else all cores."""
-    return int(api.ew_num_threads())
+    return int(api.get_num_threads())
 
 
 def set_num_threads(n: int) -> None:
     """Overrides the thread count (0 restores the default)."""
-    api.set_ew_num_threads(int(n))
+    api.set_num_threads(int(n))
 
 
-# kjit.elementwise is the factory function; its helpers hang off it too, so
-# kjit.elementwise.num_threads() works as well as kjit.get_num_threads().
-elementwise.num_threads = num_threads
+# kjit.elementwise is the factory function; the thread API hangs off it too, so
+# kjit.elementwise.get_num_threads() works as well as kjit.get_num_threads().
+elementwise.get_num_threads = get_num_threads
 elementwise.set_num_threads = set_num_threads

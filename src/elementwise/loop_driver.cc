@@ -1,5 +1,5 @@
-// Splits the iteration space across the thread pool and calls the kernel per row
-// (or per tile run); the kernel itself has the vectorised inner loops.
+// Picks a loop's lane once per plan, then runs it: one kernel call, rows split
+// across the thread pool, or tile runs; the kernel has the vectorised inner loops.
 #include "elementwise/loop_driver.h"
 
 #include <algorithm>
@@ -31,27 +31,14 @@ class SmallVec {
   std::vector<T> heap_;
 };
 
-/// Runs the kernel over the loop nest: rows of the inner dim, split across threads.
-}  // namespace
-
-void execute(KernelFn kernel, const Loop& loop, char* const* data, const void* extra) {
+/// Rows of the inner dim, split across threads from the grain up.
+void execute_rows(KernelFn kernel, const Loop& loop, char* const* data, const void* extra) {
   const size_t n_ops = loop.data.size();
   const int64_t n0 = loop.shape[0];
   const int64_t total = loop.numel();
   if (total == 0) return;
-  if (total < kGrainSize && loop.shape.size() == 1 && n_ops <= 16) {
-    // One serial row (small contiguous calls): straight to the kernel.
-    int64_t inner[16];
-    char* ptr[16];
-    for (size_t op = 0; op < n_ops; ++op) {
-      inner[op] = loop.strides[op][0];
-      ptr[op] = data[op];
-    }
-    kernel(ptr, inner, total, extra);
-    return;
-  }
   int threads =
-      total < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(ew_num_threads(), total / (kGrainSize / 2)));
+      total < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), total / (kGrainSize / 2)));
   threads = std::max(threads, 1);
   auto run_range = [&](int64_t begin, int64_t end) {
     // Small fixed arrays: a 1-element call should not pay for heap allocations.
@@ -136,12 +123,41 @@ void execute_tiled(KernelFn kernel, const Loop& loop, const std::vector<int>& si
       }
     }
   };
-  int threads = loop.numel() < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(ew_num_threads(), outer));
+  int threads = loop.numel() < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), outer));
   if (threads <= 1) {
     run_outer(0, outer);
     return;
   }
   parallel_for(threads, [&](int chunk) { run_outer(outer * chunk / threads, outer * (chunk + 1) / threads); });
+}
+
+}  // namespace
+
+LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t n_out,
+                   std::vector<int> sizes, bool cuda) {
+  LoopPlan plan;
+  plan.loop = make_loop(shape, std::move(operands), n_out);
+  plan.sizes = std::move(sizes);
+  const bool tiled = !cuda && tiles_small_inner_dim(plan.loop, plan.sizes, n_out);
+  if (!tiled) move_small_inner_dim_out(&plan.loop);
+  const int64_t numel = plan.loop.numel();
+  if (cuda) {
+    plan.lane = Lane::kCuda;
+  } else if (tiled) {
+    plan.lane = Lane::kTiled;
+  } else if (plan.loop.shape.size() == 1 && numel > 0 && numel < kGrainSize) {
+    plan.lane = Lane::kOneRow;
+  }
+  for (const std::vector<int64_t>& s : plan.loop.strides) plan.inner_strides.push_back(s[0]);
+  return plan;
+}
+
+void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
+  if (plan.lane == Lane::kTiled) {
+    execute_tiled(kernel, plan.loop, plan.sizes, data, extra);
+  } else {
+    execute_rows(kernel, plan.loop, data, extra);
+  }
 }
 
 }  // namespace ew

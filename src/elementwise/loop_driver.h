@@ -1,5 +1,6 @@
-// Drives a compiled elementwise CPU kernel over a planned loop nest, on the thread
-// pool: rows of the inner dim, or the tiled layout for tiny inner dims.
+// Drives a compiled elementwise CPU kernel over a planned loop nest: the lane each
+// plan runs in is chosen once, when the plan is made; rows of the inner dim run on
+// the thread pool, tiny inner dims through tiles.
 #ifndef KJIT_SRC_ELEMENTWISE_LOOP_DRIVER_H_
 #define KJIT_SRC_ELEMENTWISE_LOOP_DRIVER_H_
 
@@ -17,12 +18,38 @@ namespace ew {
 
 constexpr int64_t kGrainSize = 32768;  // PyTorch's: below it a loop runs serially
 
-/// Runs the kernel over the loop nest with `data` (one pointer per operand).
-void execute(KernelFn kernel, const Loop& loop, char* const* data, const void* extra);
+/// How a plan's loop runs (the part TensorIterator's FastSetupType plays).
+enum class Lane {
+  kOneRow,  ///< 1-D, non-empty, below the grain: one kernel call on the calling thread
+  kRows,    ///< rows of the inner dim, split across threads from the grain up
+  kTiled,   ///< the layout of tiles_small_inner_dim
+  kCuda,    ///< a device loop (cuda_launch)
+};
 
-/// The tiled layout of tiles_small_inner_dim(); `sizes` are element bytes per operand.
-void execute_tiled(KernelFn kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
-                   const void* extra);
+/// A laid-out loop nest and how it runs.
+struct LoopPlan {
+  Loop loop;
+  Lane lane = Lane::kRows;
+  std::vector<int> sizes;              ///< element bytes per operand
+  std::vector<int64_t> inner_strides;  ///< byte stride of dim 0 per operand
+};
+
+/// Lays out the loop over `shape` (make_loop, then tiles or a small inner dim moved
+/// out) and picks its lane. `operands`: outputs first (n_out of them).
+LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t n_out,
+                   std::vector<int> sizes, bool cuda);
+
+/// Lane::kRows and Lane::kTiled.
+void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra);
+
+/// Runs a CPU lane with `data` (one pointer per operand, outputs first).
+inline void execute(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
+  if (plan.lane == Lane::kOneRow) {
+    kernel(data, plan.inner_strides.data(), plan.loop.shape[0], extra);
+    return;
+  }
+  execute_loop_nest(kernel, plan, data, extra);
+}
 
 }  // namespace ew
 }  // namespace kjit

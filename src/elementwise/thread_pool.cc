@@ -115,11 +115,11 @@ void parallel_for(int chunks, const std::function<void(int)>& fn) {
 
 }  // namespace ew
 
-int ew_num_threads() {
+int get_num_threads() {
   int n = ew::g_requested.load();
   return n > 0 ? n : ew::default_threads();
 }
 
-void set_ew_num_threads(int n) { ew::g_requested.store(n > 0 ? n : 0); }
+void set_num_threads(int n) { ew::g_requested.store(n > 0 ? n : 0); }
 
 }  // namespace kjit

@@ -1,5 +1,7 @@
-// The kjit.ew_* tvm-ffi global functions behind kjit.elementwise: packed calls, so
-// tensors and scalars arrive as they were passed from Python.
+// The kjit.ew_* tvm-ffi global functions behind kjit.elementwise: engines by id,
+// the call functions Python calls (made per call class by kjit.ew_function), and
+// the checked path's ew_outputs and ew_run. Packed calls: tensors and scalars
+// arrive as they were passed from Python.
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -32,14 +34,14 @@ using tvm::ffi::PackedArgs;
 using tvm::ffi::String;
 
 std::mutex g_mu;
-std::vector<std::shared_ptr<Elementwise>> g_kernels;  // id -> engine, until kjit.ew_free
+std::vector<std::shared_ptr<Elementwise>> g_engines;  // id -> engine, until kjit.ew_free
 
-/// Shared: a call or an ew_function in flight keeps the engine alive through ew_free.
-std::shared_ptr<Elementwise> kernel_of(int64_t id) {
+/// Shared: a call or a call function keeps the engine alive through ew_free.
+std::shared_ptr<Elementwise> engine_of(int64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
-  internal_check(id >= 0 && static_cast<size_t>(id) < g_kernels.size() && g_kernels[id] != nullptr,
+  internal_check(id >= 0 && static_cast<size_t>(id) < g_engines.size() && g_engines[id] != nullptr,
                  "unknown elementwise id");
-  return g_kernels[id];
+  return g_engines[id];
 }
 
 /// A tensor DLPack cannot carry from NumPy (read-only, or an ml_dtypes type such as
@@ -130,10 +132,11 @@ void decode_operands(PackedArgs args, int begin, int end, int label_base, std::v
 
 Promotion promotion_of(int64_t p) { return p == 1 ? Promotion::kTorch : Promotion::kNumPy; }
 
-/// ew_outputs(id, promotion, inputs...) -> [[shape, dtype, order], ...]
-void outputs_entry(PackedArgs args, Any* rv) {
+/// ew_outputs(id, promotion, inputs...) -> [[shape, dtype, order], ...]: the
+/// output layouts, for the checked path to allocate.
+void ew_outputs(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
-    Elementwise& ew = *kernel_of(args[0].cast<int64_t>());
+    Elementwise& ew = *engine_of(args[0].cast<int64_t>());
     std::vector<EwOperand> inputs;
     std::vector<std::unique_ptr<RawTensor>> store;
     decode_operands(args, 2, args.size(), 2, &inputs, &store);
@@ -149,38 +152,23 @@ void outputs_entry(PackedArgs args, Any* rv) {
   });
 }
 
-/// Per-thread operand buffers of the entries: they keep their capacity, so a small
-/// call allocates nothing here.
-struct CallScratch {
-  std::vector<EwOperand> inputs, extra;
-  std::vector<const DLTensor*> outputs;
-};
-
-/// Runs `ew` on args[first, first + n_in) (the inputs) into the next n_out args (the
-/// outputs); the args after them are extra scalars.
-void run_into_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, int n_out) {
-  CallScratch& tls = thread_scratch<CallScratch>();
-  std::vector<EwOperand>& inputs = tls.inputs;
-  std::vector<EwOperand>& extra = tls.extra;
-  std::vector<const DLTensor*>& outputs = tls.outputs;
-  outputs.clear();
-  std::vector<std::unique_ptr<RawTensor>> store;
-  decode_operands(args, first, first + n_in, first, &inputs, &store);
-  for (int k = 0; k < n_out; ++k) {
-    EwOperand o = operand_of(args[first + n_in + k], k, &store);
-    if (o.tensor == nullptr) throw TypeError(ew.name() + ": out[" + std::to_string(k) + "] must be a tensor");
-    outputs.push_back(o.tensor);
-  }
-  decode_operands(args, first + n_in + n_out, args.size(), 0, &extra, &store);
-  ew.run(inputs, outputs, extra, p);
-}
-
-/// ew_run(id, promotion, n_inputs, n_outputs, inputs..., outputs..., extra...)
-void run_entry(PackedArgs args, Any* rv) {
+/// ew_run(id, promotion, n_inputs, n_outputs, inputs..., outputs..., extra...):
+/// the checked path's run into outputs it allocated or the caller's out=.
+void ew_run(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
-    Elementwise& ew = *kernel_of(args[0].cast<int64_t>());
-    run_into_outputs(ew, promotion_of(args[1].cast<int64_t>()), args, 4, static_cast<int>(args[2].cast<int64_t>()),
-                     static_cast<int>(args[3].cast<int64_t>()));
+    Elementwise& ew = *engine_of(args[0].cast<int64_t>());
+    const int n_in = static_cast<int>(args[2].cast<int64_t>()), n_out = static_cast<int>(args[3].cast<int64_t>());
+    std::vector<EwOperand> inputs, extra;
+    std::vector<const DLTensor*> outputs;
+    std::vector<std::unique_ptr<RawTensor>> store;
+    decode_operands(args, 4, 4 + n_in, 4, &inputs, &store);
+    for (int k = 0; k < n_out; ++k) {
+      EwOperand o = operand_of(args[4 + n_in + k], k, &store);
+      if (o.tensor == nullptr) throw TypeError(ew.name() + ": out[" + std::to_string(k) + "] must be a tensor");
+      outputs.push_back(o.tensor);
+    }
+    decode_operands(args, 4 + n_in + n_out, args.size(), 0, &extra, &store);
+    ew.run(inputs, outputs, extra, promotion_of(args[1].cast<int64_t>()));
     *rv = nullptr;
     return 0;
   });
@@ -210,20 +198,20 @@ struct InlineHostAlloc {
 
 /// allocate_output for the layouts that are not a C-contiguous CPU tensor: other
 /// devices, and outputs that follow a permuted input layout.
-KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& spec, DLDevice device, const std::string& fn) {
-  const size_t nd = spec.shape.size();
+KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& layout, DLDevice device, const std::string& fn) {
+  const size_t nd = layout.shape.size();
   std::vector<int64_t> permuted(nd);
   bool identity = true;
   for (size_t i = 0; i < nd; ++i) {
-    permuted[i] = spec.shape[spec.order[i]];
-    identity = identity && spec.order[i] == static_cast<int>(i);
+    permuted[i] = layout.shape[layout.order[i]];
+    identity = identity && layout.order[i] == static_cast<int>(i);
   }
   tvm::ffi::ShapeView shape(permuted.data(), nd);
   tvm::ffi::Tensor t;
   if (device.device_type == kDLCPU) {
-    t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, ew_dl_type(spec.type), device);
+    t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, ew_dl_type(layout.type), device);
   } else if (TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr) {
-    t = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, ew_dl_type(spec.type), device);
+    t = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, ew_dl_type(layout.type), device);
   } else {
     throw TypeError(fn + ": cannot allocate the output on " + (device.device_type == kDLCUDA ? "CUDA" : "this device") +
                     " for these tensors (only torch provides an allocator through DLPack); pass out=");
@@ -232,50 +220,45 @@ KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& spec, DLDevi
   std::vector<int64_t> strides(nd);
   int64_t step = 1;
   for (size_t i = nd; i-- > 0;) {  // the permuted buffer's strides, seen in the output's dim order
-    strides[spec.order[i]] = step;
+    strides[layout.order[i]] = step;
     step *= permuted[i];
   }
-  return t.as_strided(tvm::ffi::ShapeView(spec.shape.data(), nd), tvm::ffi::ShapeView(strides.data(), nd));
+  return t.as_strided(tvm::ffi::ShapeView(layout.shape.data(), nd), tvm::ffi::ShapeView(strides.data(), nd));
 }
 
-/// A new output of an ew_function call. CPU: kjit's host memory (inline when small),
+/// A new output of a call function. CPU: kjit's host memory (inline when small),
 /// which NumPy and torch take through DLPack. Other devices: the allocator tvm-ffi
 /// set for the call (torch's, for torch inputs). Allocated contiguous in the order
-/// the plan asks for, then viewed in the output's dim order.
-tvm::ffi::Tensor allocate_output(const EwOutput& spec, DLDevice device, const std::string& fn) {
-  const size_t nd = spec.shape.size();
+/// the layout asks for, then viewed in the output's dim order.
+tvm::ffi::Tensor allocate_output(const EwOutput& layout, DLDevice device, const std::string& fn) {
+  const size_t nd = layout.shape.size();
   bool identity = device.device_type == kDLCPU;
   int64_t numel = 1;
   for (size_t i = 0; i < nd && identity; ++i) {
-    identity = spec.order[i] == static_cast<int>(i);
-    numel *= spec.shape[i];
+    identity = layout.order[i] == static_cast<int>(i);
+    numel *= layout.shape[i];
   }
-  if (!identity) return allocate_output_permuted(spec, device, fn);
-  const DLDataType dtype = ew_dl_type(spec.type);
-  tvm::ffi::ShapeView shape(spec.shape.data(), nd);
+  if (!identity) return allocate_output_permuted(layout, device, fn);
+  const DLDataType dtype = ew_dl_type(layout.type);
+  tvm::ffi::ShapeView shape(layout.shape.data(), nd);
   if (tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype) <= InlineHostAlloc::kBytes) {
     return tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
   }
   return tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, dtype, device);
 }
 
-/// Runs `ew` on args[first, first + n_in) (the inputs) and the args after them (extra
-/// scalars) into new outputs: *rv is the output, or an Array of them.
-void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int first, int n_in, Any* rv) {
-  CallScratch& tls = thread_scratch<CallScratch>();
-  std::vector<EwOperand>& inputs = tls.inputs;
-  std::vector<EwOperand>& extra = tls.extra;
-  std::vector<std::unique_ptr<RawTensor>> store;
-  decode_operands(args, first, first + n_in, first, &inputs, &store);
-  decode_operands(args, first + n_in, args.size(), first, &extra, &store);
+/// Runs `ew` on `inputs` and `extra` into new outputs: *rv is the output, or an
+/// Array of them.
+void run_into_new_outputs(Elementwise& ew, Promotion p, const std::vector<EwOperand>& inputs,
+                          const std::vector<EwOperand>& extra, Any* rv) {
   struct Made {
     const std::string* fn;
     tvm::ffi::Tensor single;             // the usual single output, without a heap vector
     std::vector<tvm::ffi::Tensor> more;  // each Tensor keeps its DLTensor where the engine saw it
   } made{&ew.name(), {}, {}};
   // One captured pointer: fits std::function's inline buffer, so no allocation.
-  auto allocate = [m = &made](size_t k, const EwOutput& spec, DLDevice device) -> const DLTensor* {
-    tvm::ffi::Tensor t = allocate_output(spec, device, *m->fn);
+  auto allocate = [m = &made](size_t k, const EwOutput& layout, DLDevice device) -> const DLTensor* {
+    tvm::ffi::Tensor t = allocate_output(layout, device, *m->fn);
     if (k == 0) {
       m->single = std::move(t);
       return m->single.GetDLTensorPtr();
@@ -297,58 +280,97 @@ void run_into_new_outputs(Elementwise& ew, Promotion p, PackedArgs args, int fir
                   std::to_string(n_extra) + " extra scalar(s), got " + std::to_string(got) + " argument(s) in all");
 }
 
-/// Whether an ew_function may take an argument: a tensor (with `tensors`), or a
-/// bool, int or float (with `scalars`).
-bool takes(const AnyView& arg, bool tensors, bool scalars) {
-  switch (reinterpret_cast<const TVMFFIAny*>(&arg)->type_index) {
-    case kTVMFFITensor:
-    case kTVMFFIDLTensorPtr:
-      return tensors;
+/// The tensor a call function takes, or null: a Tensor object or a DLTensor*.
+KJIT_INLINE const DLTensor* tensor_arg(const TVMFFIAny* raw) {
+  if (raw->type_index == kTVMFFITensor) {
+    return reinterpret_cast<const DLTensor*>(reinterpret_cast<const char*>(raw->v_obj) + sizeof(TVMFFIObject));
+  }
+  return raw->type_index == kTVMFFIDLTensorPtr ? static_cast<const DLTensor*>(raw->v_ptr) : nullptr;
+}
+
+/// The scalar a call function takes (a bool, int or float) into *out; false for
+/// anything else.
+KJIT_INLINE bool scalar_arg(const TVMFFIAny* raw, EwOperand* out) {
+  switch (raw->type_index) {
     case kTVMFFIBool:
+      *out = EwOperand::of_bool(raw->v_int64 != 0);
+      return true;
     case kTVMFFIInt:
+      *out = EwOperand::of_int(raw->v_int64);
+      return true;
     case kTVMFFIFloat:
-      return scalars;
+      *out = EwOperand::of_float(raw->v_float64);
+      return true;
     default:
       return false;
   }
 }
 
-/// ew_function(id, promotion, scalars, into, n_extra) -> the entries kjit.elementwise
-/// calls: f(*inputs, *extra) returns the new output (or an Array of them), and with
-/// `into` f(*inputs, *outs, *extra) computes into the num_outputs arguments before
-/// the n_extra extra scalars and returns True. Each runs only when every input is a
-/// tensor (or, with `scalars`, a bool, int or float), every output a tensor and every
-/// extra a bool, int or float; otherwise it returns None and runs nothing, so Python
-/// need not check those types and sends what an entry declines down its checked
-/// path (ew_outputs and ew_run). tvm-ffi turns NumPy scalars into plain floats and
-/// ints: weak, which is what PyTorch makes of them, so torch calls pass `scalars`;
-/// under NumPy's rules they are strong, and only Python can tell them from its own
-/// scalars, so NumPy calls pass `scalars` only after checking. Extras are cast to
-/// the compute type either way.
-tvm::ffi::Function function_entry(int64_t id, int64_t promotion, bool scalars, bool into, int64_t n_extra) {
+/// Per-thread operand buffers of the call functions: they keep their capacity, so
+/// a small call allocates nothing here.
+struct CallScratch {
+  std::vector<EwOperand> inputs, extra;
+  std::vector<const DLTensor*> outputs;
+};
+
+/// A call function's arguments decoded into `s`: inputs (tensors, and with
+/// `scalar_inputs` bools, ints and floats), n_out output tensors, then extra
+/// scalars. False, with nothing to run, when one is not of its kind.
+bool decode_call(PackedArgs args, int n_in, int n_out, bool scalar_inputs, CallScratch* s) {
+  const TVMFFIAny* raw = reinterpret_cast<const TVMFFIAny*>(args.data());
+  s->inputs.resize(n_in);
+  s->outputs.resize(n_out);
+  s->extra.resize(args.size() - n_in - n_out);
+  for (int i = 0; i < n_in; ++i) {
+    if (const DLTensor* t = tensor_arg(&raw[i])) {
+      s->inputs[i] = EwOperand::of(t);
+    } else if (!scalar_inputs || !scalar_arg(&raw[i], &s->inputs[i])) {
+      return false;
+    }
+  }
+  for (int k = 0; k < n_out; ++k) {
+    s->outputs[k] = tensor_arg(&raw[n_in + k]);
+    if (s->outputs[k] == nullptr) return false;
+  }
+  for (size_t e = 0; e < s->extra.size(); ++e) {
+    if (!scalar_arg(&raw[n_in + n_out + e], &s->extra[e])) return false;
+  }
+  return true;
+}
+
+/// ew_function(id, promotion, scalar_inputs, into, n_extra) -> the call function
+/// of one call class: f(*inputs, *extra) returns the new output (or an Array of
+/// them), and with `into` f(*inputs, *outs, *extra) computes into the num_outputs
+/// arguments before the n_extra extra scalars and returns True. It runs only when
+/// every input is a tensor (or, with `scalar_inputs`, a bool, int or float), every
+/// output a tensor and every extra a bool, int or float; otherwise it returns None
+/// and runs nothing, so Python need not check those types and sends what a call
+/// function declines down the checked path (ew_outputs and ew_run). tvm-ffi turns
+/// NumPy scalars into plain floats and ints: weak, which is what PyTorch makes of
+/// them, so torch calls pass `scalar_inputs`; under NumPy's rules they are strong,
+/// and only Python can tell them from its own scalars, so NumPy calls pass
+/// `scalar_inputs` only after checking. Extras are cast to the compute type either
+/// way.
+tvm::ffi::Function ew_function(int64_t id, int64_t promotion, bool scalar_inputs, bool into, int64_t n_extra) {
   return at_ffi_boundary([&] {
-    std::shared_ptr<Elementwise> ew = kernel_of(id);
+    std::shared_ptr<Elementwise> ew = engine_of(id);
     Promotion p = promotion_of(promotion);
     const int n_out = into ? ew->num_outputs() : 0, n_ex = static_cast<int>(n_extra);
     internal_check(n_extra >= 0, "ew_function with a negative count of extra scalars");
-    return tvm::ffi::Function::FromPacked([ew, p, scalars, n_out, n_ex](PackedArgs args, Any* rv) {
+    return tvm::ffi::Function::FromPacked([ew, p, scalar_inputs, n_out, n_ex](PackedArgs args, Any* rv) {
       const int n_in = args.size() - n_out - n_ex;
-      for (int i = 0; i < args.size(); ++i) {
-        const bool ok = i < n_in           ? takes(args[i], true, scalars)  // an input
-                        : i < n_in + n_out ? takes(args[i], true, false)    // an output
-                                           : takes(args[i], false, true);   // an extra scalar
-        if (!ok) {
-          *rv = nullptr;
-          return;
-        }
+      CallScratch& s = thread_scratch<CallScratch>();
+      if (n_in >= 1 && !decode_call(args, n_in, n_out, scalar_inputs, &s)) {
+        *rv = nullptr;
+        return;
       }
       at_ffi_boundary([&] {
         if (n_in < 1) throw_too_few_arguments(ew->name(), n_out, n_ex, args.size());
         if (n_out > 0) {
-          run_into_outputs(*ew, p, args, 0, n_in, n_out);
+          ew->run(s.inputs, s.outputs, s.extra, p);
           *rv = true;
         } else {
-          run_into_new_outputs(*ew, p, args, 0, n_in, rv);
+          run_into_new_outputs(*ew, p, s.inputs, s.extra, rv);
         }
         return 0;
       });
@@ -358,7 +380,7 @@ tvm::ffi::Function function_entry(int64_t id, int64_t promotion, bool scalars, b
 
 /// A C-contiguous CPU tensor of a dtype kjit knows by name (for results whose
 /// framework cannot allocate it, e.g. bfloat16 for DLPack inputs).
-tvm::ffi::Tensor empty_entry(const Array<int64_t>& shape, const String& dtype_name) {
+tvm::ffi::Tensor ew_empty(const Array<int64_t>& shape, const String& dtype_name) {
   return at_ffi_boundary([&] {
     const DTypeInfo* d = find_dtype(std::string(dtype_name));
     internal_check(d != nullptr, "ew_empty of an unknown dtype");
@@ -380,23 +402,23 @@ TVM_FFI_STATIC_INIT_BLOCK() {
                auto ew = std::make_shared<Elementwise>(std::string(code), std::string(name),
                                                        static_cast<int>(num_outputs), opts);
                std::lock_guard<std::mutex> lock(g_mu);
-               g_kernels.push_back(std::move(ew));
-               return Array<Any>{static_cast<int64_t>(g_kernels.size() - 1), String(g_kernels.back()->name())};
+               g_engines.push_back(std::move(ew));
+               return Array<Any>{static_cast<int64_t>(g_engines.size() - 1), String(g_engines.back()->name())};
              });
            })
-      .def_packed("kjit.ew_outputs", outputs_entry)
-      .def_packed("kjit.ew_run", run_entry)
-      .def("kjit.ew_function", function_entry)
-      .def("kjit.ew_empty", empty_entry)
+      .def_packed("kjit.ew_outputs", ew_outputs)
+      .def_packed("kjit.ew_run", ew_run)
+      .def("kjit.ew_function", ew_function)
+      .def("kjit.ew_empty", ew_empty)
       .def("kjit.ew_free",
            [](int64_t id) {
              // The engine's plans and kernel handles go; the compiled libraries stay
              // loaded (another engine may use the same one) and cached on disk.
              std::lock_guard<std::mutex> lock(g_mu);
-             if (id >= 0 && static_cast<size_t>(id) < g_kernels.size()) g_kernels[id].reset();
+             if (id >= 0 && static_cast<size_t>(id) < g_engines.size()) g_engines[id].reset();
            })
-      .def("kjit.ew_num_threads", []() { return static_cast<int64_t>(ew_num_threads()); })
-      .def("kjit.set_ew_num_threads", [](int64_t n) { set_ew_num_threads(static_cast<int>(n)); });
+      .def("kjit.get_num_threads", []() { return static_cast<int64_t>(get_num_threads()); })
+      .def("kjit.set_num_threads", [](int64_t n) { set_num_threads(static_cast<int>(n)); });
 }
 
 }  // namespace

@@ -162,7 +162,30 @@ TEST(ElementwiseCpp, RunAllocatingMakesEveryOutputAndChecksTheAllocator) {
   }
 }
 
-/// kjit.ew_function, the Python binding's hot entry, called from C++.
+TEST(ElementwiseCpp, AnAllocatorMayRunElementwiseCalls) {
+  // While the outer call holds its plan, the allocator runs the same call on the
+  // same thread (which finds that plan as the thread's last) and calls of 1100
+  // other layouts (enough to clear the engine's plan map).
+  Elementwise add(kAdd);
+  Buf<float> a({1, 2, 3}, {3}), b({10, 20, 30}, {3});
+  RecordingAllocator outer, inner;
+  const kjit::EwAllocate allocate = [&](size_t k, const kjit::EwOutput& layout, DLDevice device) {
+    add.run_allocating({EwOperand::of(&a.t), EwOperand::of(&b.t)}, inner.fn());
+    for (int n = 1; n <= 1100; ++n) {
+      Buf<float> v(std::vector<float>(n, 1.0f), {n}), o(std::vector<float>(n), {n});
+      add.run({EwOperand::of(&v.t), EwOperand::of_float(1.0)}, {&o.t});
+      EXPECT_EQ(o.data[n - 1], 2.0f);
+    }
+    return outer.fn()(k, layout, device);
+  };
+  for (int call = 0; call < 3; ++call) {  // the later calls find their plan as the thread's last
+    add.run_allocating({EwOperand::of(&a.t), EwOperand::of(&b.t)}, allocate);
+    EXPECT_EQ(outer.made.back()->data, (std::vector<float>{11, 22, 33})) << call;
+    EXPECT_EQ(inner.made.back()->data, (std::vector<float>{11, 22, 33})) << call;
+  }
+}
+
+/// kjit.ew_function, the Python binding's call functions, called from C++.
 TEST(ElementwiseFfi, NewOutputsComeBackAsTensors) {
   namespace ffi = tvm::ffi;
   auto made = ffi::Function::GetGlobalRequired("kjit.ew_create")(ffi::String(kAdd), ffi::String(""), int64_t{1},
@@ -224,22 +247,22 @@ TEST(ElementwiseFfi, TensorFunctionsRunOnlyOnWhatTheyTake) {
                                                                         ffi::String(""), false)
                          .cast<ffi::Array<ffi::Any>>()[0]
                          .cast<int64_t>();
-  auto entry = [&](int64_t promotion, bool scalars, bool into, int64_t n_extra = 0) {
-    return ffi::Function::GetGlobalRequired("kjit.ew_function")(id, promotion, scalars, into, n_extra)
+  auto call_function = [&](int64_t promotion, bool scalar_inputs, bool into, int64_t n_extra = 0) {
+    return ffi::Function::GetGlobalRequired("kjit.ew_function")(id, promotion, scalar_inputs, into, n_extra)
         .cast<ffi::Function>();
   };
   Buf<int32_t> a({1, 2, 3}, {3});
-  ffi::Function tensors_only = entry(0, false, false);
+  ffi::Function tensors_only = call_function(0, false, false);
   EXPECT_EQ(tensors_only(&a.t, &a.t).cast<ffi::Tensor>().GetDLTensorPtr()->dtype.bits, 32);
   // A scalar (maybe a NumPy scalar tvm-ffi made a float) or anything else: None, nothing run.
   EXPECT_EQ(tensors_only(&a.t, 2.5).type_index(), kTVMFFINone);
   EXPECT_EQ(tensors_only(&a.t, ffi::String("x")).type_index(), kTVMFFINone);
-  ffi::Function weak_scalars = entry(1, true, false);
+  ffi::Function weak_scalars = call_function(1, true, false);
   ffi::Tensor r = weak_scalars(&a.t, 2.5).cast<ffi::Tensor>();
   EXPECT_EQ(r.GetDLTensorPtr()->dtype.code, kDLFloat);  // PyTorch: int32 + a float -> float32
   EXPECT_EQ(r.GetDLTensorPtr()->dtype.bits, 32);
   EXPECT_EQ(weak_scalars(&a.t, ffi::Array<ffi::Any>{1.0, 2.0}).type_index(), kTVMFFINone);  // not a complex here
-  ffi::Function into = entry(0, false, true);
+  ffi::Function into = call_function(0, false, true);
   Buf<int32_t> out(std::vector<int32_t>(3), {3});
   EXPECT_TRUE(into(&a.t, &a.t, &out.t).cast<bool>());
   EXPECT_EQ(out.data, (std::vector<int32_t>{2, 4, 6}));
@@ -286,10 +309,10 @@ TEST(ElementwiseCpp, FreshContiguousAllocationsReuseThePlanAndStayCorrect) {
 }
 
 TEST(ElementwiseCpp, ThreadCountFollowsTheSetting) {
-  kjit::set_ew_num_threads(3);
-  EXPECT_EQ(kjit::ew_num_threads(), 3);
-  kjit::set_ew_num_threads(0);
-  EXPECT_GE(kjit::ew_num_threads(), 1);
+  kjit::set_num_threads(3);
+  EXPECT_EQ(kjit::get_num_threads(), 3);
+  kjit::set_num_threads(0);
+  EXPECT_GE(kjit::get_num_threads(), 1);
 }
 
 }  // namespace

@@ -646,7 +646,7 @@ def test_empty_nd(add, sa, sb):
 @pytest.mark.parametrize("n_threads", [1, 2, 3, 5])
 def test_large_arrays_threaded(add, threads, n_threads):
     threads.set_num_threads(n_threads)
-    assert threads.num_threads() == n_threads
+    assert threads.get_num_threads() == n_threads
     rng = np.random.default_rng(11)
     x = rng.standard_normal((301, 777))
     y = rng.standard_normal(777)
@@ -661,22 +661,22 @@ def test_thread_count_api(threads, monkeypatch):
     monkeypatch.delenv("KJIT_NUM_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     threads.set_num_threads(0)
-    default = threads.num_threads()
+    default = threads.get_num_threads()
     assert default >= 1
     threads.set_num_threads(3)
-    assert threads.num_threads() == 3
+    assert threads.get_num_threads() == 3
     threads.set_num_threads(0)
-    assert threads.num_threads() == default
+    assert threads.get_num_threads() == default
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
-    assert threads.num_threads() == 4
+    assert threads.get_num_threads() == 4
     monkeypatch.setenv("KJIT_NUM_THREADS", "5")
-    assert threads.num_threads() == 5
+    assert threads.get_num_threads() == 5
     threads.set_num_threads(2)  # the override wins over the environment
-    assert threads.num_threads() == 2
+    assert threads.get_num_threads() == 2
 
 
 def test_thread_api_reachable_as_kjit_elementwise_attribute():
-    assert kjit.elementwise.num_threads() >= 1
+    assert kjit.elementwise.get_num_threads() >= 1
 
 
 # ---------------------------------------------------------------------------------
@@ -745,7 +745,7 @@ def test_non_tensor_input_is_a_type_error(add, bad):
 @pytest.mark.parametrize("torch_seen", [False, True])
 def test_no_inputs_is_a_type_error(add, monkeypatch, torch_seen):
     if not torch_seen:  # before any call has seen torch imported
-        monkeypatch.setattr(ew_module, "_TORCH_TENSOR", None)
+        monkeypatch.setattr(ew_module, "_torch_tensor", None)
     for kwargs in ({}, {"alpha": 1.0}, {"out": np.empty(1)}):
         with pytest.raises(TypeError, match="^add: expected at least one input$"):
             add(**kwargs)
@@ -1003,7 +1003,7 @@ def test_compile_error_of_a_repeated_call_keeps_command_and_log():
         assert info.value.log and "code:1:" in info.value.log and info.value.command
 
 
-# --- the returned callable and its hot path (tensor-only entries, weak torch scalars) ---
+# --- the returned callable and its call functions (tensor-only ones, weak torch scalars) ---
 
 
 def test_the_kernel_is_a_function_that_describes_itself():

@@ -1,0 +1,226 @@
+// Making a call's plan from its operands' metadata, and running a plan on one
+// call's data.
+#include "elementwise/call_plan.h"
+
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "elementwise/cuda_launch.h"
+#include "elementwise/promotion.h"
+#include "kjit/kernel.h"
+#include "support/compiler_hints.h"
+
+namespace kjit {
+namespace ew {
+namespace {
+
+/// Element strides of a tensor allocated contiguously in `layout.order`.
+std::vector<int64_t> strides_in_order(const EwOutput& layout) {
+  std::vector<int64_t> strides(layout.shape.size());
+  int64_t step = 1;
+  for (size_t i = layout.order.size(); i-- > 0;) {
+    strides[layout.order[i]] = step;
+    step *= layout.shape[layout.order[i]];
+  }
+  return strides;
+}
+
+/// The rest of a plan once its outputs are known (`outputs`: their loop operands,
+/// with plan->op_types holding their types): kernel types, extents, loop and lane.
+void finish_plan(CallPlan* plan, std::vector<LoopOperand> outputs, const std::vector<EwOperand>& inputs,
+                 size_t n_extra) {
+  const CallTypes& types = plan->types;
+  const size_t n_out = outputs.size();
+  plan->n_out = n_out;
+  plan->kernel_types.outputs = plan->op_types;
+  plan->kernel_types.inputs = types.inputs;
+  plan->kernel_types.compute = compute_type(types.result);
+  plan->compute_size = static_cast<size_t>(size_of(plan->kernel_types.compute));
+  plan->kernel_types.num_extra = static_cast<int>(n_extra);
+  plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
+  std::vector<LoopOperand> ops = std::move(outputs);
+  for (LoopOperand& op : input_operands(inputs, types)) ops.push_back(std::move(op));
+  std::vector<int> sizes;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    sizes.push_back(size_of(plan->op_types[k]));
+    // Relative to the operand's data pointer (unsigned wrap-around keeps the sums right).
+    plan->extents.push_back(extent_of(nullptr, types.shape, ops[k].strides, sizes[k]));
+  }
+  for (const EwOperand& in : inputs) plan->is_scalar.push_back(in.tensor == nullptr ? 1 : 0);
+  const bool cuda = types.device.device_type == kDLCUDA;
+  const bool any_scalar = std::find(plan->is_scalar.begin(), plan->is_scalar.end(), 1) != plan->is_scalar.end();
+  // CUDA: Python scalars travel as kernel parameters (JITerator's CPU scalars).
+  if (cuda && any_scalar) plan->kernel_types.by_value.assign(plan->is_scalar.begin(), plan->is_scalar.end());
+  plan->loop = plan_loop(types.shape, std::move(ops), n_out, std::move(sizes), cuda);
+}
+
+/// TensorIterator's rule: an output may overlap another operand only by being
+/// exactly the same elements of an input (in place).
+[[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out) {
+  std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
+  throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
+                   ": some elements of the written-to tensor and " + other +
+                   " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
+}
+
+void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_ops, size_t n_out) {
+  auto lo = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extents[op].lo; };
+  auto hi = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extents[op].hi; };
+  const std::vector<std::vector<int64_t>>& strides = p.loop.loop.strides;
+  for (size_t k = 0; k < n_out; ++k) {
+    if (p.extents[k].lo == p.extents[k].hi) continue;  // empty
+    for (size_t j = 0; j < n_ops; ++j) {
+      if (j == k || (j >= n_out && p.is_scalar[j - n_out])) continue;
+      if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
+      bool same = data[j] == data[k] && strides[j] == strides[k] && p.op_types[j] == p.op_types[k];
+      if (same && j >= n_out) continue;
+      throw_partial_overlap(fn, k, j, n_out);
+    }
+  }
+}
+
+/// A call's operand pointers, scalar inputs and extra scalars: on the stack up to
+/// 16 operands and 128 bytes of extras, so a small call allocates nothing.
+class CallData {
+ public:
+  CallData(size_t n_ops, size_t n_in, size_t extra_bytes) {
+    if (n_ops > kInline || n_in > kInline || extra_bytes > sizeof(extra_inline_)) on_heap(n_ops, n_in, extra_bytes);
+  }
+  CallData(const CallData&) = delete;
+  CallData& operator=(const CallData&) = delete;
+
+  char** ptrs = ptr_inline_;
+  ScalarSlot* slots = slot_inline_;
+  unsigned char* extra = extra_inline_;
+
+ private:
+  static constexpr size_t kInline = 16;
+  KJIT_COLD void on_heap(size_t n_ops, size_t n_in, size_t extra_bytes) {
+    ptr_heap_.resize(n_ops);
+    slot_heap_.resize(n_in);
+    extra_heap_.resize(extra_bytes);
+    ptrs = ptr_heap_.data();
+    slots = slot_heap_.data();
+    extra = extra_heap_.data();
+  }
+  char* ptr_inline_[kInline];
+  ScalarSlot slot_inline_[kInline];
+  alignas(16) unsigned char extra_inline_[128];
+  std::vector<char*> ptr_heap_;
+  std::vector<ScalarSlot> slot_heap_;
+  std::vector<unsigned char> extra_heap_;
+};
+
+/// Lane::kCuda: the loop with this call's device pointers; scalar inputs go by value.
+KJIT_NOINLINE void launch_on_device(const CallPlan& plan, const CallData& data, size_t n_out, size_t n_in,
+                                    const std::vector<EwOperand>& extra) {
+  Loop loop = plan.loop.loop;
+  loop.data.assign(data.ptrs, data.ptrs + n_out + n_in);
+  std::vector<const void*> values(n_in, nullptr);
+  for (size_t i = 0; i < n_in; ++i) {
+    if (plan.is_scalar[i]) {
+      values[i] = data.slots[i].bytes;
+      loop.data[n_out + i] = nullptr;  // host memory: the kernel takes the value itself
+    }
+  }
+  const int device = plan.types.device.device_id;
+  launch_elementwise_cuda(*plan.cuda, loop, extra, pack_scalars(plan.cuda->types(), values), device,
+                          TVMFFIEnvGetStream(kDLCUDA, device));
+}
+
+}  // namespace
+
+std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs) {
+  EwOutput out;
+  out.shape = types.shape;
+  out.type = types.result;
+  out.order = output_order(types.shape, input_operands(inputs, types));
+  return std::vector<EwOutput>(num_outputs, out);
+}
+
+std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
+                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p) {
+  auto plan = std::make_unique<CallPlan>();
+  plan->types = resolve_types(fn, inputs, p);
+  for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
+  check_self_overlap(fn, outputs, n_out);
+  std::vector<LoopOperand> ops;
+  for (size_t k = 0; k < n_out; ++k) {
+    const DLTensor* o = outputs[k];
+    const EwType t = *from_dl(o->dtype);
+    plan->op_types.push_back(t);
+    ops.push_back({nullptr, broadcast_strides(shape_of(o), strides_of(o), size_of(t), plan->types.shape.size())});
+  }
+  finish_plan(plan.get(), std::move(ops), inputs, n_extra);
+  return plan;
+}
+
+std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
+                                               int num_outputs, size_t n_extra, Promotion p) {
+  auto plan = std::make_unique<CallPlan>();
+  plan->types = resolve_types(fn, inputs, p);
+  plan->outputs = output_layouts(plan->types, inputs, num_outputs);
+  std::vector<LoopOperand> ops;
+  for (const EwOutput& layout : plan->outputs) {
+    plan->output_strides.push_back(strides_in_order(layout));
+    plan->op_types.push_back(layout.type);
+    ops.push_back({nullptr, broadcast_strides(layout.shape, plan->output_strides.back(), size_of(layout.type),
+                                              layout.shape.size())});
+  }
+  finish_plan(plan.get(), std::move(ops), inputs, n_extra);
+  return plan;
+}
+
+bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) {
+  const DLDevice want_device = plan.types.device;
+  for (size_t k = 0; k < plan.outputs.size(); ++k) {
+    const DLTensor* t = outputs[k];
+    const EwOutput& layout = plan.outputs[k];
+    const DLDataType want = ew_dl_type(layout.type);
+    const bool host = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
+    const DLDevice device = host ? DLDevice{kDLCPU, 0} : t->device;
+    if (t->dtype.code != want.code || t->dtype.bits != want.bits || t->dtype.lanes != want.lanes ||
+        device.device_type != want_device.device_type || device.device_id != want_device.device_id ||
+        static_cast<size_t>(t->ndim) != layout.shape.size()) {
+      return false;
+    }
+    int64_t contiguous = 1;  // the stride of dim d when the tensor has none
+    for (int d = t->ndim - 1; d >= 0; --d) {
+      const int64_t stride = t->strides != nullptr ? t->strides[d] : contiguous;
+      if (t->shape[d] != layout.shape[d] || (t->shape[d] > 1 && stride != plan.output_strides[k][d])) return false;
+      contiguous *= t->shape[d];
+    }
+  }
+  return true;
+}
+
+void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwOperand>& inputs,
+              const DLTensor* const* outputs, const std::vector<EwOperand>& extra, Promotion p, bool fresh_outputs) {
+  const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in, compute_size = plan.compute_size;
+  CallData data(n_ops, n_in, extra.size() * compute_size);
+  for (size_t k = 0; k < n_out; ++k) data.ptrs[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
+  for (size_t i = 0; i < n_in; ++i) {
+    if (const DLTensor* t = inputs[i].tensor) {
+      data.ptrs[n_out + i] = static_cast<char*>(t->data) + t->byte_offset;
+    } else {
+      bind_scalar_input(fn, inputs[i], plan.types, i, p, &data.slots[i]);
+      data.ptrs[n_out + i] = reinterpret_cast<char*>(data.slots[i].bytes);
+    }
+  }
+  if (!fresh_outputs) check_data_overlap(fn, plan, data.ptrs, n_ops, n_out);
+  if (plan.loop.lane == Lane::kCuda) {
+    launch_on_device(plan, data, n_out, n_in, extra);
+    return;
+  }
+  for (size_t e = 0; e < extra.size(); ++e) {
+    ScalarSlot s;
+    write_scalar(extra[e], plan.kernel_types.compute, &s);
+    std::memcpy(data.extra + e * compute_size, s.bytes, compute_size);
+  }
+  execute(plan.kernel, plan.loop, data.ptrs, extra.empty() ? nullptr : data.extra);
+}
+
+}  // namespace ew
+}  // namespace kjit

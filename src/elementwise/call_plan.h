@@ -1,0 +1,64 @@
+// A call's plan: everything its operands' metadata decides (types, output
+// layouts, loop layout and lane, kernel types), made once per metadata and then
+// run with each call's data pointers and scalar values.
+#ifndef KJIT_SRC_ELEMENTWISE_CALL_PLAN_H_
+#define KJIT_SRC_ELEMENTWISE_CALL_PLAN_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "elementwise/call_types.h"
+#include "elementwise/codegen_cpu.h"
+#include "elementwise/loop_driver.h"
+#include "kjit/elementwise.h"
+
+namespace kjit {
+namespace ew {
+
+class CudaElementwiseKernel;
+
+struct CallPlan {
+  CallTypes types;
+  /// The output layouts a call allocates, and their element strides when
+  /// allocated as laid out (what an allocating call's loop was planned for).
+  std::vector<EwOutput> outputs;
+  std::vector<std::vector<int64_t>> output_strides;
+  size_t n_out = 0;
+  EwKernelTypes kernel_types;
+  size_t compute_size = 0;                      ///< bytes of the compute type, in which extra scalars travel
+  KernelFn kernel = nullptr;                    ///< CPU lanes
+  std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
+  LoopPlan loop;
+  std::vector<EwType> op_types;  ///< outputs, then inputs
+  std::vector<Extent> extents;   ///< byte span of each operand relative to its data
+  std::vector<char> is_scalar;   ///< per input
+};
+
+/// The plan of a call into `outputs` (a caller's tensors): checks them against the
+/// call (device, dtype, shape, safe cast, stride 0). Attach the kernel after.
+std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
+                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p);
+
+/// The plan of a call into `num_outputs` new outputs laid out as the inputs
+/// (TensorIterator's rule), planned for outputs allocated exactly so.
+std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
+                                               int num_outputs, size_t n_extra, Promotion p);
+
+/// The layouts of a call's outputs (outputs_for).
+std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs);
+
+/// Whether an allocator made `outputs` as the plan laid them out (any strides
+/// of size-1 dims), so the plan's loop fits them.
+bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs);
+
+/// Runs the plan on a call's operands: binds data pointers, scalar inputs and
+/// extra scalars, checks that no output partially overlaps another operand
+/// (unless `fresh_outputs`: new memory overlaps nothing), then runs its lane.
+void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwOperand>& inputs,
+              const DLTensor* const* outputs, const std::vector<EwOperand>& extra, Promotion p, bool fresh_outputs);
+
+}  // namespace ew
+}  // namespace kjit
+
+#endif  // KJIT_SRC_ELEMENTWISE_CALL_PLAN_H_

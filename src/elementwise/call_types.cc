@@ -1,0 +1,272 @@
+// Typing and checking a call's operands; scalars written as the kernel loads them.
+#include "elementwise/call_types.h"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
+
+#include "elementwise/promotion.h"
+#include "kjit/kernel.h"
+
+namespace kjit {
+namespace ew {
+
+std::string operand_name(size_t i) { return "input #" + std::to_string(i); }
+
+std::vector<int64_t> shape_of(const DLTensor* t) { return std::vector<int64_t>(t->shape, t->shape + t->ndim); }
+
+std::vector<int64_t> strides_of(const DLTensor* t) {
+  std::vector<int64_t> s(t->ndim);
+  int64_t expected = 1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    s[i] = t->strides != nullptr ? t->strides[i] : expected;
+    expected *= t->shape[i];
+  }
+  return s;
+}
+
+namespace {
+
+EwType type_of(const std::string& fn, const DLTensor* t, size_t input) {
+  auto type = from_dl(t->dtype);
+  if (!type) {
+    const std::string what = operand_name(input);
+    throw TypeError(fn + ": " + what + " has dtype " + dl_name(t->dtype) +
+                    ", which kjit.elementwise does not support (bool, int8..int64, uint8..uint64, float16, "
+                    "bfloat16, float32, float64, complex64, complex128)");
+  }
+  return *type;
+}
+
+std::string device_text(DLDevice d) {
+  if (d.device_type == kDLCPU || d.device_type == kDLCUDAHost) return "cpu";
+  if (d.device_type == kDLCUDA) return "cuda:" + std::to_string(d.device_id);
+  return "device type " + std::to_string(d.device_type);
+}
+
+bool is_host(DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; }
+
+/// CPU (or pinned host) and CUDA tensors are supported; all tensors of a call must
+/// be on one device.
+void check_device(const std::string& fn, const DLTensor* t, size_t input, DLDevice* call_device, bool* bound) {
+  const std::string what = input == SIZE_MAX ? "an output" : operand_name(input);
+  if (!is_host(t->device) && t->device.device_type != kDLCUDA) {
+    throw ValueError(fn + ": " + what + " is on " + device_text(t->device) +
+                     "; kjit.elementwise runs on CPU and CUDA tensors");
+  }
+  DLDevice d = is_host(t->device) ? DLDevice{kDLCPU, 0} : t->device;
+  if (!*bound) {
+    *call_device = d;
+    *bound = true;
+  } else if (d.device_type != call_device->device_type || d.device_id != call_device->device_id) {
+    throw ValueError(fn + ": " + what + " is on " + device_text(t->device) + " but the call's tensors are on " +
+                     device_text(*call_device) + "; all tensors of a call must be on one device");
+  }
+}
+
+EwType scalar_type(const EwOperand& op) {
+  switch (op.scalar) {
+    case EwOperand::Scalar::kBool:
+      return EwType::kBool;
+    case EwOperand::Scalar::kInt:
+      return EwType::kInt64;
+    case EwOperand::Scalar::kFloat:
+      return EwType::kFloat64;
+    default:
+      return EwType::kComplex128;
+  }
+}
+
+}  // namespace
+
+void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
+  const bool real_valued = op.scalar == EwOperand::Scalar::kFloat || op.scalar == EwOperand::Scalar::kComplex;
+  double re = real_valued ? op.real : static_cast<double>(op.int_value);
+  double im = op.scalar == EwOperand::Scalar::kComplex ? op.imag : 0.0;
+  // A float going into an integer type converts like C++ (and NumPy): toward zero.
+  const int64_t whole =
+      !real_valued ? op.int_value : (std::isfinite(re) && std::fabs(re) < 9.2e18 ? static_cast<int64_t>(re) : 0);
+  auto put = [&](auto v) { std::memcpy(slot->bytes, &v, sizeof(v)); };
+  switch (type) {
+    case EwType::kBool:
+      put(static_cast<bool>(re != 0 || im != 0));
+      break;
+    case EwType::kInt8:
+      put(static_cast<int8_t>(whole));
+      break;
+    case EwType::kInt16:
+      put(static_cast<int16_t>(whole));
+      break;
+    case EwType::kInt32:
+      put(static_cast<int32_t>(whole));
+      break;
+    case EwType::kInt64:
+      put(static_cast<int64_t>(whole));
+      break;
+    case EwType::kUInt8:
+      put(static_cast<uint8_t>(whole));
+      break;
+    case EwType::kUInt16:
+      put(static_cast<uint16_t>(whole));
+      break;
+    case EwType::kUInt32:
+      put(static_cast<uint32_t>(whole));
+      break;
+    case EwType::kUInt64:
+      put(static_cast<uint64_t>(whole));
+      break;
+    case EwType::kFloat16:
+    case EwType::kBFloat16:
+    case EwType::kFloat32:
+      put(static_cast<float>(re));
+      break;
+    case EwType::kFloat64:
+      put(re);
+      break;
+    case EwType::kComplex64:
+      put(std::complex<float>(static_cast<float>(re), static_cast<float>(im)));
+      break;
+    case EwType::kComplex128:
+      put(std::complex<double>(re, im));
+      break;
+  }
+}
+
+namespace {
+
+bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
+
+/// `v` rounded (to nearest even) to a float with `digits` significand bits and
+/// smallest normal exponent `min_exp`: how a Python float becomes a float16 or
+/// bfloat16 before NumPy computes with it.
+double round_to_precision(double v, int digits, int min_exp, double max_finite) {
+  if (!std::isfinite(v) || v == 0) return v;
+  int exp = std::max(std::ilogb(v), min_exp);
+  double quantum = std::ldexp(1.0, exp - (digits - 1));
+  double r = std::nearbyint(v / quantum) * quantum;
+  return std::fabs(r) > max_finite ? std::copysign(INFINITY, v) : r;
+}
+
+/// NumPy 2 refuses a Python int that does not fit an integer result type.
+void check_weak_int_fits(const std::string& fn, const EwOperand& op, EwType result, Promotion p) {
+  if (p != Promotion::kNumPy || op.scalar != EwOperand::Scalar::kInt) return;
+  Kind k = kind_of(result);
+  if (k != Kind::kInt && k != Kind::kUInt) return;
+  int bits = 8 * size_of(result);
+  bool fits;
+  if (k == Kind::kUInt) {
+    fits = op.int_value >= 0 && (bits == 64 || op.int_value < (int64_t{1} << bits));
+  } else {
+    int64_t hi = bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
+    fits = op.int_value >= -hi - 1 && op.int_value <= hi;
+  }
+  if (!fits) {
+    throw ValueError(fn + ": Python integer " + std::to_string(op.int_value) + " out of bounds for " +
+                     ew_type_name(result) + " (NumPy 2 keeps the array's dtype for Python scalars)");
+  }
+}
+
+}  // namespace
+
+CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p) {
+  if (inputs.empty()) throw TypeError(fn + ": expected at least one input");
+  std::vector<TypeInput> tin;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<size_t> which;
+  CallTypes call;
+  bool bound = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const EwOperand& op = inputs[i];
+    if (op.tensor != nullptr) {
+      check_device(fn, op.tensor, i, &call.device, &bound);
+      TypeInput t{type_of(fn, op.tensor, i),
+                  op.tensor->ndim == 0 ? TypeInput::Weight::kZeroDim : TypeInput::Weight::kStrong};
+      tin.push_back(t);
+      shapes.push_back(shape_of(op.tensor));
+      which.push_back(i);
+    } else {
+      tin.push_back({scalar_type(op), TypeInput::Weight::kWeak});
+    }
+  }
+  call.result = result_type(tin, p);
+  call.shape = broadcast_shapes(fn, shapes, which);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].tensor != nullptr) {
+      call.inputs.push_back(tin[i].type);
+    } else {
+      check_weak_int_fits(fn, inputs[i], call.result, p);
+      // 16-bit floats: the scalar travels as float32, already rounded (bind_scalar_input).
+      call.inputs.push_back(is_half(call.result) ? EwType::kFloat32 : call.result);
+    }
+  }
+  return call;
+}
+
+void bind_scalar_input(const std::string& fn, const EwOperand& input, const CallTypes& types, size_t i, Promotion p,
+                       ScalarSlot* slot) {
+  check_weak_int_fits(fn, input, types.result, p);
+  // 16-bit float results: the scalar travels as float32, rounded as NumPy rounds it.
+  EwOperand value = input;
+  if (is_half(types.result) && value.scalar != EwOperand::Scalar::kFloat) {
+    value.real = static_cast<double>(value.int_value);
+    value.scalar = EwOperand::Scalar::kFloat;
+  }
+  if (types.result == EwType::kFloat16) value.real = round_to_precision(value.real, 11, -14, 65504.0);
+  if (types.result == EwType::kBFloat16) value.real = round_to_precision(value.real, 8, -126, 3.3895313892515355e38);
+  write_scalar(value, types.inputs[i], slot);
+}
+
+std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types) {
+  std::vector<LoopOperand> out(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (const DLTensor* t = inputs[i].tensor) {
+      out[i].strides = broadcast_strides(shape_of(t), strides_of(t), size_of(types.inputs[i]), types.shape.size());
+    } else {
+      out[i].strides.assign(types.shape.size(), 0);
+    }
+  }
+  return out;
+}
+
+void check_output(const std::string& fn, size_t k, const DLTensor* out, const CallTypes& call, Promotion p) {
+  std::string what = "out[" + std::to_string(k) + "]";
+  DLDevice device = call.device;
+  bool bound = true;
+  check_device(fn, out, SIZE_MAX, &device, &bound);
+  auto type = from_dl(out->dtype);
+  if (!type)
+    throw TypeError(fn + ": " + what + " has dtype " + dl_name(out->dtype) +
+                    ", which kjit.elementwise does not support");
+  EwType t = *type;
+  if (shape_of(out) != call.shape) {
+    std::string want, got;
+    for (int64_t d : call.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+    for (int64_t d : shape_of(out)) got += (got.empty() ? "" : ", ") + std::to_string(d);
+    throw ValueError(fn + ": " + what + " has shape (" + got + ") but the inputs broadcast to (" + want +
+                     "); kjit.elementwise does not resize outputs");
+  }
+  if (!can_cast(call.result, t, p)) {
+    throw TypeError(fn + ": the result type " + std::string(ew_type_name(call.result)) +
+                    " cannot be cast safely to the output type " + ew_type_name(t) + " of " + what +
+                    " (allowed: same or a higher kind; no complex to real, float to integer, or anything to bool)");
+  }
+}
+
+void check_self_overlap(const std::string& fn, const DLTensor* const* outputs, size_t n_out) {
+  for (size_t k = 0; k < n_out; ++k) {
+    const DLTensor* o = outputs[k];
+    int64_t numel = 1;
+    for (int d = 0; d < o->ndim; ++d) numel *= o->shape[d];
+    for (int d = 0; numel > 0 && d < o->ndim; ++d) {
+      if (o->shape[d] > 1 && o->strides != nullptr && o->strides[d] == 0) {
+        throw ValueError(fn + ": out[" + std::to_string(k) + "] has stride 0 in dimension " + std::to_string(d) +
+                         ": more than one element of the written-to tensor refers to a single memory location "
+                         "(pass a contiguous output)");
+      }
+    }
+  }
+}
+
+}  // namespace ew
+}  // namespace kjit

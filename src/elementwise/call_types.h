@@ -1,0 +1,66 @@
+// What a call's operands decide before any loop (TensorIterator's compute_types
+// and shape steps): device, broadcast shape and types, with the user-facing
+// checks of inputs and out= tensors; and scalars written as the kernel loads them.
+#ifndef KJIT_SRC_ELEMENTWISE_CALL_TYPES_H_
+#define KJIT_SRC_ELEMENTWISE_CALL_TYPES_H_
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "elementwise/plan.h"
+#include "kjit/elementwise.h"
+
+namespace kjit {
+namespace ew {
+
+/// A call's device, broadcast shape and types.
+struct CallTypes {
+  std::vector<int64_t> shape;
+  DLDevice device{kDLCPU, 0};
+  std::vector<EwType> inputs;  ///< per input; a scalar's is the type the kernel loads it in
+  EwType result = EwType::kFloat32;
+};
+
+/// Resolves a call's types (NumPy 2 or PyTorch rules) and broadcast shape. Throws
+/// TypeError (no inputs, unsupported dtype), ValueError (devices, shapes, a
+/// Python int out of range). `fn` names the entry function in messages.
+CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p);
+
+/// The inputs as loop operands: byte strides against the broadcast shape (0 for
+/// broadcast dims and scalars); no data, which each call binds.
+std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types);
+
+/// Checks out[k] against the call: device, supported dtype, shape, safe cast.
+void check_output(const std::string& fn, size_t k, const DLTensor* out, const CallTypes& types, Promotion p);
+
+/// Rejects an output with stride 0 in a dim of size > 1 (it would write one
+/// element many times).
+void check_self_overlap(const std::string& fn, const DLTensor* const* outputs, size_t n_out);
+
+/// A scalar in the type the kernel loads, in 16 aligned bytes (uninitialised
+/// until written: it lives on the stack of every call).
+struct ScalarSlot {
+  alignas(16) unsigned char bytes[16];
+};
+
+/// Writes a scalar operand's value converted to `type` (C++ conversions, as NumPy's).
+void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot);
+
+/// Writes scalar input `i` in the type the kernel loads it in; a Python int is
+/// range-checked first (its value is the call's, not the plan's).
+void bind_scalar_input(const std::string& fn, const EwOperand& input, const CallTypes& types, size_t i, Promotion p,
+                       ScalarSlot* slot);
+
+std::vector<int64_t> shape_of(const DLTensor* t);
+/// Element strides; C-contiguous ones when the tensor has none.
+std::vector<int64_t> strides_of(const DLTensor* t);
+/// "input #i", as messages name inputs.
+std::string operand_name(size_t i);
+
+}  // namespace ew
+}  // namespace kjit
+
+#endif  // KJIT_SRC_ELEMENTWISE_CALL_TYPES_H_
