@@ -78,7 +78,7 @@ struct BuildRequest {
   std::vector<std::string> include_paths;
   std::string cache_dir;       ///< empty: default_cache_dir()
   bool verbose = false;        ///< print commands and timings to stderr
-  bool force_rebuild = false;  ///< compile even on a cache hit and replace the entry
+  bool force_rebuild = false;  ///< compile even on a cache hit and replace the cached module
   /// Device code: a .cu translation unit compiled by nvcc and linked with the host
   /// one (and libcudart). Empty: a host-only build.
   std::string cuda_source;

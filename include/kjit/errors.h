@@ -38,7 +38,7 @@ enum class ErrorKind {
 };
 
 /// The one table from kinds to FFI error kinds, which tvm-ffi turns into the Python
-/// exception registered under that name. The runtime's FFI entries and the
+/// exception registered under that name. The kjit.* global functions and the
 /// generated stubs both use it.
 constexpr const char* error_kind_name(ErrorKind kind) noexcept {
   switch (kind) {

@@ -17,7 +17,7 @@ _handle = ctypes.CDLL(LIBRARY_PATH, mode=ctypes.RTLD_GLOBAL)
 
 
 class _Api:
-    """The C++ entry points, looked up once."""
+    """The kjit.* global functions, looked up once."""
 
     def __init__(self) -> None:
         for name in (

@@ -1,4 +1,4 @@
-"""``load_inline`` and ``Module``: a thin layer over the C++ entry point."""
+"""``load_inline`` and ``Module``: a thin layer over the kjit.load_inline global function."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def load_inline(
     - ``None``: read ``// @kjit NAME ...`` (or ``// @BE NAME ...``) lines in the sources.
 
     The build is cached by content under ``build_directory`` (default: KJIT_CACHE_DIR
-    or ~/.cache/kjit); ``force_rebuild`` compiles anyway and replaces the entry.
+    or ~/.cache/kjit); ``force_rebuild`` compiles anyway and replaces the cached module.
     ``jax=True`` also compiles an XLA FFI handler per function, for
     ``kjit.jax.register``.
 

@@ -1,4 +1,4 @@
-// Host-side declarations of the device-code entry points of cuda_sources (the CUDA
+// Host-side declarations of the kernels defined in cuda_sources (the CUDA
 // runtime calls the stubs make are kjit/detail/cuda_host_prelude.h). The host
 // translation unit never includes CUDA headers (they would cost the host compile
 // what they cost nvcc).
@@ -66,9 +66,9 @@ std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs,
     }
   }
   if (decls.empty()) return "";
-  // CUDA's own spellings of the types an entry point may take, declared the way
+  // CUDA's own spellings of the types such a kernel may take, declared the way
   // the CUDA headers declare them (so mangled names match the device objects).
-  return "\n// ---- entry points defined in cuda_sources (compiled by nvcc) ----\n"
+  return "\n// ---- kernels defined in cuda_sources (compiled by nvcc) ----\n"
          "struct CUstream_st;\ntypedef struct CUstream_st* cudaStream_t;\n"
          "struct __half;\nstruct __nv_bfloat16;\n" +
          decls;

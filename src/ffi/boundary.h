@@ -1,4 +1,4 @@
-// Where kjit's errors become FFI errors (Python exceptions) in the kjit.* entries:
+// Where kjit's errors become FFI errors (Python exceptions) in the kjit.* global functions:
 // the kind's name from kjit/errors.h's table, the same one the generated stubs use.
 #ifndef KJIT_SRC_FFI_BOUNDARY_H_
 #define KJIT_SRC_FFI_BOUNDARY_H_

@@ -1,4 +1,4 @@
-// The named fields of a Map that a kjit.* entry takes from Python (options, a
+// The named fields of a Map that a kjit.* global function takes from Python (options, a
 // declaration, a builder's parameter). kjit's Python package builds these Maps, so
 // a missing or unknown field is a bug of kjit: InternalError naming the Map and the
 // field. So is a mistyped one, unless the Map passes a user's values through

@@ -1,4 +1,4 @@
-// The C++ entry points the Python package calls, registered as tvm-ffi global
+// The C++ functions the Python package calls, registered as tvm-ffi global
 // functions ("kjit.*"). Anything with more than a few arguments or results crosses
 // as named fields (Maps, ffi/fields.h); kjit's errors become FFI errors of their
 // kind through at_ffi_boundary (ffi/boundary.h).
