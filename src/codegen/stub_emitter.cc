@@ -206,6 +206,8 @@ class StubEmitter {
         body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) + ") return fail_ndim(kFn, " + idx +
                ", " + c_string(p->name) + ", " + c_string(type_text(*p)) + ", " +
                std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
+      body += "  if (const char* why = malformed_tensor(" + t + ")) return fail_malformed(kFn, " + idx + ", " +
+              c_string(p->name) + ", " + t + ", why);\n";
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
@@ -302,11 +304,35 @@ class StubEmitter {
     for (const Constraint& c : spec_.constraints) {
       std::string text = to_string(c.lhs) + " " + cmp_op_text(c.op) + " " + to_string(c.rhs);
       Expr both = make_binary(ExprOp::kAdd, c.lhs, c.rhs);
-      emit_divisor_guards(both, "constraint '" + text + "'", "  ");
-      out_ << "  if (!(" << to_cpp(c.lhs, "s_") << " " << cmp_op_text(c.op) << " " << to_cpp(c.rhs, "s_") << ")) {\n"
-           << sym_array(symbols_of(both), "    ") << "    return fail_constraint(kFn, " << c_string(text)
-           << ", syms, nsyms);\n  }\n";
+      std::string where = "constraint '" + text + "'";
+      emit_divisor_guards(both, where, "  ");
+      std::string syms = sym_array(symbols_of(both), "    ");
+      out_ << "  {\n";
+      emit_value("lhs", c.lhs, where + " needs " + to_string(c.lhs), syms, "    ");
+      emit_value("rhs", c.rhs, where + " needs " + to_string(c.rhs), syms, "    ");
+      out_ << "    if (!(lhs " << cmp_op_text(c.op) << " rhs)) {\n"
+           << syms << "      return fail_constraint(kFn, " << c_string(text) << ", syms, nsyms);\n    }\n  }\n";
     }
+  }
+
+  /// `const int64_t name = e;`, overflow-checked: on overflow the stub fails with
+  /// "<what>, which overflows int64 with <symbols>" (`syms` declares them).
+  void emit_value(const std::string& name, const Expr& e, const std::string& what, const std::string& syms,
+                  const std::string& ind, const std::string& skip = "") {
+    std::string flag = "ovf_" + name;
+    out_ << ind << "bool " << flag << " = false;\n"
+         << ind << "const int64_t " << name << " = " << to_cpp(e, "s_", flag) << ";\n"
+         << ind << "if (" << skip << flag << ") {\n"
+         << reindent(syms, ind + "  ") << ind << "  return fail_overflow(kFn, " << c_string(what) << ", syms, nsyms);\n"
+         << ind << "}\n";
+  }
+
+  /// `text` (lines of sym_array) with each line's leading spaces replaced by `ind`.
+  static std::string reindent(const std::string& text, const std::string& ind) {
+    std::istringstream lines(text);
+    std::string line, out;
+    while (std::getline(lines, line)) out += ind + line.substr(line.find_first_not_of(' ')) + "\n";
+    return out;
   }
 
   bool has_cuda_tensor() const {
@@ -439,9 +465,13 @@ class StubEmitter {
     std::vector<Expr> divisors;
     collect_divisors(e, &texts, &divisors);
     for (const Expr& d : divisors) {
-      out_ << ind << "if ((" << to_cpp(d, "s_") << ") == 0) {\n"
-           << sym_array(symbols_of(d), ind + "  ") << ind << "  return fail_div_zero(kFn, " << c_string(where) << ", "
+      std::string syms = sym_array(symbols_of(d), ind + "  ");
+      out_ << ind << "{\n";
+      emit_value("divisor", d, where + " needs the divisor " + to_string(d), syms, ind + "  ");
+      out_ << ind << "  if (divisor == 0) {\n"
+           << reindent(syms, ind + "    ") << ind << "    return fail_div_zero(kFn, " << c_string(where) << ", "
            << c_string(to_string(d)) << ", syms, nsyms);\n"
+           << ind << "  }\n"
            << ind << "}\n";
     }
   }
@@ -512,11 +542,14 @@ class StubEmitter {
   void emit_check(const BindingStep& s, const std::string& v, const std::string& skip, const std::string& ind,
                   bool indent_first) {
     const Param& p = spec_.params[s.param];
-    std::string e = to_cpp(s.expr, "s_");
-    out_ << (indent_first ? ind : "") << "if (" << skip << v << " != " << e << ") {\n"
-         << sym_array(symbols_of(s.expr), ind + "  ") << ind << "  return fail_field(kFn, " << arg_index_[p.name]
-         << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", "
-         << e << ", syms, nsyms, " << v << ");\n"
+    std::string head = "argument #" + std::to_string(arg_index_[p.name]) + " '" + p.name + "': ";
+    std::string syms = sym_array(symbols_of(s.expr), ind + "    ");
+    out_ << (indent_first ? ind : "") << "{\n";
+    emit_value("expected", s.expr, head + step_field(s) + " must equal " + to_string(s.expr), syms, ind + "  ", skip);
+    out_ << ind << "  if (" << skip << v << " != expected) {\n"
+         << syms << ind << "    return fail_field(kFn, " << arg_index_[p.name] << ", " << c_string(p.name) << ", "
+         << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", expected, syms, nsyms, " << v << ");\n"
+         << ind << "  }\n"
          << ind << "}\n";
   }
 
@@ -524,19 +557,28 @@ class StubEmitter {
     const Param& p = spec_.params[s.param];
     std::set<std::string> others = symbols_of(s.expr);
     others.erase(s.unknown);
+    std::string syms = sym_array(others, ind + "    ");
+    std::string head = "argument #" + std::to_string(arg_index_[p.name]) + " '" + p.name + "': ";
     // coef == 0 (n*k with n = 0) fixes nothing: the dim must equal rest and the
     // symbol stays open for a later argument to determine.
     out_ << ind << "{  // solve " << s.unknown << " = (" << field_label(spec_, s) << " - ("
          << to_string(simplify(s.form.rest)) << ")) / " << to_string(simplify(s.form.coef)) << "\n"
+         << ind << "  bool ovf = false;\n"
          << ind << "  const int64_t coef = " << to_cpp(simplify(s.form.coef), "s_") << ";\n"
-         << ind << "  const int64_t rest = " << v << " - (" << to_cpp(simplify(s.form.rest), "s_") << ");\n"
-         << ind
-         << "  if (coef == 0 ? rest != 0 : (kjit_floormod(rest, coef) != 0 || kjit_floordiv(rest, coef) < 0)) {\n"
-         << sym_array(others, ind + "    ") << ind << "    return fail_solve(kFn, " << arg_index_[p.name] << ", "
-         << c_string(p.name) << ", " << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", "
-         << c_string(s.unknown) << ", syms, nsyms, " << v << ");\n"
+         << ind << "  const int64_t rest = kjit_sub(" << v << ", " << to_cpp(simplify(s.form.rest), "s_") << ", ovf);\n"
+         << ind << "  const int64_t q = coef == 0 ? 0 : kjit_floordiv(rest, coef, ovf);\n"
+         << ind << "  const int64_t m = coef == 0 ? rest : kjit_floormod(rest, coef, ovf);\n"
+         << ind << "  if (ovf) {\n"
+         << syms << ind << "    return fail_overflow(kFn, "
+         << c_string(head + "solving " + step_field(s) + " == " + to_string(s.expr) + " for " + s.unknown)
+         << ", syms, nsyms);\n"
          << ind << "  }\n"
-         << ind << "  if (coef != 0) { s_" << s.unknown << " = kjit_floordiv(rest, coef); by_" << s.unknown << " = "
+         << ind << "  if (m != 0 || q < 0) {\n"
+         << syms << ind << "    return fail_solve(kFn, " << arg_index_[p.name] << ", " << c_string(p.name) << ", "
+         << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", " << c_string(s.unknown)
+         << ", syms, nsyms, " << v << ");\n"
+         << ind << "  }\n"
+         << ind << "  if (coef != 0) { s_" << s.unknown << " = q; by_" << s.unknown << " = "
          << c_string(field_label(spec_, s)) << "; }\n"
          << ind << "}\n";
   }

@@ -8,6 +8,7 @@
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
+#include "signature/lexer.h"
 #include "signature/validate.h"
 
 namespace kjit {
@@ -46,8 +47,9 @@ void add_cuda_build(const ModuleSource& source, const InlineOptions& options, Bu
 
 void check_module_request(const std::string& name, const std::vector<FunctionSpec>& specs) {
   if (!is_c_identifier(name)) {
-    throw SpecError("module name '" + name +
-                    "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+    throw SpecError("module name '" + spec_detail::printable(name) +
+                    "' is not a C identifier (letters, digits and '_', not starting with a digit)" +
+                    first_bad_char(name));
   }
   if (is_cpp_keyword(name)) throw SpecError("module name '" + name + "' is a C++ keyword");
   if (specs.empty()) {

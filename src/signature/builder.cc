@@ -2,14 +2,51 @@
 // grammar's parsers so both doors accept and reject exactly the same things.
 #include "kjit/errors.h"
 #include "kjit/spec.h"
+#include "signature/lexer.h"
 #include "signature/validate.h"
 
 namespace kjit {
+namespace {
+
+/// "builder of 'f': tensor('a', ...)": the call a builder error is about.
+std::string call_text(const std::string& fn, const char* method, const std::string& first_arg) {
+  return "builder of '" + spec_detail::printable(fn) + "': " + method + "('" + spec_detail::printable(first_arg) +
+         "', ...)";
+}
+
+/// A name is one identifier: "a: float32[n], b" would splice a parameter into the
+/// signature the builder writes.
+void check_name(const std::string& fn, const char* method, const std::string& name) {
+  if (is_c_identifier(name)) return;
+  throw SpecError(call_text(fn, method, name) +
+                  ": the name must be an identifier (letters, digits and '_', not starting with a digit)" +
+                  first_bad_char(name));
+}
+
+/// The tokens of a piece of builder input that must stay inside its slot: no
+/// punctuation outside `allowed` (so a dim cannot close the shape and add a parameter).
+void check_piece(const std::string& fn, const char* method, const std::string& first_arg, const char* what,
+                 const std::string& piece, const std::string& allowed) {
+  for (const spec_detail::Token& t : spec_detail::tokenize(piece, call_text(fn, method, first_arg) + ": " + what)) {
+    if (t.kind != spec_detail::Tok::kPunct || allowed.find(" " + t.text + " ") != std::string::npos) continue;
+    throw SpecError(call_text(fn, method, first_arg) + ": " + what + " '" + spec_detail::printable(piece) +
+                    "' is not one " + (allowed.find("==") != std::string::npos ? "constraint" : "expression") + ": '" +
+                    t.text + "' cannot appear in it");
+  }
+}
+
+const char kExprPunct[] = " + - * / % ( ) ";
+const char kConstraintPunct[] = " + - * / % ( ) == != < <= > >= ";
+
+}  // namespace
 
 SpecBuilder::SpecBuilder(std::string name) { spec_.name = std::move(name); }
 
 SpecBuilder& SpecBuilder::tensor(const std::string& name, const std::string& dtype,
                                  const std::vector<std::string>& dims) {
+  check_name(spec_.name, "tensor", name);
+  check_piece(spec_.name, "tensor", name, "dtype", dtype, " | ");
+  for (const std::string& d : dims) check_piece(spec_.name, "tensor", name, "dim", d, kExprPunct);
   std::string text = name + ": " + dtype + "[";
   for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + dims[i];
   text += "]";
@@ -19,6 +56,7 @@ SpecBuilder& SpecBuilder::tensor(const std::string& name, const std::string& dty
 }
 
 SpecBuilder& SpecBuilder::scalar(const std::string& name, const std::string& type) {
+  check_name(spec_.name, "scalar", name);
   auto t = find_scalar_type(type);
   if (!t) {
     throw SpecError("builder of '" + spec_.name + "': scalar '" + name + "' has unknown type '" + type +
@@ -33,6 +71,7 @@ SpecBuilder& SpecBuilder::scalar(const std::string& name, const std::string& typ
 }
 
 SpecBuilder& SpecBuilder::stream(const std::string& name) {
+  check_name(spec_.name, "stream", name);
   Param p;
   p.name = name;
   p.kind = ParamKind::kStream;
@@ -90,6 +129,7 @@ SpecBuilder& SpecBuilder::device(const std::string& device) {
 }
 
 SpecBuilder& SpecBuilder::constraint(const std::string& text) {
+  check_piece(spec_.name, "constraint", text, "constraint", text, kConstraintPunct);
   constraint_text_.push_back(text);  // parsed and checked with the whole spec in build()
   return *this;
 }

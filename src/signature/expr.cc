@@ -1,6 +1,9 @@
 // Integer expressions over shape symbols: construction, printing, linear solving.
 #include "kjit/expr.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "kjit/errors.h"
 
 namespace kjit {
@@ -22,6 +25,7 @@ Expr make_symbol(const std::string& name) {
 Expr make_binary(ExprOp op, Expr lhs, Expr rhs) {
   auto n = std::make_shared<ExprNode>();
   n->op = op;
+  n->depth = 1 + std::max(lhs->depth, rhs->depth);
   n->lhs = std::move(lhs);
   n->rhs = std::move(rhs);
   return n;
@@ -30,8 +34,42 @@ Expr make_binary(ExprOp op, Expr lhs, Expr rhs) {
 Expr make_neg(Expr operand) {
   auto n = std::make_shared<ExprNode>();
   n->op = ExprOp::kNeg;
+  n->depth = 1 + operand->depth;
   n->lhs = std::move(operand);
   return n;
+}
+
+std::optional<int64_t> fold_binary(ExprOp op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  switch (op) {
+    case ExprOp::kAdd:
+      if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+      return r;
+    case ExprOp::kSub:
+      if (__builtin_sub_overflow(a, b, &r)) return std::nullopt;
+      return r;
+    case ExprOp::kMul:
+      if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+      return r;
+    case ExprOp::kDiv:
+    case ExprOp::kMod: {
+      if (b == 0) return std::nullopt;
+      if (b == -1) {  // a / -1 traps for INT64_MIN; a % -1 is always 0
+        if (op == ExprOp::kMod) return 0;
+        if (a == INT64_MIN) return std::nullopt;
+        return -a;
+      }
+      int64_t q = a / b;
+      int64_t m = a % b;
+      if (m != 0 && ((m < 0) != (b < 0))) {  // floor, as in Python
+        q -= 1;
+        m += b;
+      }
+      return op == ExprOp::kDiv ? q : m;
+    }
+    default:
+      throw InternalError("kjit internal error: fold_binary of a non-binary op");
+  }
 }
 
 namespace {
@@ -77,39 +115,94 @@ const char* op_text(ExprOp op, bool spaced) {
   }
 }
 
-std::string print(const Expr& e, const std::string& prefix, bool cpp);
+std::string print(const Expr& e);
 
-std::string print_operand(const Expr& operand, int parent_prec, bool right, const std::string& prefix, bool cpp) {
-  std::string s = print(operand, prefix, cpp);
+/// An operand, in parentheses unless it binds tighter than its parent; the right
+/// operand also at equal strength, since the grammar is left-associative
+/// (a - (b - c), n*(k / 2)).
+std::string print_operand(const Expr& operand, int parent_prec, bool right) {
+  std::string s = print(operand);
   int p = precedence(operand->op);
-  // Right operands of - / % need parentheses at equal precedence: a - (b - c).
   if (p < parent_prec || (right && p == parent_prec)) return "(" + s + ")";
   return s;
 }
 
-std::string print(const Expr& e, const std::string& prefix, bool cpp) {
+std::string print(const Expr& e) {
   switch (e->op) {
     case ExprOp::kConst:
-      if (cpp) return "INT64_C(" + std::to_string(e->value) + ")";
-      return std::to_string(e->value);
+      return std::to_string(e->value);  // "-5" parses back as the literal -5
     case ExprOp::kSymbol:
-      return prefix + e->name;
+      return e->name;
     case ExprOp::kNeg:
-      return "-" + print_operand(e->lhs, precedence(ExprOp::kNeg), false, prefix, cpp);
-    case ExprOp::kDiv:
-    case ExprOp::kMod:
-      if (cpp) {
-        const char* fn = e->op == ExprOp::kDiv ? "kjit_floordiv(" : "kjit_floormod(";
-        return fn + print(e->lhs, prefix, cpp) + ", " + print(e->rhs, prefix, cpp) + ")";
-      }
-      break;
+      // -(5) keeps a negated literal apart from the literal -5.
+      if (e->lhs->op == ExprOp::kConst && e->lhs->value >= 0) return "-(" + print(e->lhs) + ")";
+      return "-" + print_operand(e->lhs, precedence(ExprOp::kNeg), false);
     default:
       break;
   }
   int p = precedence(e->op);
-  bool right_needs_parens = e->op != ExprOp::kAdd && e->op != ExprOp::kMul;
-  return print_operand(e->lhs, p, false, prefix, cpp) + op_text(e->op, cpp) +
-         print_operand(e->rhs, p, right_needs_parens, prefix, cpp);
+  return print_operand(e->lhs, p, false) + op_text(e->op, false) + print_operand(e->rhs, p, true);
+}
+
+const char* cpp_function(ExprOp op) {
+  switch (op) {
+    case ExprOp::kAdd:
+      return "kjit_add(";
+    case ExprOp::kSub:
+      return "kjit_sub(";
+    case ExprOp::kMul:
+      return "kjit_mul(";
+    case ExprOp::kDiv:
+      return "kjit_floordiv(";
+    case ExprOp::kMod:
+      return "kjit_floormod(";
+    default:
+      throw InternalError("kjit internal error: cpp_function of a non-binary op");
+  }
+}
+
+std::string print_cpp(const Expr& e, const std::string& prefix, const std::string& flag) {
+  switch (e->op) {
+    case ExprOp::kConst:
+      if (e->value == INT64_MIN) return "INT64_MIN";  // INT64_C(-9223372036854775808) is not a literal
+      return "INT64_C(" + std::to_string(e->value) + ")";
+    case ExprOp::kSymbol:
+      return prefix + e->name;
+    case ExprOp::kNeg:
+      return "kjit_neg(" + print_cpp(e->lhs, prefix, flag) + ", " + flag + ")";
+    default:
+      return cpp_function(e->op) + print_cpp(e->lhs, prefix, flag) + ", " + print_cpp(e->rhs, prefix, flag) + ", " +
+             flag + ")";
+  }
+}
+
+/// Folds e with overflow checks; sets *bad to the innermost sub-expression that
+/// cannot be folded (overflow, or a zero divisor) and stops there.
+std::optional<int64_t> fold_checked(const Expr& e, Expr* bad) {
+  switch (e->op) {
+    case ExprOp::kConst:
+      return e->value;
+    case ExprOp::kSymbol:
+      return std::nullopt;
+    case ExprOp::kNeg: {
+      auto a = fold_checked(e->lhs, bad);
+      if (!a) return std::nullopt;
+      if (*a == INT64_MIN) {
+        *bad = e;
+        return std::nullopt;
+      }
+      return -*a;
+    }
+    default: {
+      auto a = fold_checked(e->lhs, bad);
+      if (*bad) return std::nullopt;
+      auto b = fold_checked(e->rhs, bad);
+      if (*bad || !a || !b) return std::nullopt;
+      auto r = fold_binary(e->op, *a, *b);
+      if (!r) *bad = e;
+      return r;
+    }
+  }
 }
 
 bool mentions(const Expr& e, const std::string& name) {
@@ -134,50 +227,53 @@ std::optional<int64_t> constant_value(const Expr& e) {
   return std::nullopt;
 }
 
-std::string to_string(const Expr& e) { return print(e, "", false); }
+std::string to_string(const Expr& e) { return print(e); }
 
-std::string to_cpp(const Expr& e, const std::string& prefix) { return print(e, prefix, true); }
+std::string to_cpp(const Expr& e, const std::string& prefix, const std::string& flag) {
+  return print_cpp(e, prefix, flag);
+}
+
+bool same_expr(const Expr& a, const Expr& b) {
+  if (!a || !b) return !a && !b;
+  if (a->op != b->op || a->value != b->value || a->name != b->name) return false;
+  return same_expr(a->lhs, b->lhs) && same_expr(a->rhs, b->rhs);
+}
+
+Expr first_unfoldable_constant(const Expr& e) {
+  Expr bad;
+  fold_checked(e, &bad);
+  return bad;
+}
 
 Expr simplify(const Expr& e) {
   if (e->op == ExprOp::kConst || e->op == ExprOp::kSymbol) return e;
   if (e->op == ExprOp::kNeg) {
     Expr a = simplify(e->lhs);
-    if (a->op == ExprOp::kConst) return make_const(-a->value);
+    if (a->op == ExprOp::kConst && a->value != INT64_MIN) return make_const(-a->value);
     return make_neg(a);
   }
   Expr a = simplify(e->lhs);
   Expr b = simplify(e->rhs);
-  bool ca = a->op == ExprOp::kConst;
-  bool cb = b->op == ExprOp::kConst;
+  if (a->op == ExprOp::kConst && b->op == ExprOp::kConst) {
+    if (auto v = fold_binary(e->op, a->value, b->value)) return make_const(*v);
+    return make_binary(e->op, a, b);  // overflow: the parser reports it, a stub's check catches it
+  }
   switch (e->op) {
     case ExprOp::kAdd:
-      if (ca && cb) return make_const(a->value + b->value);
       if (is_const(a, 0)) return b;
       if (is_const(b, 0)) return a;
       break;
     case ExprOp::kSub:
-      if (ca && cb) return make_const(a->value - b->value);
       if (is_const(b, 0)) return a;
       if (is_const(a, 0)) return make_neg(b);
       break;
     case ExprOp::kMul:
-      if (ca && cb) return make_const(a->value * b->value);
       if (is_const(a, 0) || is_const(b, 0)) return make_const(0);
       if (is_const(a, 1)) return b;
       if (is_const(b, 1)) return a;
       break;
     case ExprOp::kDiv:
-    case ExprOp::kMod:
-      if (ca && cb && b->value != 0) {
-        int64_t q = a->value / b->value;
-        int64_t r = a->value % b->value;
-        if (r != 0 && ((r < 0) != (b->value < 0))) {
-          q -= 1;
-          r += b->value;
-        }
-        return make_const(e->op == ExprOp::kDiv ? q : r);
-      }
-      if (e->op == ExprOp::kDiv && is_const(b, 1)) return a;
+      if (is_const(b, 1)) return a;
       break;
     default:
       break;

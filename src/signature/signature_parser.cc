@@ -1,4 +1,5 @@
 // Front door 1: the signature string ("a: float32[n], b: float32[n] out; n % 4 == 0").
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ class SignatureParser {
   }
 
   Expr parse_standalone_expr() {
-    Expr e = parse_expr();
+    Expr e = checked_expr(peek().begin);
     if (peek().kind != Tok::kEnd) fail(peek(), "unexpected '" + peek().text + "' after the expression");
     return e;
   }
@@ -78,12 +79,20 @@ class SignatureParser {
     return next();
   }
 
-  int64_t parse_int(const Token& t) {
-    try {
-      return std::stoll(t.text);
-    } catch (const std::exception&) {
-      fail(t, "number '" + t.text + "' does not fit in int64");
+  /// A literal's value (negated: written after a unary minus); at most 2**63 - 1,
+  /// or 2**63 when negated.
+  int64_t parse_int(const Token& t, bool negated) {
+    uint64_t v = 0;
+    const uint64_t limit = negated ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+    for (char c : t.text) {
+      uint64_t digit = static_cast<uint64_t>(c - '0');
+      if (v > (limit - digit) / 10) {
+        fail(t, "number '" + std::string(negated ? "-" : "") + t.text + "' does not fit in int64 (" +
+                    (negated ? "at least -2**63" : "at most 2**63 - 1") + ")");
+      }
+      v = v * 10 + digit;
     }
+    return negated ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
   }
 
   Param parse_param() {
@@ -153,7 +162,7 @@ class SignatureParser {
 
   Expr parse_dim(const char* what) {
     size_t begin = peek().begin;
-    Expr e = parse_expr();
+    Expr e = checked_expr(begin);
     auto v = constant_value(e);
     if (v && *v < 0)
       fail_span(begin, tokens_[pos_ - 1].end,
@@ -163,7 +172,9 @@ class SignatureParser {
 
   void parse_attrs(Param* p) {
     TensorSpec& t = p->tensor;
+    std::map<std::string, std::string> given;  // attribute kind -> its text, to refuse a second one
     while (peek().kind == Tok::kName || peek().text == "@") {
+      size_t begin = peek().begin;
       const Token& a = next();
       if (a.text == "@") {
         const Token& dev = expect_name("a device after '@' (cpu or cuda)");
@@ -175,27 +186,45 @@ class SignatureParser {
           fail(dev, "unknown device '" + dev.text + "': expected cpu or cuda");
         }
         t.device_given = true;
+        note_attr(p, "device", begin, &given);
       } else if (a.text == "out") {
         t.out = true;
+        note_attr(p, "out", begin, &given);
       } else if (a.text == "optional") {
         t.optional = true;
+        note_attr(p, "optional", begin, &given);
       } else if (a.text == "strided") {
         if (!t.strides.empty()) fail(a, "'strided' conflicts with the explicit strides[...] given before");
         t.strided = true;
+        note_attr(p, "strided", begin, &given);
       } else if (a.text == "strides") {
         parse_strides(a, &t);
+        note_attr(p, "strides", begin, &given);
       } else if (a.text == "align") {
         expect("(", "after 'align'");
         if (peek().kind != Tok::kInt) fail(peek(), "expected a byte count in align(...), got " + describe(peek()));
         const Token& n = next();
-        int64_t v = parse_int(n);
+        int64_t v = parse_int(n, false);
         if (v <= 0 || (v & (v - 1)) != 0) fail(n, "align(" + n.text + ") must be a power of two");
         t.align = v;
         expect(")", "to close align(...)");
+        note_attr(p, "align", begin, &given);
       } else {
         fail(a, "unknown attribute '" + a.text + "' of tensor '" + p->name + "': expected " + kAttrHelp);
       }
     }
+  }
+
+  /// Records the attribute just parsed (text [begin, here)); a second one of the same
+  /// kind ("align(16) align(32)", "@cpu @cuda", "out out") is a SpecError.
+  void note_attr(const Param* p, const std::string& kind, size_t begin, std::map<std::string, std::string>* given) {
+    size_t end = tokens_[pos_ - 1].end;
+    std::string text = text_.substr(begin, end - begin);
+    auto [it, fresh] = given->emplace(kind, text);
+    if (fresh) return;
+    fail_span(begin, end,
+              "'" + text + "' conflicts with '" + it->second + "' given before: tensor '" + p->name + "' takes one " +
+                  (kind == "device" ? std::string("device") : "'" + kind + "' attribute"));
   }
 
   void parse_strides(const Token& at, TensorSpec* t) {
@@ -218,7 +247,7 @@ class SignatureParser {
   Constraint parse_constraint() {
     Constraint c;
     c.span.begin = peek().begin;
-    c.lhs = parse_expr();
+    c.lhs = checked_expr(c.span.begin);
     static const std::pair<const char*, CmpOp> kOps[] = {{"==", CmpOp::kEq}, {"!=", CmpOp::kNe}, {"<=", CmpOp::kLe},
                                                          {">=", CmpOp::kGe}, {"<", CmpOp::kLt},  {">", CmpOp::kGt}};
     bool found = false;
@@ -230,7 +259,7 @@ class SignatureParser {
       }
     }
     if (!found) fail(peek(), "expected a comparison (==, !=, <, <=, >, >=) in the constraint, got " + describe(peek()));
-    c.rhs = parse_expr();
+    c.rhs = checked_expr(peek().begin);
     c.span.end = tokens_[pos_ - 1].end;
     return c;
   }
@@ -239,10 +268,11 @@ class SignatureParser {
   Expr parse_expr() {
     Expr e = parse_term();
     while (true) {
+      const Token& op = peek();
       if (accept("+")) {
-        e = make_binary(ExprOp::kAdd, e, parse_term());
+        e = bounded(op, make_binary(ExprOp::kAdd, e, parse_term()));
       } else if (accept("-")) {
-        e = make_binary(ExprOp::kSub, e, parse_term());
+        e = bounded(op, make_binary(ExprOp::kSub, e, parse_term()));
       } else {
         return e;
       }
@@ -253,36 +283,86 @@ class SignatureParser {
   Expr parse_term() {
     Expr e = parse_unary();
     while (true) {
-      if (accept("*")) {
-        e = make_binary(ExprOp::kMul, e, parse_unary());
-      } else if (peek().text == "/" || peek().text == "%") {
+      if (peek().text == "*" || peek().text == "/" || peek().text == "%") {
         const Token& op = next();
         Expr rhs = parse_unary();
-        auto v = constant_value(rhs);
-        if (v && *v == 0) fail(op, "division by zero");
-        e = make_binary(op.text == "/" ? ExprOp::kDiv : ExprOp::kMod, e, rhs);
+        if (op.text != "*") {
+          auto v = constant_value(rhs);
+          if (v && *v == 0) fail(op, "division by zero");
+        }
+        ExprOp kind = op.text == "*" ? ExprOp::kMul : op.text == "/" ? ExprOp::kDiv : ExprOp::kMod;
+        e = bounded(op, make_binary(kind, e, rhs));
       } else {
         return e;
       }
     }
   }
 
+  // unary := '-' unary | INT | NAME | '(' expr ')'; "-5" is the literal -5 (so
+  // -9223372036854775808 can be written), "-(5)" the negation of 5.
   Expr parse_unary() {
-    if (accept("-")) return make_neg(parse_unary());
+    const Token& at = peek();
+    if (accept("-")) {
+      if (peek().kind == Tok::kInt) return make_const(parse_int(next(), true));
+      Nesting guard(this, at);
+      return bounded(at, make_neg(parse_unary()));
+    }
     if (accept("(")) {
+      Nesting guard(this, at);
       Expr e = parse_expr();
       expect(")", "to close the parenthesis");
       return e;
     }
-    if (peek().kind == Tok::kInt) return make_const(parse_int(next()));
+    if (peek().kind == Tok::kInt) return make_const(parse_int(next(), false));
     if (peek().kind == Tok::kName) return make_symbol(next().text);
     fail(peek(), "expected a number, a symbol or '(' in the expression, got " + describe(peek()));
+  }
+
+  /// Counts the parser's own recursion (parentheses, unary minus) so deep input is a
+  /// SpecError, not a stack overflow.
+  class Nesting {
+   public:
+    Nesting(SignatureParser* p, const Token& at) : p_(p) {
+      if (++p_->nesting_ > kMaxExprDepth) {
+        p_->fail(at, "the expression nests more than " + std::to_string(kMaxExprDepth) +
+                         " levels deep (parentheses and unary minus); simplify it");
+      }
+    }
+    ~Nesting() { --p_->nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    SignatureParser* p_;
+  };
+
+  /// The tree e, unless it is deeper than every recursion over it may go (a chain of
+  /// thousands of '+ 1' terms is a tree that deep).
+  Expr bounded(const Token& at, Expr e) {
+    if (e->depth > kMaxExprDepth) {
+      fail(at, "the expression is more than " + std::to_string(kMaxExprDepth) +
+                   " operators deep (chained or nested terms); simplify it");
+    }
+    return e;
+  }
+
+  /// A whole dim or constraint side: constant parts must fold within int64.
+  Expr checked_expr(size_t begin) {
+    Expr e = parse_expr();
+    if (Expr bad = first_unfoldable_constant(e)) {
+      bool zero = (bad->op == ExprOp::kDiv || bad->op == ExprOp::kMod) && constant_value(bad->rhs) == 0;
+      fail_span(begin, tokens_[pos_ - 1].end,
+                zero ? "'" + to_string(bad) + "' divides by zero"
+                     : "'" + to_string(bad) + "' overflows int64 (the exact value is outside [-2**63, 2**63 - 1])");
+    }
+    return e;
   }
 
   std::string context_;
   std::string text_;
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int nesting_ = 0;
   DeviceKind default_device_;
 };
 

@@ -13,7 +13,7 @@ namespace {
 
 [[noreturn]] void fail_param(const FunctionSpec& spec, const std::string& signature, const Param& p,
                              const std::string& what) {
-  std::string context = "signature of '" + spec.name + "'";
+  std::string context = "signature of '" + spec_detail::printable(spec.name) + "'";
   if (!signature.empty() && p.span.end > p.span.begin) {
     throw SpecError(spec_detail::spec_error_message(context, signature, p.span.begin, p.span.end, what));
   }
@@ -40,6 +40,14 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
 }
 
 }  // namespace
+
+std::string first_bad_char(const std::string& name) {
+  for (size_t i = 0; i < name.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x80 || c < 0x20 || c == 0x7f) return "; it has a " + spec_detail::describe_char(name, i);
+  }
+  return "";
+}
 
 bool is_cpp_keyword(const std::string& name) {
   static const std::set<std::string> kKeywords = {
@@ -70,8 +78,9 @@ bool is_c_identifier(const std::string& name) {
 
 void validate_with_text(const FunctionSpec& spec, const std::string& signature) {
   if (!is_c_identifier(spec.name)) {
-    throw SpecError("function name '" + spec.name +
-                    "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+    throw SpecError("function name '" + spec_detail::printable(spec.name) +
+                    "' is not a C identifier (letters, digits and '_', not starting with a digit)" +
+                    first_bad_char(spec.name));
   }
   if (is_cpp_keyword(spec.name)) {
     throw SpecError("function name '" + spec.name + "' is a C++ keyword; the kernel needs a name it can be called by");
@@ -80,7 +89,9 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
   const Param* stream = nullptr;
   for (const Param& p : spec.params) {
     if (!is_c_identifier(p.name)) {
-      fail_param(spec, signature, p, "parameter name '" + p.name + "' is not a C identifier");
+      fail_param(
+          spec, signature, p,
+          "parameter name '" + spec_detail::printable(p.name) + "' is not a C identifier" + first_bad_char(p.name));
     }
     if (!names.insert(p.name).second) {
       fail_param(spec, signature, p, "duplicate parameter name '" + p.name + "'");

@@ -17,6 +17,10 @@ FunctionSpec parse_signature_syntax(const std::string& name, const std::string& 
 /// True for C++ keywords ("class", "int"), which cannot name a kernel.
 bool is_cpp_keyword(const std::string& name);
 
+/// "; it has a non-ASCII character 'é' (U+00E9)" (or a control byte) for a name with
+/// one, else ""; for messages, which quote names through spec_detail::printable.
+std::string first_bad_char(const std::string& name);
+
 /// True for [A-Za-z_][A-Za-z0-9_]*.
 bool is_c_identifier(const std::string& name);
 

@@ -51,7 +51,8 @@ TEST(Expr, RefusesNonLinearForms) {
 }
 
 TEST(Expr, EmitsCppWithFloorHelpers) {
-  EXPECT_EQ(to_cpp(parse_expr("n / 4 + 1"), "s_"), "kjit_floordiv(s_n, INT64_C(4)) + INT64_C(1)");
+  EXPECT_EQ(to_cpp(parse_expr("n / 4 + 1"), "s_"), "kjit_add(kjit_floordiv(s_n, INT64_C(4), ovf), INT64_C(1), ovf)");
+  EXPECT_EQ(to_cpp(parse_expr("-n * -9223372036854775808"), "s_", "f"), "kjit_mul(kjit_neg(s_n, f), INT64_MIN, f)");
 }
 
 TEST(Expr, CollectsSymbolicDivisorsOnly) {

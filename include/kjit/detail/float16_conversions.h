@@ -11,34 +11,61 @@
 namespace kjit_float16 {
 namespace {
 
-/// double -> IEEE binary16 bits, round to nearest even.
-[[maybe_unused]] inline uint16_t float16_bits(double value) {
-  float f = static_cast<float>(value);
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
-  if (abs < 0x38800000u) {  // a subnormal half (or zero): scale by 2^24 in float, then round
-    float scaled = std::fabs(f) * 16777216.0f;
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-  }
-  uint32_t mant = abs & 0x7fffffu;
-  uint32_t half = ((abs >> 23) - 112u) << 10 | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(sign | half);
+/// Rounds the bits of a finite double's magnitude right by `shift` (1..63), to nearest
+/// even: one rounding, straight from double (going through float first rounds twice).
+[[maybe_unused]] inline uint64_t round_shift_even(uint64_t v, int shift) {
+  const uint64_t kept = v >> shift;
+  const uint64_t rest = v & ((uint64_t{1} << shift) - 1);
+  const uint64_t half = uint64_t{1} << (shift - 1);
+  return kept + ((rest > half || (rest == half && (kept & 1u))) ? 1u : 0u);
 }
 
-/// double -> bfloat16 bits, round to nearest even; NaN stays NaN.
+/// double -> IEEE binary16 bits, round to nearest even (as NumPy's np.float16(x));
+/// subnormals, overflow to inf and NaN (quiet, sign kept) included.
+[[maybe_unused]] inline uint16_t float16_bits(double value) {
+  uint64_t x;
+  std::memcpy(&x, &value, sizeof(x));
+  const uint16_t sign = static_cast<uint16_t>((x >> 48) & 0x8000u);
+  const uint64_t abs = x & 0x7fffffffffffffffull;
+  const int exp = static_cast<int>(abs >> 52);  // biased, 1023
+  if (exp == 0x7ff) return static_cast<uint16_t>(sign | 0x7c00u | (abs & 0xfffffffffffffull ? 0x200u : 0u));
+  if (exp > 1023 + 15) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 2^16: inf
+  const uint64_t mant = (abs & 0xfffffffffffffull) | (exp ? uint64_t{1} << 52 : 0);
+  // The half's unit in the last place is 2^(e - 10) for normals (e >= -14), 2^-24 below;
+  // the double's is 2^(exp - 1075). Shift the 53-bit significand by the difference.
+  const int e = exp - 1023;
+  const int shift = (e >= -14 ? 42 : 42 + (-14 - e)) + (exp == 0 ? 1 : 0);
+  if (shift > 63) return sign;                              // below 2^-25: rounds to zero
+  const uint64_t units = round_shift_even(mant, shift);     // the value in half ulps
+  if (e < -14) return static_cast<uint16_t>(sign | units);  // subnormal (a carry makes the smallest normal)
+  // Normal: units is in [2^10, 2^11]; 2^11 carries into the exponent.
+  const uint32_t biased = static_cast<uint32_t>(e + 15) + static_cast<uint32_t>(units >> 11);
+  if (biased >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  const uint32_t frac = static_cast<uint32_t>(units >> (units >> 11)) & 0x3ffu;
+  return static_cast<uint16_t>(sign | (biased << 10) | frac);
+}
+
+/// double -> bfloat16 bits, round to nearest even (as ml_dtypes.bfloat16(x)); NaN
+/// stays NaN (quiet, sign kept).
 [[maybe_unused]] inline uint16_t bfloat16_bits(double value) {
-  float f = static_cast<float>(value);
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
+  uint64_t x;
+  std::memcpy(&x, &value, sizeof(x));
+  const uint16_t sign = static_cast<uint16_t>((x >> 48) & 0x8000u);
+  const uint64_t abs = x & 0x7fffffffffffffffull;
+  const int exp = static_cast<int>(abs >> 52);
+  if (exp == 0x7ff) return static_cast<uint16_t>(sign | 0x7f80u | (abs & 0xfffffffffffffull ? 0x40u : 0u));
+  if (exp > 1023 + 127) return static_cast<uint16_t>(sign | 0x7f80u);  // >= 2^128: inf
+  const uint64_t mant = (abs & 0xfffffffffffffull) | (exp ? uint64_t{1} << 52 : 0);
+  // bfloat16 keeps 7 fraction bits; its subnormals start below 2^-126, ulp 2^-133.
+  const int e = exp - 1023;
+  const int shift = (e >= -126 ? 45 : 45 + (-126 - e)) + (exp == 0 ? 1 : 0);
+  if (shift > 63) return sign;
+  const uint64_t units = round_shift_even(mant, shift);
+  if (e < -126) return static_cast<uint16_t>(sign | units);
+  const uint32_t biased = static_cast<uint32_t>(e + 127) + static_cast<uint32_t>(units >> 8);
+  if (biased >= 255) return static_cast<uint16_t>(sign | 0x7f80u);
+  const uint32_t frac = static_cast<uint32_t>(units >> (units >> 8)) & 0x7fu;
+  return static_cast<uint16_t>(sign | (biased << 7) | frac);
 }
 
 [[maybe_unused]] inline double float16_value(uint16_t h) {

@@ -31,12 +31,42 @@
 namespace kjit_stub {
 namespace {
 
-/// Floor division and modulo, as in Python (callers rule out b == 0 first).
-[[maybe_unused]] inline int64_t kjit_floordiv(int64_t a, int64_t b) {
+// Shape arithmetic is exact or fails: each helper sets `ovf` instead of wrapping
+// (signed overflow) or trapping (INT64_MIN / -1), and the stub reports the
+// expression. A set `ovf` makes the returned value meaningless.
+[[maybe_unused]] inline int64_t kjit_add(int64_t a, int64_t b, bool& ovf) {
+  int64_t r = 0;
+  ovf |= __builtin_add_overflow(a, b, &r);
+  return r;
+}
+[[maybe_unused]] inline int64_t kjit_sub(int64_t a, int64_t b, bool& ovf) {
+  int64_t r = 0;
+  ovf |= __builtin_sub_overflow(a, b, &r);
+  return r;
+}
+[[maybe_unused]] inline int64_t kjit_mul(int64_t a, int64_t b, bool& ovf) {
+  int64_t r = 0;
+  ovf |= __builtin_mul_overflow(a, b, &r);
+  return r;
+}
+[[maybe_unused]] inline int64_t kjit_neg(int64_t a, bool& ovf) { return kjit_sub(0, a, ovf); }
+
+/// Floor division and modulo, as in Python. Callers rule out b == 0 first (with
+/// their own message); here it only sets ovf, so nothing can trap.
+[[maybe_unused]] inline int64_t kjit_floordiv(int64_t a, int64_t b, bool& ovf) {
+  if (b == 0 || (b == -1 && a == INT64_MIN)) {
+    ovf = true;
+    return 0;
+  }
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-[[maybe_unused]] inline int64_t kjit_floormod(int64_t a, int64_t b) {
+[[maybe_unused]] inline int64_t kjit_floormod(int64_t a, int64_t b, bool& ovf) {
+  if (b == 0) {
+    ovf = true;
+    return 0;
+  }
+  if (b == -1) return 0;  // INT64_MIN % -1 traps in C++; the value is 0
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
@@ -54,11 +84,14 @@ namespace {
   return a->type_index == kTVMFFINone || (a->type_index == kTVMFFIDLTensorPtr && a->v_ptr == nullptr);
 }
 
+/// The stride of dim d in elements (compact when strides is NULL). Runs after
+/// malformed_tensor(), so the product of the extents fits in int64.
 [[maybe_unused]] inline int64_t stride_of(const DLTensor* t, int d) {
   if (t->strides != nullptr) return t->strides[d];
   int64_t s = 1;
-  for (int i = t->ndim - 1; i > d; --i) s *= t->shape[i];
-  return s;
+  bool ovf = false;
+  for (int i = t->ndim - 1; i > d; --i) s = kjit_mul(s, t->shape[i], ovf);
+  return ovf ? INT64_MAX : s;
 }
 
 [[maybe_unused]] inline bool has_zero_extent(const DLTensor* t) {
@@ -70,7 +103,7 @@ namespace {
 
 /// Compact row-major, ignoring dims of extent 1; an empty tensor always passes.
 [[maybe_unused]] inline int first_noncompact_dim(const DLTensor* t) {
-  if (t->strides == nullptr) return -1;
+  if (t->strides == nullptr || has_zero_extent(t)) return -1;
   int64_t expected = 1;
   int bad = -1;
   for (int i = t->ndim - 1; i >= 0; --i) {
@@ -82,6 +115,24 @@ namespace {
 }
 
 [[maybe_unused]] inline int64_t element_bytes(DLDataType d) { return (static_cast<int64_t>(d.bits) * d.lanes + 7) / 8; }
+
+/// Why a DLTensor cannot describe memory (nullptr when it can): every later check
+/// and the kernel rely on ndim >= 0, extents >= 0, a real element type, and a size
+/// in bytes that fits in int64. A producer bug, not a caller's shape mistake.
+[[maybe_unused]] inline const char* malformed_tensor(const DLTensor* t) {
+  if (t->ndim < 0) return "ndim is negative";
+  if (t->ndim > 0 && t->shape == nullptr) return "shape is NULL but ndim is not 0";
+  if (t->dtype.bits == 0) return "dtype has 0 bits";
+  if (t->dtype.lanes == 0) return "dtype has 0 lanes";
+  int64_t bytes = element_bytes(t->dtype);
+  bool ovf = false;
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] < 0) return "an extent (shape[i]) is negative";
+    if (t->shape[i] > 0) bytes = kjit_mul(bytes, t->shape[i], ovf);  // zeros aside, so no dim order hides it
+  }
+  if (ovf) return "the size in bytes (product of the extents and the element size) overflows int64";
+  return nullptr;
+}
 
 /// One bound symbol, for messages: "n = 1024 (bound by a.shape[0])".
 struct SymVal {
@@ -374,6 +425,28 @@ KJIT_COLD int fail_bool_value(const char* fn, int i, const char* name, int64_t v
                name, value);
 }
 
+KJIT_COLD int fail_malformed(const char* fn, int i, const char* name, const DLTensor* t, const char* why) {
+  char extents[256];
+  size_t used = 0;
+  extents[0] = '\0';
+  for (int k = 0; t->shape != nullptr && k < t->ndim && k < 8 && used < sizeof(extents); ++k) {
+    int w = std::snprintf(extents + used, sizeof(extents) - used, "%s%" PRId64, k ? ", " : "", t->shape[k]);
+    if (w < 0) break;
+    used += static_cast<size_t>(w);
+  }
+  return raise("ValueError",
+               "%s: argument #%d '%s': malformed DLTensor: %s (ndim %d, shape [%s%s], dtype code %d bits %d lanes %d)",
+               fn, i, name, why, t->ndim, extents, t->ndim > 8 ? ", ..." : "", t->dtype.code, t->dtype.bits,
+               t->dtype.lanes);
+}
+
+/// Shape arithmetic whose exact value does not fit in int64 ("4*n" with n = 2**62).
+KJIT_COLD int fail_overflow(const char* fn, const char* what, const SymVal* syms, int nsyms) {
+  char bound[512];
+  describe_syms(syms, nsyms, bound, sizeof(bound));
+  return raise("ValueError", "%s: %s overflows int64%s%s", fn, what, nsyms ? " with " : "", bound);
+}
+
 KJIT_COLD int fail_ndim(const char* fn, int i, const char* name, const char* type, int expected, int got) {
   return raise("TypeError", "%s: argument #%d '%s': ndim must be %d (%s), got %d", fn, i, name, expected, type, got);
 }
@@ -456,11 +529,16 @@ KJIT_COLD int fail_device_type(const char* fn, int i, const char* name, const ch
                device_name(got, buf, sizeof(buf)));
 }
 
+/// Device ids differ. device_name() leaves out cpu's id, so here it is spelled out
+/// ("cpu:0 ... got cpu:1") for every device type.
 KJIT_COLD int fail_device_id(const char* fn, int i, const char* name, DLDevice expected, const char* bound_by,
                              DLDevice got) {
   char a[64], b[64];
+  if (expected.device_type == kDLCPU) std::snprintf(a, sizeof(a), "cpu:%d", expected.device_id);
+  if (got.device_type == kDLCPU) std::snprintf(b, sizeof(b), "cpu:%d", got.device_id);
   return raise("ValueError", "%s: argument #%d '%s': device must be %s (the device of '%s'), got %s", fn, i, name,
-               device_name(expected, a, sizeof(a)), bound_by, device_name(got, b, sizeof(b)));
+               expected.device_type == kDLCPU ? a : device_name(expected, a, sizeof(a)), bound_by,
+               got.device_type == kDLCPU ? b : device_name(got, b, sizeof(b)));
 }
 
 KJIT_COLD int fail_null_data(const char* fn, int i, const char* name) {
