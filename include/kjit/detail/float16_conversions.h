@@ -45,27 +45,19 @@ namespace {
   return static_cast<uint16_t>(sign | (biased << 10) | frac);
 }
 
-/// double -> bfloat16 bits, round to nearest even (as ml_dtypes.bfloat16(x)); NaN
-/// stays NaN (quiet, sign kept).
+/// double -> bfloat16 bits as ml_dtypes.bfloat16(x), torch and JAX compute them:
+/// round to float, then to nearest even; NaN stays NaN (quiet, sign kept). The two
+/// roundings are on purpose: a kernel sees the bfloat16 its caller's framework makes.
 [[maybe_unused]] inline uint16_t bfloat16_bits(double value) {
-  uint64_t x;
-  std::memcpy(&x, &value, sizeof(x));
-  const uint16_t sign = static_cast<uint16_t>((x >> 48) & 0x8000u);
-  const uint64_t abs = x & 0x7fffffffffffffffull;
-  const int exp = static_cast<int>(abs >> 52);
-  if (exp == 0x7ff) return static_cast<uint16_t>(sign | 0x7f80u | (abs & 0xfffffffffffffull ? 0x40u : 0u));
-  if (exp > 1023 + 127) return static_cast<uint16_t>(sign | 0x7f80u);  // >= 2^128: inf
-  const uint64_t mant = (abs & 0xfffffffffffffull) | (exp ? uint64_t{1} << 52 : 0);
-  // bfloat16 keeps 7 fraction bits; its subnormals start below 2^-126, ulp 2^-133.
-  const int e = exp - 1023;
-  const int shift = (e >= -126 ? 45 : 45 + (-126 - e)) + (exp == 0 ? 1 : 0);
-  if (shift > 63) return sign;
-  const uint64_t units = round_shift_even(mant, shift);
-  if (e < -126) return static_cast<uint16_t>(sign | units);
-  const uint32_t biased = static_cast<uint32_t>(e + 127) + static_cast<uint32_t>(units >> 8);
-  if (biased >= 255) return static_cast<uint16_t>(sign | 0x7f80u);
-  const uint32_t frac = static_cast<uint32_t>(units >> (units >> 8)) & 0x7fu;
-  return static_cast<uint16_t>(sign | (biased << 7) | frac);
+  // Finite values beyond float's range round to inf either way; the cast of one
+  // would be undefined behaviour.
+  if (std::fabs(value) > 3.4028234663852886e38) return std::signbit(value) ? 0xff80u : 0x7f80u;
+  float f = static_cast<float>(value);
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
 }
 
 [[maybe_unused]] inline double float16_value(uint16_t h) {

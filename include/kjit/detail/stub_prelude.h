@@ -444,7 +444,7 @@ KJIT_COLD int fail_malformed(const char* fn, int i, const char* name, const DLTe
 KJIT_COLD int fail_overflow(const char* fn, const char* what, const SymVal* syms, int nsyms) {
   char bound[512];
   describe_syms(syms, nsyms, bound, sizeof(bound));
-  return raise("ValueError", "%s: %s overflows int64%s%s", fn, what, nsyms ? " with " : "", bound);
+  return raise("ValueError", "%s: %s, which overflows int64%s%s", fn, what, nsyms ? " with " : "", bound);
 }
 
 KJIT_COLD int fail_ndim(const char* fn, int i, const char* name, const char* type, int expected, int got) {
