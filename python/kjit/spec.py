@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from ._lib import api
+from .errors import SpecError
 
 
 def parse_signature(signature: str, *, name: str = "fn", device: str = "cpu") -> str:
@@ -50,7 +51,11 @@ class Spec:
         if strides is not None:
             param["strides"] = [str(s) for s in strides]
         if align is not None:
-            param["align"] = int(align)
+            align = int(align)
+            if not -2**63 <= align < 2**63:  # tvm-ffi carries ints as int64
+                raise SpecError(f"builder of '{self.name}': tensor('{name}', ...): align({align}) does not fit in "
+                                "int64; it must be a power of two below 2**63")
+            param["align"] = align
         if device is not None:
             param["device"] = device
         self._params.append(param)

@@ -5,6 +5,7 @@
 
 #include "kjit/declare.h"
 #include "kjit/errors.h"
+#include "signature/lexer.h"
 #include "signature/validate.h"
 
 namespace kjit {
@@ -40,8 +41,21 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+/// An annotation is ASCII text: a non-ASCII character or a control byte (NUL) is named
+/// here, before it could be cut into a name or a token.
+void check_ascii(const std::string& rest, const std::string& origin) {
+  for (size_t i = 0; i < rest.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(rest[i]);
+    if (c >= 0x80 || (c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
+      throw SpecError(origin + ": unexpected " + spec_detail::describe_char(rest, i) + " in '" +
+                      spec_detail::printable(trim(rest)) + "'; an annotation is ASCII (names are C identifiers)");
+    }
+  }
+}
+
 FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where) {
   std::string rest = trim(a.rest);
+  check_ascii(a.rest, where + " (// " + a.tag + " annotation)");
   size_t name_end = 0;
   while (name_end < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[name_end])) || rest[name_end] == '_'))
     ++name_end;

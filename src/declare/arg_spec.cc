@@ -4,6 +4,7 @@
 
 #include "kjit/declare.h"
 #include "kjit/errors.h"
+#include "signature/lexer.h"
 #include "signature/validate.h"
 
 namespace kjit {
@@ -15,7 +16,7 @@ const char kValidTokens[] =
 
 [[noreturn]] void fail_token(const std::string& where, size_t index, const std::string& token,
                              const std::string& what) {
-  throw SpecError(where + ": token #" + std::to_string(index) + " '" + token + "': " + what);
+  throw SpecError(where + ": token #" + std::to_string(index) + " '" + spec_detail::printable(token) + "': " + what);
 }
 
 ArgToken parse_attr(const std::string& where, size_t index, const std::string& token, const std::string& body) {
@@ -34,7 +35,9 @@ ArgToken parse_attr(const std::string& where, size_t index, const std::string& t
   }
   if (!is_c_identifier(name) || is_cpp_keyword(name)) {
     fail_token(where, index, token,
-               "attr name '" + name + "' is not a C identifier (letters, digits and '_', not starting with a digit)");
+               "attr name '" + spec_detail::printable(name) +
+                   "' is not a C identifier (letters, digits and '_', not starting with a digit)" +
+                   first_bad_char(name));
   }
   t.attr_name = name;
   return t;
