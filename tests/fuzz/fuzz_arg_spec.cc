@@ -47,12 +47,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!kjit_fuzz::run_guarded("normalize_arg_spec", [&] { normalized = kjit::normalize_arg_spec("f", tokens); })) {
     kjit_fuzz::bug("parse_arg_spec accepted tokens that normalize_arg_spec rejects");
   }
+  std::vector<std::string> again;
+  if (!kjit_fuzz::run_guarded("normalize_arg_spec (canonical)",
+                              [&] { again = kjit::normalize_arg_spec("f", normalized); }) ||
+      again != normalized) {
+    kjit_fuzz::bug("canonical tokens do not normalize to themselves");
+  }
   kjit::FunctionDecl decl;
   decl.name = "f";
   decl.form = kjit::FunctionDecl::Form::kTokens;
   decl.tokens = normalized;
   decl.origin = "functions['f']";
-  kjit_fuzz::run_guarded("resolve_functions",
-                         [&] { kjit::resolve_functions({decl}, kjit::label_sources({source})); });
+  kjit_fuzz::run_guarded("resolve_functions", [&] { kjit::resolve_functions({decl}, kjit::label_sources({source})); });
   return 0;
 }

@@ -24,7 +24,8 @@ void check_round_trip(const kjit::FunctionSpec& spec) {
   if (text_again != text) kjit_fuzz::bug("print(parse(print(x))) != print(x): '" + text + "' -> '" + text_again + "'");
   std::string stub, stub_again;
   const bool emitted = kjit_fuzz::run_guarded("emit_stub", [&] { stub = kjit::emit_stub(spec); });
-  const bool emitted_again = kjit_fuzz::run_guarded("emit_stub (reparsed)", [&] { stub_again = kjit::emit_stub(again); });
+  const bool emitted_again =
+      kjit_fuzz::run_guarded("emit_stub (reparsed)", [&] { stub_again = kjit::emit_stub(again); });
   if (emitted != emitted_again || stub != stub_again) {
     kjit_fuzz::bug("the canonical text '" + text + "' generates a different stub than the spec it came from");
   }

@@ -8,6 +8,7 @@
 // random ndim, shape, strides, dtype, device, data and byte_offset. A rejected call
 // is fine; a crash, a sanitizer report, an InternalError, a return code other than
 // 0/-1, or a call the kernel's oracle finds breaking its spec is a bug.
+#include <fuzzer/FuzzedDataProvider.h>
 #include <tvm/ffi/c_api.h>
 
 #include <cmath>
@@ -15,7 +16,6 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <fuzzer/FuzzedDataProvider.h>
 #include <limits>
 #include <string>
 #include <vector>
@@ -27,13 +27,53 @@ namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-constexpr int64_t kEdgeInts[] = {0,          1,         -1,         2,           3,      4,          7,
-                                 8,          16,        24,         25,          99,     100,        127,
-                                 128,        255,       256,        -128,        -129,   65535,      65536,
-                                 INT32_MAX,  INT32_MIN, 1LL << 31,  1LL << 32,   1LL << 62, (1LL << 62) + 1,
-                                 -(1LL << 62), kMax,    kMin,       kMin + 1,    kMax / 4 + 1};
-constexpr double kEdgeFloats[] = {0.0,     -0.0,   1.0,     -1.0,   0.5,    65504.0, 65520.0,   1e300,
-                                  -1e300,  1e-310, 2.5,     3.5,    1e38,   3.5e38,  5.960464477539063e-08,
+constexpr int64_t kEdgeInts[] = {0,
+                                 1,
+                                 -1,
+                                 2,
+                                 3,
+                                 4,
+                                 7,
+                                 8,
+                                 16,
+                                 24,
+                                 25,
+                                 99,
+                                 100,
+                                 127,
+                                 128,
+                                 255,
+                                 256,
+                                 -128,
+                                 -129,
+                                 65535,
+                                 65536,
+                                 INT32_MAX,
+                                 INT32_MIN,
+                                 1LL << 31,
+                                 1LL << 32,
+                                 1LL << 62,
+                                 (1LL << 62) + 1,
+                                 -(1LL << 62),
+                                 kMax,
+                                 kMin,
+                                 kMin + 1,
+                                 kMax / 4 + 1};
+constexpr double kEdgeFloats[] = {0.0,
+                                  -0.0,
+                                  1.0,
+                                  -1.0,
+                                  0.5,
+                                  65504.0,
+                                  65520.0,
+                                  1e300,
+                                  -1e300,
+                                  1e-310,
+                                  2.5,
+                                  3.5,
+                                  1e38,
+                                  3.5e38,
+                                  5.960464477539063e-08,
                                   9.2233720368547758e18};
 
 /// Everything an argument array points into; lives for one call.

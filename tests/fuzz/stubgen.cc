@@ -30,8 +30,8 @@ std::string stub_table(const std::vector<kjit::FunctionSpec>& specs) {
   }
   text += "extern \"C\" const KjitFuzzStub kjit_fuzz_stubs[] = {\n";
   for (const kjit::FunctionSpec& spec : specs) {
-    text += "    {\"" + spec.name + "\", &__tvm_ffi_" + spec.name + ", " + std::to_string(spec.call_args().size()) +
-            "},\n";
+    text +=
+        "    {\"" + spec.name + "\", &__tvm_ffi_" + spec.name + ", " + std::to_string(spec.call_args().size()) + "},\n";
   }
   text += "};\nextern \"C\" const int kjit_fuzz_stub_count = " + std::to_string(specs.size()) + ";\n";
   return text;
