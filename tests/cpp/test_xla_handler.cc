@@ -23,6 +23,7 @@ TEST(XlaHandler, SkippedWithoutJax) {
 #include <iterator>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kjit/codegen.h"
@@ -143,7 +144,7 @@ class Frame {
   }
   /// An argument slot of any type tag and payload (not-a-buffer cases).
   Frame& raw_arg(int type, void* payload) {
-    arg_types_.push_back(static_cast<XLA_FFI_ArgType>(type));
+    arg_types_.push_back(static_cast<ArgTypeBits>(type));
     args_.push_back(payload);
     return *this;
   }
@@ -170,7 +171,7 @@ class Frame {
 
   XLA_FFI_CallFrame* get() {
     frame_.args.size = static_cast<int64_t>(args_.size());
-    frame_.args.types = arg_types_.data();
+    frame_.args.types = reinterpret_cast<XLA_FFI_ArgType*>(arg_types_.data());
     frame_.args.args = args_.data();
     frame_.rets.size = static_cast<int64_t>(rets_.size());
     frame_.rets.types = ret_types_.data();
@@ -198,7 +199,10 @@ class Frame {
   }
 
   XLA_FFI_CallFrame frame_;
-  std::vector<XLA_FFI_ArgType> arg_types_;
+  // Raw storage: an argument tag outside the enum (raw_arg) is a valid int but not a
+  // valid XLA_FFI_ArgType, and UBSan rejects such an enum value.
+  using ArgTypeBits = std::underlying_type_t<XLA_FFI_ArgType>;
+  std::vector<ArgTypeBits> arg_types_;
   std::vector<void*> args_;
   std::vector<XLA_FFI_RetType> ret_types_;
   std::vector<void*> rets_;
