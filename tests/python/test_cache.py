@@ -26,11 +26,15 @@ FUNCTIONS = {"twice": "x: int64"}
 IS_ROOT = os.geteuid() == 0
 
 
+# The children never need torch; blocking it keeps each fresh interpreter fast (tvm_ffi imports it if present).
+NO_TORCH = 'import sys\nsys.modules["torch"] = None\n'
+
+
 def run_python(code, cache_dir, cwd=None, **env):
     """Runs `code` in a fresh interpreter with its own KJIT_CACHE_DIR; returns the CompletedProcess."""
     full_env = dict(os.environ, KJIT_CACHE_DIR=str(cache_dir), **env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
-                          text=True, timeout=180, cwd=cwd)
+    return subprocess.run([sys.executable, "-c", NO_TORCH + textwrap.dedent(code)], env=full_env,
+                          capture_output=True, text=True, timeout=180, cwd=cwd)
 
 
 def loader(name, source=SOURCE, **options):
@@ -340,7 +344,7 @@ def test_killed_build_leaves_a_directory_the_next_build_removes(tmp_path, cache)
     compiler.chmod(0o755)
     mark = tmp_path / "started"
     env = dict(os.environ, KJIT_CACHE_DIR=str(cache), CXX=str(compiler), KJIT_TEST_MARK=str(mark))
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(loader("killed"))], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", NO_TORCH + textwrap.dedent(loader("killed"))], env=env,
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
