@@ -71,7 +71,7 @@ const SystemPaths& system_paths();
 std::string default_cache_dir();
 
 struct BuildRequest {
-  std::string name;    ///< module name (a C identifier)
+  std::string name;    ///< module name (a C identifier; long names get shortened file names)
   std::string source;  ///< the whole translation unit
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_ldflags;
@@ -96,15 +96,19 @@ struct BuildResult {
 /// The cache key of a request: what decides whether two builds are the same.
 std::string build_key(const BuildRequest& request);
 
-/// Compiles the request into a shared library unless the cache has it. Builds in
-/// a private temporary directory and publishes by atomic rename under a file
-/// lock, so concurrent processes compile a module once and readers never see a
-/// partial file. Throws CompileError, ToolchainError or CacheError.
+/// Compiles the request into a shared library unless the cache has it. A cached
+/// entry is returned only if it is ours and not writable by others (else
+/// CacheError), its library matches the checksum recorded at publish and no header
+/// it was compiled from changed (else it is rebuilt). Builds in a private
+/// temporary directory, fsyncs, and publishes by atomic rename under a file lock,
+/// so concurrent processes compile a module once and readers never see a partial
+/// file. Throws CompileError, ToolchainError or CacheError (docs/cache.md).
 BuildResult build_shared_library(const BuildRequest& request);
 /// Same, with the request's build_key() already computed.
 BuildResult build_shared_library(const BuildRequest& request, const std::string& key);
 
-/// Drops a published build (used when a cached library fails to load).
+/// Drops a published build (used when a cached library passes its checks but
+/// fails to load).
 void evict(const BuildResult& result);
 
 }  // namespace kjit

@@ -1,18 +1,17 @@
-// Keyed by XXH3-128 of everything that decides the image; a damaged file (empty)
-// is recompiled.
+// Keyed by XXH3-128 of everything that decides the image. Each file is sealed
+// (its size and checksum in front, cache_detail::seal), private and ours; a
+// damaged one is recompiled, a foreign one refused.
 #include "elementwise/cuda_cache.h"
 
-#include <unistd.h>
 #define XXH_INLINE_ALL  // header-only use of xxHash, as in the build cache
 #include <xxhash.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "kjit/build.h"
 #include "kjit/errors.h"
+#include "toolchain/cache_files.h"
 
 namespace kjit {
 namespace ew {
@@ -30,31 +29,14 @@ std::string image_key(const std::string& source, const std::string& arch, const 
   return hex;
 }
 
-bool read_file(const fs::path& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return !out->empty();
-}
-
-void publish(const fs::path& path, const std::string& bytes) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec) return;  // a cache that cannot be written only costs a recompile next time
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << bytes;
-    if (!out) {
-      fs::remove(tmp, ec);
-      return;
-    }
+/// Publishing is best effort: a cache that cannot be written costs a recompile
+/// next time, never the call.
+void publish(const fs::path& path, const std::string& binary) {
+  try {
+    cache_detail::publish_file(path, cache_detail::seal(binary));
+  } catch (const CacheError& e) {
+    std::fprintf(stderr, "[kjit] not caching the NVRTC image: %s\n", e.what());
   }
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
 }
 
 }  // namespace
@@ -64,14 +46,20 @@ NvrtcResult cached_elementwise_cuda(const std::string& code, const std::string& 
                                     const std::vector<std::string>& options, const std::string& cache_dir, bool* hit) {
   const bool ptx = arch.rfind("compute_", 0) == 0;
   std::string source = emit_elementwise_cuda(code, entry, types, variant);
-  fs::path root = cache_dir.empty() ? fs::path(default_cache_dir()) : fs::path(cache_dir);
-  fs::path file =
-      root / "cuda-kernels" / (entry + "-" + arch + "-" + image_key(source, arch, options) + (ptx ? ".ptx" : ".cubin"));
+  fs::path root = cache_detail::private_cache_root(cache_dir.empty() ? default_cache_dir() : cache_dir);
+  fs::path dir = root / "cuda-kernels";
+  cache_detail::ensure_private_dir(dir, "NVRTC image directory");
+  fs::path file = dir / (cache_detail::file_stem(entry) + "-" + arch + "-" + image_key(source, arch, options) +
+                         (ptx ? ".ptx" : ".cubin"));
   NvrtcResult result;
   result.ptx = ptx;
-  if (read_file(file, &result.binary)) {
-    if (hit != nullptr) *hit = true;
-    return result;
+  std::string sealed;
+  if (cache_detail::read_owned_file(file, &sealed)) {
+    if (cache_detail::unseal(sealed, &result.binary)) {
+      if (hit != nullptr) *hit = true;
+      return result;
+    }
+    std::fprintf(stderr, "[kjit] cached NVRTC image %s is damaged (checksum mismatch); recompiling it\n", file.c_str());
   }
   result = compile_elementwise_cuda(code, entry, types, variant, arch, options);
   publish(file, result.binary);

@@ -12,8 +12,10 @@ namespace kjit {
 namespace ew {
 
 /// compile_elementwise_cuda through the cache under `cache_dir` (empty:
-/// default_cache_dir()): a hit reads the image, a miss compiles and publishes it by
-/// atomic rename (readers never see a partial file). `hit` reports which happened.
+/// default_cache_dir()): a hit reads the image and checks the checksum sealed
+/// with it, a miss (or a damaged file) compiles and publishes it durably by atomic
+/// rename (readers never see a partial file). A foreign or unreadable file is a
+/// CacheError. `hit` reports which happened.
 NvrtcResult cached_elementwise_cuda(const std::string& code, const std::string& entry, const EwKernelTypes& types,
                                     EwCudaVariant variant, const std::string& arch,
                                     const std::vector<std::string>& options, const std::string& cache_dir,

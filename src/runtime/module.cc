@@ -116,15 +116,16 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
     }
   }
   BuildResult build = build_shared_library(request, key);
-  // 4. load; a cached library that no longer loads is evicted and rebuilt once
+  // 4. load. build_shared_library verified a cached library (owner, mode, checksum,
+  // headers) before returning it; one that still fails to load (a library it
+  // links moved, say) is evicted and rebuilt once.
   std::shared_ptr<Module::State> state;
   try {
     state = load_built(name, build, specs);
   } catch (const tvm::ffi::Error& e) {
     if (!build.cache_hit) throw;
-    if (options.verbose)
-      std::fprintf(stderr, "[kjit] cached '%s' failed to load (%s); rebuilding\n", build.library_path.c_str(),
-                   e.what());
+    std::fprintf(stderr, "[kjit] cached '%s' failed to load (%s); rebuilding it\n", build.library_path.c_str(),
+                 e.what());
     evict(build);
     build = build_shared_library(request, key);
     state = load_built(name, build, specs);

@@ -1,14 +1,18 @@
-// The content-addressed module cache: key, lock, private build, atomic publish.
+// The content-addressed module cache: key, lock, private build, integrity
+// record, durable atomic publish, and the checks of an entry before it is used.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #define XXH_INLINE_ALL
 #include <tvm/ffi/c_api.h>
@@ -17,9 +21,11 @@
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "kjit/version.h"
+#include "toolchain/cache_files.h"
 
 namespace kjit {
 namespace fs = std::filesystem;
+namespace cd = cache_detail;
 namespace {
 
 std::string hex128(const XXH128_hash_t& h) {
@@ -29,29 +35,16 @@ std::string hex128(const XXH128_hash_t& h) {
   return buf;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) throw CacheError("kjit: cannot write " + path.string() + ": " + std::strerror(errno));
-}
-
 void append_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
   out << text;
-}
-
-void make_dirs(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw CacheError("kjit: cannot create the cache directory " + dir.string() + ": " + ec.message());
 }
 
 /// An exclusive flock held for the object's lifetime.
 class FileLock {
  public:
   FileLock(const fs::path& path, bool verbose) {
-    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) throw CacheError("kjit: cannot open the lock file " + path.string() + ": " + std::strerror(errno));
     if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
     if (verbose) std::fprintf(stderr, "[kjit] waiting for another process building %s\n", path.c_str());
@@ -78,6 +71,14 @@ std::string join_command(const std::vector<std::string>& argv) {
     out += plain ? a : "'" + a + "'";
   }
   return out;
+}
+
+/// The headers a compile reads, written as a make rule: the entry records them
+/// and a later lookup rebuilds when one changed. -MMD leaves out system headers.
+void add_dependency_output(const std::string& file, std::vector<std::string>* argv) {
+  argv->push_back("-MMD");
+  argv->push_back("-MF");
+  argv->push_back(file);
 }
 
 void add_include_paths(const BuildRequest& r, std::vector<std::string>* argv) {
@@ -110,6 +111,7 @@ std::vector<std::string> host_command(const BuildRequest& r, const fs::path& sou
   std::vector<std::string> argv = find_toolchain().compiler;
   for (const char* f : {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"}) argv.push_back(f);
   argv.push_back(object_only ? "-c" : "-shared");
+  add_dependency_output(source.string() + ".d", &argv);
   add_include_paths(r, &argv);
   argv.insert(argv.end(), r.extra_cflags.begin(), r.extra_cflags.end());
   argv.push_back(source.string());
@@ -126,6 +128,7 @@ std::vector<std::string> device_command(const BuildRequest& r, const fs::path& s
   for (const CudaArch& a : r.cuda_archs) {
     argv.push_back("-gencode=arch=compute_" + std::to_string(a.number) + a.suffix + ",code=" + a.text());
   }
+  add_dependency_output(source.string() + ".d", &argv);
   add_include_paths(r, &argv);
   argv.insert(argv.end(), r.cuda_flags.begin(), r.cuda_flags.end());
   argv.push_back(source.string());
@@ -145,10 +148,16 @@ std::vector<std::string> link_command(const BuildRequest& r, const std::vector<f
   return argv;
 }
 
+/// What the last command of a step ran and printed.
+struct StepLog {
+  std::string command;
+  std::string output;
+};
+
 /// Runs the commands (at once), logs them; throws CompileError naming the step
 /// that failed.
-void run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std::string>& steps,
-               const std::vector<std::vector<std::string>>& commands) {
+StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std::string>& steps,
+                  const std::vector<std::vector<std::string>>& commands) {
   std::string all;
   for (size_t i = 0; i < commands.size(); ++i) {
     all += join_command(commands[i]) + "\n";
@@ -181,47 +190,199 @@ void run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std
                            std::to_string(p.exit_code) + "):\n" + p.output + "command: " + command,
                        command, p.output);
   }
+  return StepLog{join_command(commands.back()), results.back().output};
 }
 
 fs::path cache_root(const BuildRequest& r) { return r.cache_dir.empty() ? default_cache_dir() : r.cache_dir; }
 
-BuildResult published(const fs::path& dir, const BuildRequest& r, const std::string& key, bool hit) {
+/// Where one entry lives: `<root>/<stem>-<key>/` with `<stem>.so`, `<stem>.cc`,
+/// `manifest` and `build.log`; its build lock is `<root>/locks/<stem>-<key>.lock`.
+struct EntryPaths {
+  fs::path root;
+  std::string stem;   ///< the module name as a file name (cache_detail::file_stem)
+  std::string entry;  ///< "<stem>-<key>"
+  fs::path dir;
+  fs::path library;
+  fs::path manifest;
+};
+
+EntryPaths entry_paths(const fs::path& root, const BuildRequest& r, const std::string& key) {
+  EntryPaths p;
+  p.root = root;
+  p.stem = cd::file_stem(r.name);
+  p.entry = p.stem + "-" + key;
+  p.dir = root / p.entry;
+  p.library = p.dir / (p.stem + ".so");
+  p.manifest = p.dir / "manifest";
+  return p;
+}
+
+BuildResult published(const EntryPaths& p, const std::string& key, bool hit) {
   BuildResult out;
-  out.library_path = (dir / (r.name + ".so")).string();
-  out.source_path = (dir / (r.name + ".cc")).string();
+  out.library_path = p.library.string();
+  out.source_path = (p.dir / (p.stem + ".cc")).string();
   out.key = key;
   out.cache_hit = hit;
   return out;
 }
 
-/// Compiles into a fresh private directory and returns it; throws CompileError.
-fs::path compile_private(const BuildRequest& r, const fs::path& root) {
-  std::string pattern = (root / (".tmp-" + r.name + "-XXXXXX")).string();
+/// What a lookup found. Damaged and stale entries are rebuilt; a foreign or
+/// unreadable one is a CacheError (thrown by check_entry).
+enum class EntryState { kMissing, kValid, kDamaged, kStale };
+struct EntryCheck {
+  EntryState state;
+  std::string reason;
+};
+
+/// The whole check of a cache hit, before anything is loaded: the entry is ours
+/// and private, its library matches the checksum recorded at publish, and no
+/// header it was compiled from changed.
+EntryCheck check_entry(const EntryPaths& p) {
+  struct stat st {};
+  if (lstat(p.dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return {EntryState::kMissing, ""};
+    throw CacheError("kjit: cannot read the cache entry " + p.dir.string() + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    throw CacheError("kjit: the cache entry " + p.dir.string() +
+                     " is not a directory (a file or symbolic link is in its place); remove it");
+  }
+  cd::check_owned(p.dir, st, "cache entry");
+  std::string text;
+  cd::Manifest m;
+  if (!cd::read_owned_file(p.manifest, &text)) return {EntryState::kDamaged, "it has no integrity record"};
+  if (!cd::parse_manifest(text, &m)) return {EntryState::kDamaged, "its integrity record is damaged"};
+  uint64_t size = 0;
+  std::string hash;
+  if (!cd::hash_owned_file(p.library, &size, &hash)) return {EntryState::kDamaged, "its library is missing"};
+  if (size != m.library_size || hash != m.library_hash) {
+    return {EntryState::kDamaged, "its library does not match the checksum recorded when it was built"};
+  }
+  std::string changed = cd::changed_dependency(m.dependencies);
+  if (!changed.empty()) return {EntryState::kStale, changed};
+  return {EntryState::kValid, ""};
+}
+
+/// A damaged entry is news (a disk or a person broke it): always one line on
+/// stderr. A changed header is ordinary: said only when verbose.
+void announce_rebuild(const BuildRequest& r, const EntryPaths& p, const EntryCheck& c) {
+  if (c.state == EntryState::kDamaged) {
+    std::fprintf(stderr, "[kjit] cached module '%s' at %s is damaged (%s); rebuilding it\n", r.name.c_str(),
+                 p.dir.c_str(), c.reason.c_str());
+  } else if (c.state == EntryState::kStale && r.verbose) {
+    std::fprintf(stderr, "[kjit] module '%s': %s since it was built; rebuilding\n", r.name.c_str(), c.reason.c_str());
+  }
+}
+
+/// The headers named by the compile's `-MMD` files, as they are now; the
+/// translation units themselves (in the build directory) are covered by the key.
+std::vector<cd::Dependency> record_dependencies(const fs::path& tmp, const std::vector<fs::path>& dep_files) {
+  std::vector<cd::Dependency> out;
+  std::vector<std::string> seen;
+  std::error_code ec;
+  fs::path cwd = fs::current_path(ec);  // the compiler ran here: relative names resolve against it
+  for (const fs::path& file : dep_files) {
+    std::string text;
+    std::ifstream in(file, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    for (const std::string& name : cd::parse_make_dependencies(text)) {
+      fs::path abs = (fs::path(name).is_absolute() ? fs::path(name) : cwd / name).lexically_normal();
+      std::string path = abs.string();
+      if (path.rfind(tmp.string() + "/", 0) == 0) continue;
+      if (std::find(seen.begin(), seen.end(), path) != seen.end()) continue;
+      seen.push_back(path);
+      cd::Dependency d;
+      if (cd::describe_dependency(path, &d)) out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+/// A compiler that exits 0 must have produced the library; otherwise its command
+/// and output are what the user needs to see.
+void require_library(const BuildRequest& r, const fs::path& library, const StepLog& last) {
+  struct stat st {};
+  if (stat(library.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) return;
+  throw CompileError("kjit: compiling module '" + r.name + "' reported success but produced no library " +
+                         library.filename().string() + " (the compiler printed: " +
+                         (last.output.empty() ? std::string("nothing") : "\n" + last.output) +
+                         ")\ncommand: " + last.command,
+                     last.command, last.output);
+}
+
+/// Makes the finished build private and durable: files 0600 (the library 0700),
+/// the integrity record written, everything flushed before the publishing rename.
+void seal_build(const fs::path& tmp, const fs::path& library, const std::vector<fs::path>& dep_files) {
+  cd::Manifest m;
+  internal_check(cd::hash_owned_file(library, &m.library_size, &m.library_hash), "the library vanished");
+  m.dependencies = record_dependencies(tmp, dep_files);
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(tmp)) {
+    if (!e.is_regular_file(ec)) continue;
+    chmod(e.path().c_str(), e.path() == library ? 0700 : 0600);
+  }
+  cd::write_private_file(tmp / "manifest", cd::format_manifest(m));
+  cd::sync_path(library);
+  cd::sync_path(tmp);
+}
+
+/// Compiles into a fresh private directory `.tmp-<stem>-<key>-XXXXXX` (the name
+/// lets a later build find its lock and clean it up if this one is killed) and
+/// returns it, sealed; throws CompileError.
+fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
+  std::string pattern = (p.root / (".tmp-" + p.entry + "-XXXXXX")).string();
   if (mkdtemp(pattern.data()) == nullptr) {
-    throw CacheError("kjit: cannot create a build directory in " + root.string() + ": " + std::strerror(errno));
+    throw CacheError("kjit: cannot create a build directory in the cache directory " + p.root.string() + ": " +
+                     std::strerror(errno));
   }
   fs::path tmp = pattern;
-  fs::path source = tmp / (r.name + ".cc");
-  fs::path library = tmp / (r.name + ".so");
-  write_file(source, r.source);
+  fs::path source = tmp / (p.stem + ".cc");
+  fs::path library = tmp / (p.stem + ".so");
   try {
+    cd::write_private_file(source, r.source);
+    std::vector<fs::path> dep_files{source.string() + ".d"};
+    StepLog last;
     if (r.cuda_source.empty()) {
-      run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, false)});
+      last = run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, false)});
     } else {
       // nvcc and the host compiler run side by side, then one link.
-      fs::path cu = tmp / (r.name + ".cu");
-      write_file(cu, r.cuda_source);
-      fs::path host_o = tmp / (r.name + ".host.o"), device_o = tmp / (r.name + ".cuda.o");
+      fs::path cu = tmp / (p.stem + ".cu");
+      cd::write_private_file(cu, r.cuda_source);
+      dep_files.push_back(cu.string() + ".d");
+      fs::path host_o = tmp / (p.stem + ".host.o"), device_o = tmp / (p.stem + ".cuda.o");
       run_steps(r, tmp, {"compiling the host code of", "compiling the CUDA code (nvcc) of"},
                 {host_command(r, source, host_o, true), device_command(r, cu, device_o)});
-      run_steps(r, tmp, {"linking"}, {link_command(r, {host_o, device_o}, library)});
+      last = run_steps(r, tmp, {"linking"}, {link_command(r, {host_o, device_o}, library)});
     }
+    require_library(r, library, last);
+    seal_build(tmp, library, dep_files);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
     throw;
   }
   return tmp;
+}
+
+/// Publishes the sealed build `tmp` as the entry. An entry already there (damaged,
+/// stale, or the one a forced rebuild replaces) is moved aside first so the rename
+/// is atomic; the caller holds the entry's lock.
+void publish_entry(const BuildRequest& r, const fs::path& tmp, const EntryPaths& p) {
+  std::error_code ec;
+  struct stat st {};
+  if (lstat(p.dir.c_str(), &st) == 0) {
+    fs::path old = tmp;
+    old += ".old";
+    fs::rename(p.dir, old, ec);
+    fs::remove_all(ec ? p.dir : old, ec);
+  }
+  fs::rename(tmp, p.dir, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw CacheError("kjit: cannot publish the build of '" + r.name + "' to " + p.dir.string() + ": " + ec.message());
+  }
+  cd::sync_path(p.root);
 }
 
 }  // namespace
@@ -259,34 +420,23 @@ std::string build_key(const BuildRequest& r) {
 BuildResult build_shared_library(const BuildRequest& r) { return build_shared_library(r, build_key(r)); }
 
 BuildResult build_shared_library(const BuildRequest& r, const std::string& key) {
-  fs::path root = cache_root(r);
-  fs::path dir = root / (r.name + "-" + key);
-  fs::path lib = dir / (r.name + ".so");
-  if (!r.force_rebuild && fs::exists(lib)) {
-    if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': cache hit %s\n", r.name.c_str(), lib.c_str());
-    return published(dir, r, key, true);
+  EntryPaths p = entry_paths(cd::private_cache_root(cache_root(r)), r, key);
+  if (!r.force_rebuild && check_entry(p).state == EntryState::kValid) {
+    if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': cache hit %s\n", r.name.c_str(), p.library.c_str());
+    return published(p, key, true);
   }
-  make_dirs(root / "locks");
-  FileLock lock(root / "locks" / (r.name + "-" + key + ".lock"), r.verbose);
-  if (!r.force_rebuild && fs::exists(lib)) return published(dir, r, key, true);  // built by another process
-  fs::path tmp = compile_private(r, root);
-  // A damaged entry (library gone), or the one a forced rebuild replaces: move it
-  // aside first so the rename below publishes atomically; we hold the lock.
-  std::error_code stale;
-  if (fs::exists(dir)) {
-    fs::path old = tmp;
-    old += ".old";
-    fs::rename(dir, old, stale);
-    fs::remove_all(stale ? dir : old, stale);
+  cd::remove_stale_builds(p.root);  // before our own lock, so our own killed build's leftovers go too
+  cd::ensure_private_dir(p.root / "locks", "lock directory");
+  FileLock lock(p.root / "locks" / (p.entry + ".lock"), r.verbose);
+  if (!r.force_rebuild) {
+    EntryCheck again = check_entry(p);
+    if (again.state == EntryState::kValid) return published(p, key, true);  // built by another process
+    announce_rebuild(r, p, again);
   }
-  std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) {
-    fs::remove_all(tmp, ec);
-    if (!fs::exists(lib)) throw CacheError("kjit: cannot publish the build of '" + r.name + "' to " + dir.string());
-  }
-  if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': published %s\n", r.name.c_str(), lib.c_str());
-  return published(dir, r, key, false);
+  fs::path tmp = compile_private(r, p);
+  publish_entry(r, tmp, p);
+  if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': published %s\n", r.name.c_str(), p.library.c_str());
+  return published(p, key, false);
 }
 
 void evict(const BuildResult& result) {

@@ -1,0 +1,103 @@
+// The file-system layer of the module cache: private directories, ownership
+// checks, durable writes, checksums and the integrity record of an entry. Shared
+// by the build cache (cache.cc) and the NVRTC image cache (elementwise/cuda_cache.cc).
+#ifndef KJIT_SRC_TOOLCHAIN_CACHE_FILES_H_
+#define KJIT_SRC_TOOLCHAIN_CACHE_FILES_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kjit {
+namespace cache_detail {
+
+namespace fs = std::filesystem;
+
+/// `name` as a file-name stem: itself when short and made of [A-Za-z0-9_], else
+/// a sanitised prefix and a hash of the whole name (so long or odd names never hit
+/// NAME_MAX and two names never share a stem).
+std::string file_stem(const std::string& name);
+
+/// XXH3-128 of `bytes` as 32 hex digits.
+std::string hash_hex(const std::string& bytes);
+
+/// The directory the cache really uses for `dir`: `dir` itself when it is ours and
+/// not writable by group or others (created 0700 if missing), or `dir/kjit-<uid>`
+/// when `dir` is a shared sticky directory (like /tmp). Throws CacheError for a
+/// root others could write without the sticky bit, or one owned by another user.
+fs::path private_cache_root(const fs::path& dir);
+
+/// Creates `dir` (0700) if missing, then requires it to be a real directory owned
+/// by us and not writable by group or others; CacheError naming `what` otherwise.
+void ensure_private_dir(const fs::path& dir, const std::string& what);
+
+/// Throws CacheError unless `st` (of `path`) is owned by the current user (or
+/// root) and not writable by group or others.
+void check_owned(const fs::path& path, const struct stat& st, const std::string& what);
+
+/// Reads the regular file at `path` (never through a symlink) after check_owned.
+/// false if it does not exist; CacheError naming the path and errno if it cannot
+/// be read.
+bool read_owned_file(const fs::path& path, std::string* out);
+
+/// Size and XXH3-128 of the regular file at `path`, read in blocks, after
+/// check_owned; false if it does not exist, CacheError if it cannot be read.
+bool hash_owned_file(const fs::path& path, uint64_t* size, std::string* hash);
+
+/// Writes `bytes` to a new file created 0600 and flushes it to disk.
+void write_private_file(const fs::path& path, const std::string& bytes);
+
+/// fsync of a file or directory; CacheError naming it on failure.
+void sync_path(const fs::path& path);
+
+/// Publishes `bytes` at `path` atomically and durably: a private temporary file
+/// in the same directory, fsync, rename, fsync of the directory.
+void publish_file(const fs::path& path, const std::string& bytes);
+
+/// A header the compiler read, as it was when the entry was built.
+struct Dependency {
+  std::string path;  ///< absolute
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string hash;  ///< XXH3-128 of the contents
+};
+
+/// The integrity record of a cache entry, written at publish.
+struct Manifest {
+  uint64_t library_size = 0;
+  std::string library_hash;
+  std::vector<Dependency> dependencies;
+};
+
+std::string format_manifest(const Manifest& m);
+/// false if `text` is not a whole, self-consistent manifest.
+bool parse_manifest(const std::string& text, Manifest* out);
+
+/// The prerequisites of a make rule written by `-MMD -MF` (escapes undone).
+std::vector<std::string> parse_make_dependencies(const std::string& text);
+
+/// Records `path` (absolute) as it is now; false if it cannot be read.
+bool describe_dependency(const std::string& path, Dependency* out);
+
+/// Why the first changed dependency no longer matches ("" if none did): a
+/// different size, or a different mtime and different contents.
+std::string changed_dependency(const std::vector<Dependency>& deps);
+
+/// A single-file artifact with its checksum in front ("kjit-sealed 1 SIZE HASH\n"
+/// then the bytes), for caches whose entries are one file (NVRTC images).
+std::string seal(const std::string& bytes);
+/// The bytes of a sealed file; false if the header or the checksum does not match.
+bool unseal(const std::string& file, std::string* bytes);
+
+/// Removes build directories (`.tmp-*`) in `root` left by killed builds: only ours,
+/// and only those whose build lock is free (or, without a lock, older than a day).
+/// Returns how many it removed.
+int remove_stale_builds(const fs::path& root);
+
+}  // namespace cache_detail
+}  // namespace kjit
+
+#endif  // KJIT_SRC_TOOLCHAIN_CACHE_FILES_H_

@@ -1,0 +1,248 @@
+// The cache's file-system layer (src/toolchain/cache_files) and the NVRTC image
+// cache's integrity. The end-to-end damage, ownership and header-change cases are in
+// tests/python/test_cache.py, where each crash-prone load runs in a subprocess.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "elementwise/cuda_cache.h"
+#include "kjit/build.h"
+#include "kjit/errors.h"
+#include "toolchain/cache_files.h"
+
+namespace kjit {
+namespace cache_detail {
+namespace {
+
+/// A fresh directory under the test temp dir, removed afterwards.
+class CacheFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("kjit-cache-files-" + std::to_string(getpid()) + "-" +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  static mode_t mode_of(const fs::path& p) {
+    struct stat st {};
+    EXPECT_EQ(lstat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  }
+  static void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+  fs::path dir_;
+};
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CacheError& e) {
+    return e.what();
+  }
+  return "(no CacheError)";
+}
+
+TEST(FileStem, ShortIdentifiersStayAndOthersGetAHash) {
+  EXPECT_EQ(file_stem("add_one"), "add_one");
+  std::string long_name(240, 'a');
+  std::string stem = file_stem(long_name);
+  EXPECT_LE(stem.size(), 64u);
+  EXPECT_EQ(stem.substr(0, 40), std::string(40, 'a'));
+  EXPECT_NE(stem, file_stem(long_name + "b"));
+  EXPECT_EQ(file_stem("a/../b\xc3\xa9").find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_"), std::string::npos);
+  EXPECT_NE(file_stem(""), "");
+}
+
+TEST(MakeDependencies, ParsesEscapesAndContinuations) {
+  std::string text = "out.so: src.cc /inc/a.h \\\n  /inc/with\\ space.h rel/b.h /inc/dollar$$.h\n/inc/a.h:\n";
+  std::vector<std::string> want{"src.cc", "/inc/a.h", "/inc/with space.h", "rel/b.h", "/inc/dollar$.h"};
+  EXPECT_EQ(parse_make_dependencies(text), want);
+  EXPECT_TRUE(parse_make_dependencies("").empty());
+}
+
+TEST(Manifest, RoundTripsAndRejectsAnyEdit) {
+  Manifest m;
+  m.library_size = 1234;
+  m.library_hash = hash_hex("library");
+  m.dependencies.push_back({"/inc/with space.h", 10, 1700000000123456789, hash_hex("header")});
+  std::string text = format_manifest(m);
+  Manifest back;
+  ASSERT_TRUE(parse_manifest(text, &back));
+  EXPECT_EQ(back.library_size, 1234u);
+  EXPECT_EQ(back.library_hash, m.library_hash);
+  ASSERT_EQ(back.dependencies.size(), 1u);
+  EXPECT_EQ(back.dependencies[0].path, "/inc/with space.h");
+  EXPECT_EQ(back.dependencies[0].mtime_ns, 1700000000123456789);
+  for (size_t i = 0; i < text.size(); ++i) {  // every single-byte edit is caught
+    std::string edited = text;
+    edited[i] = static_cast<char>(edited[i] ^ 0x01);
+    EXPECT_FALSE(parse_manifest(edited, &back)) << "byte " << i;
+  }
+  EXPECT_FALSE(parse_manifest(text.substr(0, text.size() / 2), &back));
+  EXPECT_FALSE(parse_manifest("", &back));
+}
+
+TEST(Seal, DetectsFlippedTruncatedAndExtendedImages) {
+  std::string image(4096, '\x7f');
+  image[100] = 'x';
+  std::string sealed = seal(image), out;
+  ASSERT_TRUE(unseal(sealed, &out));
+  EXPECT_EQ(out, image);
+  std::string flipped = sealed;
+  flipped[sealed.size() - 7] ^= 0x10;
+  EXPECT_FALSE(unseal(flipped, &out));
+  EXPECT_FALSE(unseal(sealed.substr(0, sealed.size() / 2), &out));
+  EXPECT_FALSE(unseal(sealed + "tail", &out));
+  EXPECT_FALSE(unseal(image, &out));  // an unsealed (older) file
+}
+
+TEST_F(CacheFilesTest, RootIsCreatedPrivate) {
+  fs::path root = dir_ / "a" / "cache";
+  EXPECT_EQ(private_cache_root(root), root);
+  EXPECT_EQ(mode_of(root), 0700u);
+  ensure_private_dir(root / "locks", "lock directory");
+  EXPECT_EQ(mode_of(root / "locks"), 0700u);
+  write_private_file(root / "f", "x");
+  EXPECT_EQ(mode_of(root / "f"), 0600u);
+}
+
+TEST_F(CacheFilesTest, RootWritableByOthersIsRefusedUnlessSticky) {
+  fs::create_directories(dir_);
+  chmod(dir_.c_str(), 0777);
+  EXPECT_EQ(message_of([&] { private_cache_root(dir_); }),
+            "kjit: refusing the cache directory " + dir_.string() +
+                ": it is writable by others (mode 0777) without the sticky bit, so another user could replace "
+                "cached modules. Run 'chmod go-w " +
+                dir_.string() + "' (or 'chmod +t' for a shared directory), or set KJIT_CACHE_DIR to a private one");
+  chmod(dir_.c_str(), 01777);
+  fs::path mine = private_cache_root(dir_);
+  EXPECT_EQ(mine, dir_ / ("kjit-" + std::to_string(geteuid())));
+  EXPECT_EQ(mode_of(mine), 0700u);
+  chmod(mine.c_str(), 0777);  // our own subdirectory, opened up: refused too
+  EXPECT_NE(message_of([&] { private_cache_root(dir_); }).find("it is writable by others (mode 0777"),
+            std::string::npos);
+}
+
+TEST_F(CacheFilesTest, SymlinksAreNeverFollowed) {
+  fs::create_directories(dir_);
+  write(dir_ / "real", "data");
+  fs::create_symlink(dir_ / "real", dir_ / "link");
+  std::string out;
+  EXPECT_EQ(message_of([&] { read_owned_file(dir_ / "link", &out); }),
+            "kjit: cache file " + (dir_ / "link").string() + " is a symbolic link; refusing it");
+  fs::create_directory_symlink(dir_, dir_ / "dirlink");
+  EXPECT_NE(message_of([&] { ensure_private_dir(dir_ / "dirlink", "lock directory"); }).find("is not a directory"),
+            std::string::npos);
+}
+
+TEST_F(CacheFilesTest, MissingFileIsNotAnError) {
+  fs::create_directories(dir_);
+  std::string out;
+  uint64_t size = 0;
+  EXPECT_FALSE(read_owned_file(dir_ / "none", &out));
+  EXPECT_FALSE(hash_owned_file(dir_ / "none", &size, &out));
+}
+
+TEST_F(CacheFilesTest, ChangedDependencyIsFoundBySizeOrContents) {
+  fs::create_directories(dir_);
+  fs::path h = dir_ / "h.h";
+  write(h, "#define V 1\n");
+  Dependency d;
+  ASSERT_TRUE(describe_dependency(h.string(), &d));
+  EXPECT_EQ(changed_dependency({d}), "");
+  fs::last_write_time(h, fs::last_write_time(h) + std::chrono::seconds(5));  // touched only
+  EXPECT_EQ(changed_dependency({d}), "");
+  write(h, "#define V 2\n");
+  fs::last_write_time(h, fs::last_write_time(h) + std::chrono::seconds(10));
+  EXPECT_EQ(changed_dependency({d}), h.string() + " changed");
+  write(h, "#define V 22\n");
+  EXPECT_EQ(changed_dependency({d}), h.string() + " changed (size)");
+  fs::remove(h);
+  EXPECT_EQ(changed_dependency({d}), h.string() + " is gone (No such file or directory)");
+}
+
+TEST_F(CacheFilesTest, StaleBuildDirectoriesGoOnlyWhenTheirLockIsFree) {
+  fs::create_directories(dir_ / "locks");
+  const std::string key(32, 'a');
+  fs::path held = dir_ / (".tmp-held-" + key + "-XyZ123");
+  fs::path free_dir = dir_ / (".tmp-free-" + key + "-AbC456");
+  fs::path free_old = dir_ / (".tmp-free-" + key + "-AbC456.old");
+  fs::path legacy = dir_ / ".tmp-legacy-Qw1234";
+  fs::path entry = dir_ / ("mod-" + key);
+  for (const fs::path& p : {held, free_dir, free_old, legacy, entry}) fs::create_directories(p / "sub");
+  int fd = open((dir_ / "locks" / ("held-" + key + ".lock")).c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  EXPECT_EQ(remove_stale_builds(dir_), 2);
+  EXPECT_TRUE(fs::exists(held));
+  EXPECT_FALSE(fs::exists(free_dir));
+  EXPECT_FALSE(fs::exists(free_old));
+  EXPECT_TRUE(fs::exists(legacy));  // no key: kept until a day old
+  EXPECT_TRUE(fs::exists(entry));   // published entries are never touched
+  close(fd);
+  EXPECT_EQ(remove_stale_builds(dir_), 1);
+  EXPECT_FALSE(fs::exists(held));
+}
+
+TEST_F(CacheFilesTest, PublishFileIsAtomicAndPrivate) {
+  fs::create_directories(dir_);
+  publish_file(dir_ / "image", "bytes");
+  std::string out;
+  ASSERT_TRUE(read_owned_file(dir_ / "image", &out));
+  EXPECT_EQ(out, "bytes");
+  EXPECT_EQ(mode_of(dir_ / "image"), 0600u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temporary left
+}
+
+}  // namespace
+}  // namespace cache_detail
+}  // namespace kjit
+
+// A damaged NVRTC image is recompiled and republished, never handed to the driver.
+TEST(ElementwiseCudaDiskCache, DamagedImageIsRecompiled) {
+  namespace fs = std::filesystem;
+  std::string dir = ::testing::TempDir() + "kjit-ew-cuda-damage-" + std::to_string(::getpid());
+  kjit::EwKernelTypes types;
+  types.outputs = {kjit::EwType::kFloat32};
+  types.inputs = {kjit::EwType::kFloat32, kjit::EwType::kFloat32};
+  types.compute = kjit::EwType::kFloat32;
+  const std::string code = "template <typename T> T add(T a, T b) { return a + b; }";
+  auto compile = [&](bool* hit) {
+    return kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, hit);
+  };
+  bool hit = true;
+  kjit::ew::NvrtcResult first;
+  try {
+    first = compile(&hit);
+  } catch (const kjit::ToolchainError& e) {
+    GTEST_SKIP() << "NVRTC does not load here: " << e.what();
+  }
+  ASSERT_FALSE(hit);
+  fs::path image;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "cuda-kernels")) image = e.path();
+  {
+    std::fstream f(image, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(image) / 2);
+    f.seekg(middle);
+    char byte = static_cast<char>(f.get() ^ 0x5a);
+    f.seekp(middle);
+    f.put(byte);
+  }
+  testing::internal::CaptureStderr();
+  kjit::ew::NvrtcResult again = compile(&hit);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(hit);
+  EXPECT_EQ(again.binary, first.binary);
+  EXPECT_EQ(err, "[kjit] cached NVRTC image " + image.string() + " is damaged (checksum mismatch); recompiling it\n");
+  compile(&hit);
+  EXPECT_TRUE(hit);
+  fs::permissions(image, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_THROW(compile(&hit), kjit::CacheError);
+  fs::remove_all(dir);
+}
