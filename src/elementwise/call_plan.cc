@@ -29,16 +29,17 @@ std::vector<int64_t> strides_in_order(const EwOutput& layout) {
 
 /// The rest of a plan once its outputs are known (`outputs`: their loop operands,
 /// with plan->op_types holding their types): kernel types, extents, loop and lane.
-void finish_plan(CallPlan* plan, std::vector<LoopOperand> outputs, const std::vector<EwOperand>& inputs,
-                 size_t n_extra) {
+void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand> outputs,
+                 const std::vector<EwOperand>& inputs, const std::vector<EwOperand>& extra) {
   const CallTypes& types = plan->types;
   const size_t n_out = outputs.size();
   plan->n_out = n_out;
   plan->kernel_types.outputs = plan->op_types;
   plan->kernel_types.inputs = types.inputs;
   plan->kernel_types.compute = compute_type(types.result);
-  plan->compute_size = static_cast<size_t>(size_of(plan->kernel_types.compute));
-  plan->kernel_types.num_extra = static_cast<int>(n_extra);
+  for (size_t e = 0; e < extra.size(); ++e) {
+    plan->kernel_types.extra.push_back(extra_travel_type(fn, extra[e], e, plan->kernel_types.compute));
+  }
   plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
   std::vector<LoopOperand> ops = std::move(outputs);
   for (LoopOperand& op : input_operands(inputs, types)) ops.push_back(std::move(op));
@@ -141,7 +142,8 @@ std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<E
 }
 
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p) {
+                                    const DLTensor* const* outputs, size_t n_out, const std::vector<EwOperand>& extra,
+                                    Promotion p) {
   auto plan = std::make_unique<CallPlan>();
   plan->types = resolve_types(fn, inputs, p);
   for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
@@ -153,12 +155,12 @@ std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwO
     plan->op_types.push_back(t);
     ops.push_back({nullptr, broadcast_strides(shape_of(o), strides_of(o), size_of(t), plan->types.shape.size())});
   }
-  finish_plan(plan.get(), std::move(ops), inputs, n_extra);
+  finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
 }
 
 std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                               int num_outputs, size_t n_extra, Promotion p) {
+                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p) {
   auto plan = std::make_unique<CallPlan>();
   plan->types = resolve_types(fn, inputs, p);
   plan->outputs = output_layouts(plan->types, inputs, num_outputs);
@@ -169,7 +171,7 @@ std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std:
     ops.push_back({nullptr, broadcast_strides(layout.shape, plan->output_strides.back(), size_of(layout.type),
                                               layout.shape.size())});
   }
-  finish_plan(plan.get(), std::move(ops), inputs, n_extra);
+  finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
 }
 
@@ -198,8 +200,8 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
 
 void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwOperand>& inputs,
               const DLTensor* const* outputs, const std::vector<EwOperand>& extra, Promotion p, bool fresh_outputs) {
-  const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in, compute_size = plan.compute_size;
-  CallData data(n_ops, n_in, extra.size() * compute_size);
+  const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in;
+  CallData data(n_ops, n_in, extra.size() * sizeof(ScalarSlot));
   for (size_t k = 0; k < n_out; ++k) data.ptrs[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
   for (size_t i = 0; i < n_in; ++i) {
     if (const DLTensor* t = inputs[i].tensor) {
@@ -214,10 +216,8 @@ void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwO
     launch_on_device(plan, data, n_out, n_in, extra);
     return;
   }
-  for (size_t e = 0; e < extra.size(); ++e) {
-    ScalarSlot s;
-    write_scalar(extra[e], plan.kernel_types.compute, &s);
-    std::memcpy(data.extra + e * compute_size, s.bytes, compute_size);
+  for (size_t e = 0; e < extra.size(); ++e) {  // one 16-byte slot each, in its travel type
+    write_scalar(extra[e], plan.kernel_types.extra[e], reinterpret_cast<ScalarSlot*>(data.extra) + e);
   }
   execute(plan.kernel, plan.loop, data.ptrs, extra.empty() ? nullptr : data.extra);
 }

@@ -133,6 +133,28 @@ void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
   }
 }
 
+EwType extra_travel_type(const std::string& fn, const EwOperand& extra, size_t e, EwType compute) {
+  switch (extra.scalar) {
+    case EwOperand::Scalar::kBool:
+      return EwType::kBool;
+    case EwOperand::Scalar::kInt:
+      return EwType::kInt64;
+    case EwOperand::Scalar::kFloat:
+      return EwType::kFloat64;
+    case EwOperand::Scalar::kComplex:
+      if (is_complex(compute)) return compute;
+      throw TypeError(fn + ": extra argument #" + std::to_string(e) + " is complex (" + std::to_string(extra.real) +
+                      (extra.imag < 0 ? "" : "+") + std::to_string(extra.imag) + "j) but the kernel computes in " +
+                      ew_type_name(compute) +
+                      ", a real type: its imaginary part would be lost; pass a real value, or complex inputs");
+    case EwOperand::Scalar::kNone:
+      break;
+  }
+  throw TypeError(fn + ": extra argument #" + std::to_string(e) +
+                  " must be a bool, int, float or complex scalar, got "
+                  "a tensor");
+}
+
 namespace {
 
 bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }

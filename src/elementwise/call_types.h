@@ -49,6 +49,13 @@ struct ScalarSlot {
 /// Writes a scalar operand's value converted to `type` (C++ conversions, as NumPy's).
 void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot);
 
+/// The type extra scalar #e travels to the kernel in, as JITerator passes extras
+/// (the entry's declared parameter type converts from it): a bool as bool, an int
+/// as int64, a float as float64, a complex in the complex compute type. Throws
+/// TypeError for a tensor, and for a complex value when the compute type is real
+/// (its imaginary part would be lost).
+EwType extra_travel_type(const std::string& fn, const EwOperand& extra, size_t e, EwType compute);
+
 /// Writes scalar input `i` in the type the kernel loads it in; a Python int is
 /// range-checked first (its value is the call's, not the plan's).
 void bind_scalar_input(const std::string& fn, const EwOperand& input, const CallTypes& types, size_t i, Promotion p,
