@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <stdexcept>
 
 #include "elementwise/cuda_launch.h"
 #include "elementwise/promotion.h"
+#include "kjit/errors.h"
 #include "kjit/kernel.h"
 #include "support/compiler_hints.h"
 
@@ -113,6 +116,23 @@ class CallData {
   std::vector<ScalarSlot> slot_heap_;
   std::vector<unsigned char> extra_heap_;
 };
+
+/// Runs a CPU lane. What the user's code throws, on this thread or on a pool worker
+/// (the pool hands it back here), becomes the kjit::Error of its kind by the table
+/// checked kernels use (kernel_error_kind): std::invalid_argument -> ValueError,
+/// std::bad_alloc -> MemoryError, ...; anything that is not a std::exception
+/// (`throw 42;`) a RuntimeError.
+void run_kernel(const std::string& fn, const CallPlan& plan, char** ptrs, const void* extra) {
+  try {
+    execute(plan.kernel, plan.loop, ptrs, extra);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw detail::StdError<std::runtime_error>(kernel_error_kind(e), e.what());
+  } catch (...) {
+    throw RuntimeError(fn + ": the entry function threw an exception that is not a std::exception");
+  }
+}
 
 /// Lane::kCuda: the loop with this call's device pointers; scalar inputs go by value.
 KJIT_NOINLINE void launch_on_device(const CallPlan& plan, const CallData& data, size_t n_out, size_t n_in,
@@ -219,7 +239,7 @@ void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwO
   for (size_t e = 0; e < extra.size(); ++e) {  // one 16-byte slot each, in its travel type
     write_scalar(extra[e], plan.kernel_types.extra[e], reinterpret_cast<ScalarSlot*>(data.extra) + e);
   }
-  execute(plan.kernel, plan.loop, data.ptrs, extra.empty() ? nullptr : data.extra);
+  run_kernel(fn, plan, data.ptrs, extra.empty() ? nullptr : data.extra);
 }
 
 }  // namespace ew

@@ -33,6 +33,16 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
 /// broadcast dims and scalars); no data, which each call binds.
 std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types);
 
+/// Throws ValueError naming the shape when the broadcast shape's size in bits, at
+/// `element_size` bytes an element (the call's widest), overflows int64: every
+/// product, extent and byte size the planner and the allocation compute from it
+/// then fits. (An out= tensor's own span is checked by check_tensor_span.)
+void check_broadcast_size(const std::string& fn, const std::vector<int64_t>& shape, int element_size);
+
+/// Throws ValueError naming `what` (e.g. "input #1") when a tensor's shape is
+/// negative or its byte offsets (stride x element size x extent) overflow int64.
+void check_tensor_span(const std::string& fn, const std::string& what, const DLTensor* t, int element_size);
+
 /// Checks out[k] against the call: device, supported dtype, shape, safe cast.
 void check_output(const std::string& fn, size_t k, const DLTensor* out, const CallTypes& types, Promotion p);
 
