@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "elementwise/cuda_launch.h"
+#include "elementwise/overlap.h"
 #include "elementwise/promotion.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
@@ -60,13 +61,27 @@ void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand>
   plan->loop = plan_loop(types.shape, std::move(ops), n_out, std::move(sizes), cuda);
 }
 
-/// TensorIterator's rule: an output may overlap another operand only by being
-/// exactly the same elements of an input (in place).
-[[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out) {
+/// TensorIterator's rule: an output may share memory with another operand only
+/// by being exactly the same elements of an input (in place).
+[[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out,
+                                                  Overlap how) {
   std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
+  if (how == Overlap::kTooHard) {
+    throw ValueError(fn + ": out[" + std::to_string(k) + "] may overlap " + other +
+                     ": their strides are too irregular to decide within kjit's search bound (" +
+                     std::to_string(kOverlapMaxWork) + " steps), so kjit treats them as overlapping; pass a copy");
+  }
   throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
                    ": some elements of the written-to tensor and " + other +
                    " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
+}
+
+/// Operands j and k, whose byte ranges intersect: whether they share a byte (the
+/// exact test, NumPy's may_share_memory). Cold: views of one array only.
+KJIT_NOINLINE Overlap operands_overlap(const CallPlan& p, char* const* data, size_t j, size_t k) {
+  const Loop& loop = p.loop.loop;
+  return may_share_memory(loop.shape, {data[j], loop.strides[j].data(), size_of(p.op_types[j])},
+                          {data[k], loop.strides[k].data(), size_of(p.op_types[k])});
 }
 
 void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_ops, size_t n_out) {
@@ -80,7 +95,8 @@ void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* d
       if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
       bool same = data[j] == data[k] && strides[j] == strides[k] && p.op_types[j] == p.op_types[k];
       if (same && j >= n_out) continue;
-      throw_partial_overlap(fn, k, j, n_out);
+      const Overlap how = operands_overlap(p, data, j, k);
+      if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, n_out, how);
     }
   }
 }
