@@ -302,8 +302,9 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
 
     Returns ``f(*inputs, out=None, **extras)``: tensors of any dtype and strides
     (NumPy, torch, DLPack), Python scalars (weak) and NumPy scalars (strong); extra
-    keyword scalars are passed to the entry function after the tensor arguments (in
-    the compute type, in keyword order). It returns new outputs of the inputs'
+    keyword scalars are passed to the entry function after the tensor arguments,
+    in keyword order, as bool, int64_t or double (a complex in the complex compute
+    type) and converted to the entry's parameter types. It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
     returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
     describe it.

@@ -360,8 +360,8 @@ bool decode_call(PackedArgs args, int n_in, int n_out, bool scalar_inputs, CallS
 /// NumPy scalars into plain floats and ints: weak, which is what PyTorch makes of
 /// them, so torch calls pass `scalar_inputs`; under NumPy's rules they are strong,
 /// and only Python can tell them from its own scalars, so NumPy calls pass
-/// `scalar_inputs` only after checking. Extras are cast to the compute type either
-/// way.
+/// `scalar_inputs` only after checking. Extras travel as bool, int64 or double
+/// either way (ew::extra_travel_type).
 tvm::ffi::Function ew_function(int64_t id, int64_t promotion, bool scalar_inputs, bool into, int64_t n_extra) {
   return at_ffi_boundary([&] {
     std::shared_ptr<Elementwise> ew = engine_of(id);

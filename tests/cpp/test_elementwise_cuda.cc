@@ -307,6 +307,38 @@ TEST_F(ElementwiseCudaErrors, MissingEntryIsReported) {
   EXPECT_NE(msg.find("namespace \"kjit_user_code\" has no member \"sub\""), std::string::npos) << msg;
 }
 
+TEST_F(ElementwiseCudaErrors, AnyEntryNameAndEitherOutputFormCompile) {
+  // Issue 15 classes 1, 2 and 8: the generated code's own names, math names, and
+  // a single output written through a reference.
+  const EwKernelTypes t = types_of({T::kFloat32}, {T::kInt32, T::kFloat32}, T::kFloat32, {T::kFloat64});
+  for (const char* name : {"n",
+                           "data",
+                           "oc",
+                           "sc",
+                           "ex",
+                           "j",
+                           "k",
+                           "i",
+                           "r",
+                           "start",
+                           "remaining",
+                           "off",
+                           "in0",
+                           "out0",
+                           "kjit_complex",
+                           "kjit_unrolled",
+                           "kjit_ptrs",
+                           "sin",
+                           "abs",
+                           "div"}) {
+    const std::string code = std::string("template <typename T> T ") + name + "(T a, T b, double s) { return a * b; }";
+    EXPECT_EQ(error_of(code.c_str(), name, t, EwCudaVariant::kCastStrided), "") << name;
+  }
+  const char* by_ref = "template <typename T> void neg(T a, T& out) { out = -a; }";
+  EXPECT_EQ(error_of(by_ref, "neg", types_of({T::kFloat64}, {T::kFloat64}, T::kFloat64), EwCudaVariant::kVectorized),
+            "");
+}
+
 TEST_F(ElementwiseCudaErrors, BadArchIsAValueError) {
   EXPECT_THROW(compile_cuda("extern \"C\" __global__ void k() {}", "gfx90a"), ValueError);
   try {
