@@ -78,10 +78,11 @@ struct ElementwiseOptions {
 /// memory and on disk.
 class Elementwise {
  public:
-  /// `code` defines the entry function (the last function, or `name`); with
-  /// num_outputs > 1 it writes its results through trailing `T&` parameters. Extra
-  /// scalar arguments of a call are passed after the tensor inputs, in the compute
-  /// type.
+  /// `code` defines the entry function (the last function, or `name`), which
+  /// returns its result(s) or writes them through num_outputs trailing `T&`
+  /// parameters. Extra scalar arguments of a call are passed after the tensor
+  /// inputs as bool, int64_t, double (complex: the complex compute type) and
+  /// converted to the entry's parameter types (docs/elementwise.md).
   explicit Elementwise(std::string code, const std::string& name = "", int num_outputs = 1,
                        ElementwiseOptions options = {});
   ~Elementwise();

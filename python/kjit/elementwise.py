@@ -95,15 +95,22 @@ def _allocate(framework: str, shape, dtype: str, order, device=(1, 0)):
     return a if identity else a.transpose(_inverse(order))
 
 
-def _numpy_array(x: np.ndarray, i: int):
-    """A NumPy array as DLPack takes it, or as [address, shape, byte strides, dtype]
-    when DLPack cannot carry it (read-only arrays, ml_dtypes types such as bfloat16)."""
+def _described(x: np.ndarray, keep: list):
+    """[address, shape, byte strides, dtype] of `x`, which `keep` holds until the call
+    has run: the C++ side sees only the address."""
+    keep.append(x)
+    return [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
+
+
+def _numpy_array(x: np.ndarray, i: int, keep: list):
+    """A NumPy array as DLPack takes it, or described by address (_described) when
+    DLPack cannot carry it (read-only arrays, ml_dtypes types such as bfloat16)."""
     kind = x.dtype.kind
     builtin = x.dtype.isbuiltin == 1  # 2: a user-defined type such as ml_dtypes' bfloat16
     if builtin and kind in "biufc":
-        return x if x.flags.writeable else [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
+        return x if x.flags.writeable else _described(x, keep)
     if x.dtype.isbuiltin == 2:
-        return [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
+        return _described(x, keep)
     if x.dtype.byteorder not in "=|" and kind in "biufc":
         raise TypeError(
             f"kjit.elementwise: input #{i} has dtype {x.dtype.str}, a non-native byte order, which kjit.elementwise "
@@ -115,21 +122,22 @@ def _numpy_array(x: np.ndarray, i: int):
     )
 
 
-def _argument(x, i: int, weak_numpy_scalars: bool = False):
+def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False):
     """What the C++ side takes: tensors as they are, Python scalars as weak scalars,
     NumPy scalars as 0-d arrays (strong, as in NumPy 2) or, among torch tensors, as
-    Python scalars (weak, as PyTorch treats them), complex as [re, im]."""
+    Python scalars (weak, as PyTorch treats them), complex as [re, im]. Whatever
+    the C++ side gets by address only stays in `keep` until the call has run."""
     if isinstance(x, np.generic):  # before float/complex: np.float64 subclasses float
         if weak_numpy_scalars and x.dtype.kind in "biufc":
             x = x.item()
         else:
-            return _numpy_array(np.asarray(x), i)
+            return _numpy_array(np.asarray(x), i, keep)
     if isinstance(x, (bool, int, float)):
         return x
     if isinstance(x, complex):
         return [x.real, x.imag]
     if isinstance(x, np.ndarray):
-        return _numpy_array(x, i)
+        return _numpy_array(x, i, keep)
     if _is_torch_tensor(x) or hasattr(x, "__dlpack__"):
         return x
     import tvm_ffi  # noqa: PLC0415
@@ -238,7 +246,8 @@ class _Engine:
 
     def _checked_call(self, inputs, out, extras):
         framework = _framework(inputs)
-        args = [_argument(x, i, framework == "torch") for i, x in enumerate(inputs)]
+        keep: list = []  # arrays passed by address: alive until ew_run returns
+        args = [_argument(x, i, keep, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
         if out is None:
             layouts = api.ew_outputs(self.id, promotion, *args)
@@ -254,11 +263,27 @@ class _Engine:
                     raise ValueError(f"{self.name}: out[{k}] is a read-only NumPy array (flags.writeable is False); "
                                      "pass a writable array")
         extra = [_extra(v, k) for k, v in extras.items()]
-        out_args = [_argument(o, k) for k, o in enumerate(outs)]
+        if any(isinstance(v, list) for v in extra):
+            self._check_complex_extras(promotion, args, extras)
+        out_args = [_argument(o, k, keep) for k, o in enumerate(outs)]
         api.ew_run(self.id, promotion, len(args), len(outs), *args, *out_args, *extra)
+        del keep
         if out is not None:
             return out
         return outs[0] if self.num_outputs == 1 else tuple(outs)
+
+    def _check_complex_extras(self, promotion, args, extras):
+        """A complex extra scalar needs a complex compute type (the result type's):
+        a real kernel would drop its imaginary part. Names the keyword."""
+        result = str(api.ew_outputs(self.id, promotion, *args)[0][1])
+        if result.startswith("complex"):
+            return
+        for name, value in extras.items():
+            if isinstance(value, (complex, np.complexfloating)):
+                raise TypeError(
+                    f"{self.name}: extra argument '{name}' is complex ({value!r}) but the kernel computes in "
+                    f"{result if result not in ('float16', 'bfloat16') else 'float32'}, a real type: its imaginary "
+                    "part would be lost; pass a real value, or complex inputs")
 
     def __del__(self):
         free = getattr(api, "ew_free", None)
@@ -277,8 +302,9 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
 
     Returns ``f(*inputs, out=None, **extras)``: tensors of any dtype and strides
     (NumPy, torch, DLPack), Python scalars (weak) and NumPy scalars (strong); extra
-    keyword scalars are passed to the entry function after the tensor arguments (in
-    the compute type, in keyword order). It returns new outputs of the inputs'
+    keyword scalars are passed to the entry function after the tensor arguments,
+    in keyword order, as bool, int64_t or double (a complex in the complex compute
+    type) and converted to the entry's parameter types. It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
     returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
     describe it.

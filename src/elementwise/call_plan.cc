@@ -6,9 +6,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <stdexcept>
 
 #include "elementwise/cuda_launch.h"
+#include "elementwise/overlap.h"
 #include "elementwise/promotion.h"
+#include "kjit/errors.h"
 #include "kjit/kernel.h"
 #include "support/compiler_hints.h"
 
@@ -29,16 +33,17 @@ std::vector<int64_t> strides_in_order(const EwOutput& layout) {
 
 /// The rest of a plan once its outputs are known (`outputs`: their loop operands,
 /// with plan->op_types holding their types): kernel types, extents, loop and lane.
-void finish_plan(CallPlan* plan, std::vector<LoopOperand> outputs, const std::vector<EwOperand>& inputs,
-                 size_t n_extra) {
+void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand> outputs,
+                 const std::vector<EwOperand>& inputs, const std::vector<EwOperand>& extra) {
   const CallTypes& types = plan->types;
   const size_t n_out = outputs.size();
   plan->n_out = n_out;
   plan->kernel_types.outputs = plan->op_types;
   plan->kernel_types.inputs = types.inputs;
   plan->kernel_types.compute = compute_type(types.result);
-  plan->compute_size = static_cast<size_t>(size_of(plan->kernel_types.compute));
-  plan->kernel_types.num_extra = static_cast<int>(n_extra);
+  for (size_t e = 0; e < extra.size(); ++e) {
+    plan->kernel_types.extra.push_back(extra_travel_type(fn, extra[e], e, plan->kernel_types.compute));
+  }
   plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
   std::vector<LoopOperand> ops = std::move(outputs);
   for (LoopOperand& op : input_operands(inputs, types)) ops.push_back(std::move(op));
@@ -56,13 +61,27 @@ void finish_plan(CallPlan* plan, std::vector<LoopOperand> outputs, const std::ve
   plan->loop = plan_loop(types.shape, std::move(ops), n_out, std::move(sizes), cuda);
 }
 
-/// TensorIterator's rule: an output may overlap another operand only by being
-/// exactly the same elements of an input (in place).
-[[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out) {
+/// TensorIterator's rule: an output may share memory with another operand only
+/// by being exactly the same elements of an input (in place).
+[[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out,
+                                                  Overlap how) {
   std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
+  if (how == Overlap::kTooHard) {
+    throw ValueError(fn + ": out[" + std::to_string(k) + "] may overlap " + other +
+                     ": their strides are too irregular to decide within kjit's search bound (" +
+                     std::to_string(kOverlapMaxWork) + " steps), so kjit treats them as overlapping; pass a copy");
+  }
   throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
                    ": some elements of the written-to tensor and " + other +
                    " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
+}
+
+/// Operands j and k, whose byte ranges intersect: whether they share a byte (the
+/// exact test, NumPy's may_share_memory). Cold: views of one array only.
+KJIT_NOINLINE Overlap operands_overlap(const CallPlan& p, char* const* data, size_t j, size_t k) {
+  const Loop& loop = p.loop.loop;
+  return may_share_memory(loop.shape, {data[j], loop.strides[j].data(), size_of(p.op_types[j])},
+                          {data[k], loop.strides[k].data(), size_of(p.op_types[k])});
 }
 
 void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_ops, size_t n_out) {
@@ -76,7 +95,8 @@ void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* d
       if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
       bool same = data[j] == data[k] && strides[j] == strides[k] && p.op_types[j] == p.op_types[k];
       if (same && j >= n_out) continue;
-      throw_partial_overlap(fn, k, j, n_out);
+      const Overlap how = operands_overlap(p, data, j, k);
+      if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, n_out, how);
     }
   }
 }
@@ -113,6 +133,23 @@ class CallData {
   std::vector<unsigned char> extra_heap_;
 };
 
+/// Runs a CPU lane. What the user's code throws, on this thread or on a pool worker
+/// (the pool hands it back here), becomes the kjit::Error of its kind by the table
+/// checked kernels use (kernel_error_kind): std::invalid_argument -> ValueError,
+/// std::bad_alloc -> MemoryError, ...; anything that is not a std::exception
+/// (`throw 42;`) a RuntimeError.
+void run_kernel(const std::string& fn, const CallPlan& plan, char** ptrs, const void* extra) {
+  try {
+    execute(plan.kernel, plan.loop, ptrs, extra);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw detail::StdError<std::runtime_error>(kernel_error_kind(e), e.what());
+  } catch (...) {
+    throw RuntimeError(fn + ": the entry function threw an exception that is not a std::exception");
+  }
+}
+
 /// Lane::kCuda: the loop with this call's device pointers; scalar inputs go by value.
 KJIT_NOINLINE void launch_on_device(const CallPlan& plan, const CallData& data, size_t n_out, size_t n_in,
                                     const std::vector<EwOperand>& extra) {
@@ -141,7 +178,8 @@ std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<E
 }
 
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p) {
+                                    const DLTensor* const* outputs, size_t n_out, const std::vector<EwOperand>& extra,
+                                    Promotion p) {
   auto plan = std::make_unique<CallPlan>();
   plan->types = resolve_types(fn, inputs, p);
   for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
@@ -153,12 +191,12 @@ std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwO
     plan->op_types.push_back(t);
     ops.push_back({nullptr, broadcast_strides(shape_of(o), strides_of(o), size_of(t), plan->types.shape.size())});
   }
-  finish_plan(plan.get(), std::move(ops), inputs, n_extra);
+  finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
 }
 
 std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                               int num_outputs, size_t n_extra, Promotion p) {
+                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p) {
   auto plan = std::make_unique<CallPlan>();
   plan->types = resolve_types(fn, inputs, p);
   plan->outputs = output_layouts(plan->types, inputs, num_outputs);
@@ -169,7 +207,7 @@ std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std:
     ops.push_back({nullptr, broadcast_strides(layout.shape, plan->output_strides.back(), size_of(layout.type),
                                               layout.shape.size())});
   }
-  finish_plan(plan.get(), std::move(ops), inputs, n_extra);
+  finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
 }
 
@@ -198,8 +236,8 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
 
 void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwOperand>& inputs,
               const DLTensor* const* outputs, const std::vector<EwOperand>& extra, Promotion p, bool fresh_outputs) {
-  const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in, compute_size = plan.compute_size;
-  CallData data(n_ops, n_in, extra.size() * compute_size);
+  const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in;
+  CallData data(n_ops, n_in, extra.size() * sizeof(ScalarSlot));
   for (size_t k = 0; k < n_out; ++k) data.ptrs[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
   for (size_t i = 0; i < n_in; ++i) {
     if (const DLTensor* t = inputs[i].tensor) {
@@ -214,12 +252,10 @@ void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwO
     launch_on_device(plan, data, n_out, n_in, extra);
     return;
   }
-  for (size_t e = 0; e < extra.size(); ++e) {
-    ScalarSlot s;
-    write_scalar(extra[e], plan.kernel_types.compute, &s);
-    std::memcpy(data.extra + e * compute_size, s.bytes, compute_size);
+  for (size_t e = 0; e < extra.size(); ++e) {  // one 16-byte slot each, in its travel type
+    write_scalar(extra[e], plan.kernel_types.extra[e], reinterpret_cast<ScalarSlot*>(data.extra) + e);
   }
-  execute(plan.kernel, plan.loop, data.ptrs, extra.empty() ? nullptr : data.extra);
+  run_kernel(fn, plan, data.ptrs, extra.empty() ? nullptr : data.extra);
 }
 
 }  // namespace ew

@@ -26,7 +26,6 @@ struct CallPlan {
   std::vector<std::vector<int64_t>> output_strides;
   size_t n_out = 0;
   EwKernelTypes kernel_types;
-  size_t compute_size = 0;                      ///< bytes of the compute type, in which extra scalars travel
   KernelFn kernel = nullptr;                    ///< CPU lanes
   std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
   LoopPlan loop;
@@ -38,12 +37,13 @@ struct CallPlan {
 /// The plan of a call into `outputs` (a caller's tensors): checks them against the
 /// call (device, dtype, shape, safe cast, stride 0). Attach the kernel after.
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p);
+                                    const DLTensor* const* outputs, size_t n_out, const std::vector<EwOperand>& extra,
+                                    Promotion p);
 
 /// The plan of a call into `num_outputs` new outputs laid out as the inputs
 /// (TensorIterator's rule), planned for outputs allocated exactly so.
 std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                               int num_outputs, size_t n_extra, Promotion p);
+                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p);
 
 /// The layouts of a call's outputs (outputs_for).
 std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs);

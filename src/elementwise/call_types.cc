@@ -133,6 +133,28 @@ void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
   }
 }
 
+EwType extra_travel_type(const std::string& fn, const EwOperand& extra, size_t e, EwType compute) {
+  switch (extra.scalar) {
+    case EwOperand::Scalar::kBool:
+      return EwType::kBool;
+    case EwOperand::Scalar::kInt:
+      return EwType::kInt64;
+    case EwOperand::Scalar::kFloat:
+      return EwType::kFloat64;
+    case EwOperand::Scalar::kComplex:
+      if (is_complex(compute)) return compute;
+      throw TypeError(fn + ": extra argument #" + std::to_string(e) + " is complex (" + std::to_string(extra.real) +
+                      (extra.imag < 0 ? "" : "+") + std::to_string(extra.imag) + "j) but the kernel computes in " +
+                      ew_type_name(compute) +
+                      ", a real type: its imaginary part would be lost; pass a real value, or complex inputs");
+    case EwOperand::Scalar::kNone:
+      break;
+  }
+  throw TypeError(fn + ": extra argument #" + std::to_string(e) +
+                  " must be a bool, int, float or complex scalar, got "
+                  "a tensor");
+}
+
 namespace {
 
 bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
@@ -190,7 +212,13 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
     }
   }
   call.result = result_type(tin, p);
+  for (size_t k = 0; k < which.size(); ++k) {
+    check_tensor_span(fn, operand_name(which[k]), inputs[which[k]].tensor, size_of(tin[which[k]].type));
+  }
   call.shape = broadcast_shapes(fn, shapes, which);
+  int widest = size_of(call.result);
+  for (const TypeInput& t : tin) widest = std::max(widest, size_of(t.type));
+  check_broadcast_size(fn, call.shape, widest);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].tensor != nullptr) {
       call.inputs.push_back(tin[i].type);
@@ -229,6 +257,55 @@ std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, co
   return out;
 }
 
+namespace {
+
+std::string dims_text(const int64_t* shape, int ndim) {
+  std::string s = "(";
+  for (int d = 0; d < ndim; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + (ndim == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
+void check_broadcast_size(const std::string& fn, const std::vector<int64_t>& shape, int element_size) {
+  for (int64_t d : shape) {
+    if (d == 0) return;  // empty: no element, no byte
+  }
+  // In bits, as DLPack sizes are computed (tvm-ffi's GetDataSize multiplies by bits).
+  int64_t bits = 8 * int64_t{element_size};
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(bits, d, &bits)) {
+      throw ValueError(fn + ": the broadcast shape " + dims_text(shape.data(), static_cast<int>(shape.size())) +
+                       " has too many elements: at " + std::to_string(element_size) +
+                       " bytes each, its size in bits overflows int64 (at most 2^60 bytes)");
+    }
+  }
+}
+
+void check_tensor_span(const std::string& fn, const std::string& what, const DLTensor* t, int element_size) {
+  int64_t span = element_size, step = 0;
+  bool overflow = false;
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->shape[d] < 0) {
+      throw ValueError(fn + ": " + what + " has a negative size " + std::to_string(t->shape[d]) + " in dimension " +
+                       std::to_string(d) + " of its shape " + dims_text(t->shape, t->ndim));
+    }
+    if (t->strides == nullptr || t->shape[d] == 1) continue;
+    if (t->strides[d] == INT64_MIN) {  // no magnitude in int64
+      overflow = true;
+      continue;
+    }
+    const int64_t stride = t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
+    overflow = overflow || __builtin_mul_overflow(stride, int64_t{element_size}, &step);
+    if (!overflow && t->shape[d] > 1) overflow = __builtin_mul_overflow(step, t->shape[d] - 1, &step);
+    overflow = overflow || __builtin_add_overflow(span, step, &span);
+  }
+  if (overflow) {
+    throw ValueError(fn + ": " + what + " of shape " + dims_text(t->shape, t->ndim) +
+                     " has strides whose byte offsets overflow int64; it cannot describe memory");
+  }
+}
+
 void check_output(const std::string& fn, size_t k, const DLTensor* out, const CallTypes& call, Promotion p) {
   std::string what = "out[" + std::to_string(k) + "]";
   DLDevice device = call.device;
@@ -239,6 +316,7 @@ void check_output(const std::string& fn, size_t k, const DLTensor* out, const Ca
     throw TypeError(fn + ": " + what + " has dtype " + dl_name(out->dtype) +
                     ", which kjit.elementwise does not support");
   EwType t = *type;
+  check_tensor_span(fn, what, out, size_of(t));
   if (shape_of(out) != call.shape) {
     std::string want, got;
     for (int64_t d : call.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
@@ -256,9 +334,9 @@ void check_output(const std::string& fn, size_t k, const DLTensor* out, const Ca
 void check_self_overlap(const std::string& fn, const DLTensor* const* outputs, size_t n_out) {
   for (size_t k = 0; k < n_out; ++k) {
     const DLTensor* o = outputs[k];
-    int64_t numel = 1;
-    for (int d = 0; d < o->ndim; ++d) numel *= o->shape[d];
-    for (int d = 0; numel > 0 && d < o->ndim; ++d) {
+    bool empty = false;
+    for (int d = 0; d < o->ndim; ++d) empty = empty || o->shape[d] == 0;
+    for (int d = 0; !empty && d < o->ndim; ++d) {
       if (o->shape[d] > 1 && o->strides != nullptr && o->strides[d] == 0) {
         throw ValueError(fn + ": out[" + std::to_string(k) + "] has stride 0 in dimension " + std::to_string(d) +
                          ": more than one element of the written-to tensor refers to a single memory location "

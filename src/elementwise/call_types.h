@@ -33,6 +33,16 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
 /// broadcast dims and scalars); no data, which each call binds.
 std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types);
 
+/// Throws ValueError naming the shape when the broadcast shape's size in bits, at
+/// `element_size` bytes an element (the call's widest), overflows int64: every
+/// product, extent and byte size the planner and the allocation compute from it
+/// then fits. (An out= tensor's own span is checked by check_tensor_span.)
+void check_broadcast_size(const std::string& fn, const std::vector<int64_t>& shape, int element_size);
+
+/// Throws ValueError naming `what` (e.g. "input #1") when a tensor's shape is
+/// negative or its byte offsets (stride x element size x extent) overflow int64.
+void check_tensor_span(const std::string& fn, const std::string& what, const DLTensor* t, int element_size);
+
 /// Checks out[k] against the call: device, supported dtype, shape, safe cast.
 void check_output(const std::string& fn, size_t k, const DLTensor* out, const CallTypes& types, Promotion p);
 
@@ -48,6 +58,13 @@ struct ScalarSlot {
 
 /// Writes a scalar operand's value converted to `type` (C++ conversions, as NumPy's).
 void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot);
+
+/// The type extra scalar #e travels to the kernel in, as JITerator passes extras
+/// (the entry's declared parameter type converts from it): a bool as bool, an int
+/// as int64, a float as float64, a complex in the complex compute type. Throws
+/// TypeError for a tensor, and for a complex value when the compute type is real
+/// (its imaginary part would be lost).
+EwType extra_travel_type(const std::string& fn, const EwOperand& extra, size_t e, EwType compute);
 
 /// Writes scalar input `i` in the type the kernel loads it in; a Python int is
 /// range-checked first (its value is the call's, not the plan's).

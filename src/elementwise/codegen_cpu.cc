@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "elementwise/entry_call.h"
 #include "elementwise/promotion.h"
 #include "support/embedded_headers.h"
 
@@ -13,17 +14,17 @@ namespace {
 /// C++ expression loading one element of `t` from byte pointer `p` as compute type C.
 std::string load_expr(EwType t, const std::string& p) {
   std::string storage = ew::storage_type(t);
-  std::string raw = "ld<" + storage + ">(" + p + ")";
-  if (t == EwType::kFloat16) return "static_cast<C>(float16_value(" + raw + "))";
-  if (t == EwType::kBFloat16) return "static_cast<C>(bfloat16_value(" + raw + "))";
-  return "static_cast<C>(" + raw + ")";
+  std::string raw = "__ld<" + storage + ">(" + p + ")";
+  if (t == EwType::kFloat16) return "static_cast<__C>(float16_value(" + raw + "))";
+  if (t == EwType::kBFloat16) return "static_cast<__C>(bfloat16_value(" + raw + "))";
+  return "static_cast<__C>(" + raw + ")";
 }
 
 std::string store_stmt(EwType t, const std::string& p, const std::string& v) {
   std::string storage = ew::storage_type(t);
-  if (t == EwType::kFloat16) return "st<uint16_t>(" + p + ", float16_bits(static_cast<double>(" + v + ")));";
-  if (t == EwType::kBFloat16) return "st<uint16_t>(" + p + ", bfloat16_bits(static_cast<double>(" + v + ")));";
-  return "st<" + storage + ">(" + p + ", static_cast<" + storage + ">(" + v + "));";
+  if (t == EwType::kFloat16) return "__st<uint16_t>(" + p + ", float16_bits(static_cast<double>(" + v + ")));";
+  if (t == EwType::kBFloat16) return "__st<uint16_t>(" + p + ", bfloat16_bits(static_cast<double>(" + v + ")));";
+  return "__st<" + storage + ">(" + p + ", static_cast<" + storage + ">(" + v + "));";
 }
 
 bool uses_complex(const EwKernelTypes& t) {
@@ -33,12 +34,17 @@ bool uses_complex(const EwKernelTypes& t) {
   for (EwType x : t.outputs) {
     if (is_complex(x)) return true;
   }
+  for (EwType x : t.extra) {
+    if (is_complex(x)) return true;
+  }
   return is_complex(t.compute);
 }
 
+/// Writes the loop. Its names are reserved identifiers (`__kjit...`, `__d0`, ...)
+/// and the entry is called qualified (entry_call.h), so any entry name works.
 class KernelWriter {
  public:
-  KernelWriter(const std::string& entry, const EwKernelTypes& types) : entry_(entry), t_(types) {
+  explicit KernelWriter(const EwKernelTypes& types) : t_(types) {
     n_out_ = t_.outputs.size();
     n_ops_ = n_out_ + t_.inputs.size();
   }
@@ -47,22 +53,11 @@ class KernelWriter {
   std::string element(const std::vector<std::string>& addr) const {
     std::ostringstream o;
     std::string args;
-    for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      args += (args.empty() ? "" : ", ") + load_expr(t_.inputs[i], addr[n_out_ + i]);
-    }
-    for (int e = 0; e < t_.num_extra; ++e) args += (args.empty() ? "" : ", ") + ("ex[" + std::to_string(e) + "]");
-    if (n_out_ == 1) {
-      o << "const C r0 = static_cast<C>(" << entry_ << "(" << args << ")); "
-        << store_stmt(t_.outputs[0], addr[0], "r0");
-      return o.str();
-    }
-    std::string refs;
-    for (size_t k = 0; k < n_out_; ++k) {
-      o << "C r" << k << "{}; ";
-      refs += ", r" + std::to_string(k);
-    }
-    o << entry_ << "(" << args << refs << "); ";
-    for (size_t k = 0; k < n_out_; ++k) o << store_stmt(t_.outputs[k], addr[k], "r" + std::to_string(k)) << " ";
+    for (size_t i = 0; i < t_.inputs.size(); ++i) args += ", " + load_expr(t_.inputs[i], addr[n_out_ + i]);
+    for (size_t e = 0; e < t_.extra.size(); ++e) args += ", __e" + std::to_string(e);
+    o << "__C __r[" << n_out_ << "]; __kjit_apply(__r" << args << "); ";
+    for (size_t k = 0; k < n_out_; ++k)
+      o << store_stmt(t_.outputs[k], addr[k], "__r[" + std::to_string(k) + "]") << " ";
     return o.str();
   }
 
@@ -74,12 +69,12 @@ class KernelWriter {
     std::string cond;
     std::vector<std::string> addr;
     for (size_t op = 0; op < n_ops_; ++op) {
-      cond += (cond.empty() ? "" : " && ") + ("s" + std::to_string(op) + " == " + std::to_string(size(op)));
-      addr.push_back("d" + std::to_string(op) + " + k * " + std::to_string(size(op)));
+      cond += (cond.empty() ? "" : " && ") + ("__s" + std::to_string(op) + " == " + std::to_string(size(op)));
+      addr.push_back("__d" + std::to_string(op) + " + __k * " + std::to_string(size(op)));
     }
     o << "  if (" << cond << ") {\n";
     if (n_out_ == 1) o << streaming();
-    o << "    for (int64_t k = 0; k < n; ++k) { " << element(addr) << "}\n    return;\n  }\n";
+    o << "    for (int64_t __k = 0; __k < __n; ++__k) { " << element(addr) << "}\n    return;\n  }\n";
     return o.str();
   }
 
@@ -88,27 +83,27 @@ class KernelWriter {
   /// (about 20% less memory traffic for a binary op, measured here).
   std::string streaming() const {
     const int s0 = size(0);
-    std::vector<std::string> in_block, in_tail, out_block;
+    std::vector<std::string> in_block, in_tail;
     for (size_t op = 0; op < n_ops_; ++op) {
-      in_block.push_back(op == 0 ? "buf + j * " + std::to_string(s0)
-                                 : "d" + std::to_string(op) + " + (k + j) * " + std::to_string(size(op)));
-      in_tail.push_back("d" + std::to_string(op) + " + k * " + std::to_string(size(op)));
+      in_block.push_back(op == 0 ? "__buf + __j * " + std::to_string(s0)
+                                 : "__d" + std::to_string(op) + " + (__k + __j) * " + std::to_string(size(op)));
+      in_tail.push_back("__d" + std::to_string(op) + " + __k * " + std::to_string(size(op)));
     }
     std::ostringstream o;
     o << "#if defined(__SSE2__)\n"
-      << "    if (n * " << s0 << " >= (int64_t{1} << 22)) {  // beyond the caches: stream the output\n"
-      << "      int64_t k = 0;\n"
-      << "      for (; k < n && (reinterpret_cast<uintptr_t>(d0 + k * " << s0 << ") & 15) != 0; ++k) { "
+      << "    if (__n * " << s0 << " >= (int64_t{1} << 22)) {  // beyond the caches: stream the output\n"
+      << "      int64_t __k = 0;\n"
+      << "      for (; __k < __n && (reinterpret_cast<uintptr_t>(__d0 + __k * " << s0 << ") & 15) != 0; ++__k) { "
       << element(in_tail) << "}\n"
-      << "      constexpr int64_t kBlock = 1024 / " << s0 << ";\n"
-      << "      alignas(16) char buf[1024];\n"
-      << "      for (; k + kBlock <= n; k += kBlock) {\n"
-      << "        for (int64_t j = 0; j < kBlock; ++j) { " << element(in_block) << "}\n"
-      << "        for (int q = 0; q < 1024; q += 16)\n"
-      << "          _mm_stream_si128(reinterpret_cast<__m128i*>(d0 + k * " << s0
-      << " + q), _mm_load_si128(reinterpret_cast<const __m128i*>(buf + q)));\n"
+      << "      constexpr int64_t __block = 1024 / " << s0 << ";\n"
+      << "      alignas(16) char __buf[1024];\n"
+      << "      for (; __k + __block <= __n; __k += __block) {\n"
+      << "        for (int64_t __j = 0; __j < __block; ++__j) { " << element(in_block) << "}\n"
+      << "        for (int __q = 0; __q < 1024; __q += 16)\n"
+      << "          _mm_stream_si128(reinterpret_cast<__m128i*>(__d0 + __k * " << s0
+      << " + __q), _mm_load_si128(reinterpret_cast<const __m128i*>(__buf + __q)));\n"
       << "      }\n"
-      << "      for (; k < n; ++k) { " << element(in_tail) << "}\n"
+      << "      for (; __k < __n; ++__k) { " << element(in_tail) << "}\n"
       << "      _mm_sfence();\n"
       << "      return;\n"
       << "    }\n"
@@ -122,32 +117,45 @@ class KernelWriter {
     std::string cond;
     std::vector<std::string> addr;
     for (size_t op = 0; op < n_ops_; ++op) {
-      std::string s = "s" + std::to_string(op);
+      std::string s = "__s" + std::to_string(op);
       if (op == b) {
         cond += (cond.empty() ? "" : " && ") + (s + " == 0");
-        addr.push_back("d" + std::to_string(op));
+        addr.push_back("__d" + std::to_string(op));
       } else {
         cond += (cond.empty() ? "" : " && ") + (s + " == " + std::to_string(size(op)));
-        addr.push_back("d" + std::to_string(op) + " + k * " + std::to_string(size(op)));
+        addr.push_back("__d" + std::to_string(op) + " + __k * " + std::to_string(size(op)));
       }
     }
-    o << "  if (" << cond << ") {\n    for (int64_t k = 0; k < n; ++k) { " << element(addr) << "}\n    return;\n  }\n";
+    o << "  if (" << cond << ") {\n    for (int64_t __k = 0; __k < __n; ++__k) { " << element(addr)
+      << "}\n    return;\n  }\n";
     return o.str();
   }
 
   std::string generic() const {
     std::vector<std::string> addr;
     for (size_t op = 0; op < n_ops_; ++op) {
-      addr.push_back("d" + std::to_string(op) + " + k * s" + std::to_string(op));
+      addr.push_back("__d" + std::to_string(op) + " + __k * __s" + std::to_string(op));
     }
-    return "  for (int64_t k = 0; k < n; ++k) { " + element(addr) + "}\n";
+    return "  for (int64_t __k = 0; __k < __n; ++__k) { " + element(addr) + "}\n";
+  }
+
+  /// Extra scalars, each in its own 16-byte slot in the type it travels in
+  /// (ew::extra_travel_type), loaded once: the loop's stores may alias them.
+  std::string extras() const {
+    std::ostringstream o;
+    for (size_t e = 0; e < t_.extra.size(); ++e) {
+      o << "  const " << ew::storage_type(t_.extra[e]) << " __e" << e << " = __ld<" << ew::storage_type(t_.extra[e])
+        << ">(static_cast<const char*>(__extra) + " << 16 * e << ");\n";
+    }
+    return o.str();
   }
 
   std::string body() const {
     std::ostringstream o;
+    o << (t_.extra.empty() ? "  (void)__extra;\n" : extras());
     for (size_t op = 0; op < n_ops_; ++op) {
-      o << "  char* const d" << op << " = data[" << op << "];\n"
-        << "  const int64_t s" << op << " = strides[" << op << "];\n";
+      o << "  char* const __d" << op << " = __data[" << op << "];\n"
+        << "  const int64_t __s" << op << " = __strides[" << op << "];\n";
     }
     o << contiguous();
     for (size_t i = 0; i < t_.inputs.size(); ++i) o << broadcast(n_out_ + i);
@@ -156,7 +164,6 @@ class KernelWriter {
   }
 
  private:
-  std::string entry_;
   const EwKernelTypes& t_;
   size_t n_out_ = 0, n_ops_ = 0;
 };
@@ -179,23 +186,23 @@ std::string emit_elementwise_cpu(const std::string& code, const std::string& ent
     << "#include <cmath>\n#include <cstdint>\n#include <cstring>\n"
     << "#if defined(__SSE2__)\n#include <emmintrin.h>\n#endif\n";
   if (uses_complex(types)) o << "#include <complex>\n";
-  o << "#line 1 \"code\"\n"
-    << code << "\n"
-    << "#line 1 \"kjit_elementwise_loop\"\n"
-    << detail::float16_conversions_text() << "namespace kjit_ew {\nnamespace {\n"
+  o << ew::wrap_user_code(code) << "#line 1 \"kjit_elementwise_loop\"\n"
+    << detail::float16_conversions_text() << "namespace __kjit_ew {\nnamespace {\n"
     << "using kjit_float16::bfloat16_bits;\nusing kjit_float16::bfloat16_value;\n"
     << "using kjit_float16::float16_bits;\nusing kjit_float16::float16_value;\n"
-    << "using C = " << ew::storage_type(types.compute) << ";\n"
+    << "using __C = " << ew::storage_type(types.compute) << ";\n"
     << "// memcpy: operands need not be aligned to their element size.\n"
-    << "template <typename S> inline S ld(const char* p) { S v; std::memcpy(&v, p, sizeof(S)); return v; }\n"
-    << "template <typename S> inline void st(char* p, S v) { std::memcpy(p, &v, sizeof(S)); }\n"
-    << "}  // namespace\n}  // namespace kjit_ew\n\n"
-    << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** data, const int64_t* "
-       "strides,\n"
-    << "                                                                       int64_t n, const void* extra) {\n"
-    << "  using namespace kjit_ew;\n"
-    << "  [[maybe_unused]] const C* ex = static_cast<const C*>(extra);\n";
-  KernelWriter w(entry, types);
+    << "template <typename __S> inline __S __ld(const char* __p) { __S __v; std::memcpy(&__v, __p, sizeof(__S)); "
+       "return __v; }\n"
+    << "template <typename __S> inline void __st(char* __p, __S __v) { std::memcpy(__p, &__v, sizeof(__S)); }\n"
+    << ew::entry_apply(ew::entry_callee(code, entry, "__C"), types.outputs.size(), "__C",
+                       "inline __attribute__((always_inline))", "")
+    << "}  // namespace\n}  // namespace __kjit_ew\n\n"
+    << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** __data, const int64_t* "
+       "__strides,\n"
+    << "                                                                       int64_t __n, const void* __extra) {\n"
+    << "  using namespace __kjit_ew;\n";
+  KernelWriter w(types);
   o << w.body() << "}\n";
   return o.str();
 }

@@ -16,7 +16,9 @@ struct EwKernelTypes {
   std::vector<EwType> outputs;
   std::vector<EwType> inputs;
   EwType compute = EwType::kFloat32;  ///< the entry's T
-  int num_extra = 0;                  ///< extra scalars, passed in the compute type
+  /// Per extra scalar, the type it travels in (ew::extra_travel_type): the entry's
+  /// declared parameter type converts from it, as JITerator passes extras.
+  std::vector<EwType> extra;
   /// CUDA only: by_value[i] when input i is a Python scalar, passed to the kernel
   /// by value (JITerator's CPU scalars) instead of through memory. Empty: none.
   std::vector<bool> by_value;
@@ -24,7 +26,8 @@ struct EwKernelTypes {
 };
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
-/// int64_t n, const void* extra)`, operands outputs first, strides in bytes.
+/// int64_t n, const void* extra)`, operands outputs first, strides in bytes, extra
+/// scalars in 16-byte slots.
 std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types);
 
 }  // namespace kjit

@@ -21,9 +21,10 @@ enum class EwCudaVariant {
 };
 const char* ew_cuda_variant_name(EwCudaVariant v);
 
-constexpr int kEwCudaThreads = 128;     ///< threads per block
-constexpr int kEwCudaMaxDims = 16;      ///< dims the offset calculator handles
-constexpr int kEwCudaMaxVecBytes = 16;  ///< widest vector access
+constexpr int kEwCudaThreads = 128;       ///< threads per block
+constexpr int kEwCudaMaxDims = 16;        ///< dims the offset calculator handles
+constexpr int kEwCudaMaxVecBytes = 16;    ///< widest vector access
+constexpr size_t kEwExtraSlotBytes = 16;  ///< each extra scalar's slot in kjit_extra (and on the CPU)
 
 /// The extern "C" kernel: "kjit_ew_vectorized4" (vec_width 4, 2 or 1 for
 /// kVectorized), "kjit_ew_strided", "kjit_ew_cast_contiguous", "kjit_ew_cast_strided".

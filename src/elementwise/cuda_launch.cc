@@ -212,13 +212,16 @@ std::vector<uint32_t> pack_offsets(const Loop& loop) {
   return words;
 }
 
-std::vector<unsigned char> pack_extra(const std::vector<EwOperand>& extra, EwType compute) {
+std::vector<unsigned char> pack_extra(const std::vector<EwOperand>& extra, const EwKernelTypes& types) {
+  internal_check(extra.size() == types.extra.size(), "extra scalars that do not match the kernel");
   std::vector<unsigned char> out;
   for (size_t e = 0; e < extra.size(); ++e) {
     if (extra[e].tensor != nullptr || extra[e].scalar == EwOperand::Scalar::kNone) {
       throw TypeError("kjit.elementwise: extra argument #" + std::to_string(e) + " must be a scalar");
     }
-    append_scalar(&out, extra[e], compute);
+    const size_t at = out.size();
+    append_scalar(&out, extra[e], types.extra[e]);
+    out.resize(at + kEwExtraSlotBytes, 0);
   }
   return out;
 }
@@ -274,8 +277,7 @@ std::vector<CudaLaunch> plan_cuda_launches(const Loop& loop, const EwKernelTypes
                                            const std::vector<unsigned char>& scalars) {
   internal_check(loop.data.size() == operand_count(types),
                  "a CUDA loop whose operands do not match the kernel's types");
-  internal_check(extra.size() == static_cast<size_t>(types.num_extra) * size_of(types.compute),
-                 "extra scalars that do not match the kernel");
+  internal_check(extra.size() == types.extra.size() * kEwExtraSlotBytes, "extra scalars that do not match the kernel");
   internal_check(scalars.size() == (types.by_value.empty() ? 0 : ew_cuda_scalars_layout(types).back()),
                  "by-value inputs that do not match the kernel");
   check_cuda_alignment(loop, types);
@@ -452,8 +454,7 @@ void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const Loop& loop, co
                              const std::vector<unsigned char>& scalars, int device, void* stream) {
   const CudaDriver& d = cuda_driver();  // first: no driver, no compile
   const EwKernelTypes& t = kernel.types();
-  internal_check(extra.size() == static_cast<size_t>(t.num_extra), "extra scalars that do not match the kernel");
-  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t.compute), scalars);
+  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t), scalars);
   ContextGuard guard(d, device);
   const int cc = compute_capability(d, device);
   for (CudaLaunch& l : launches) {

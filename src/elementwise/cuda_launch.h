@@ -59,9 +59,9 @@ struct CudaDivider {
 /// of size 1 are dropped. Throws NotImplementedError beyond kEwCudaMaxDims dims.
 std::vector<uint32_t> pack_offsets(const Loop& loop);
 
-/// The extra scalars in the compute type, laid out as the kernel's kjit_extra.
-/// Throws TypeError for a tensor among them.
-std::vector<unsigned char> pack_extra(const std::vector<EwOperand>& extra, EwType compute);
+/// The extra scalars laid out as the kernel's kjit_extra: each in its travel type
+/// (types.extra) in a slot of kEwExtraSlotBytes. Throws TypeError for a tensor.
+std::vector<unsigned char> pack_extra(const std::vector<EwOperand>& extra, const EwKernelTypes& types);
 
 /// The by-value inputs' values laid out as the kernel's kjit_scalars:
 /// values[i] points at input i's value in types.inputs[i] (null for tensor inputs).

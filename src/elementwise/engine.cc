@@ -47,7 +47,8 @@ std::string types_key(const EwKernelTypes& types) {
   key += '|';
   for (EwType t : types.inputs) key += static_cast<char>('A' + static_cast<int>(t));
   key += static_cast<char>('A' + static_cast<int>(types.compute));
-  key += static_cast<char>('0' + types.num_extra);
+  key += '|';
+  for (EwType t : types.extra) key += static_cast<char>('A' + static_cast<int>(t));
   for (bool v : types.by_value) key += v ? 'v' : 't';  // CUDA: which inputs come by value
   return key;
 }
@@ -136,8 +137,8 @@ std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_p
 void Elementwise::Impl::run_into(const std::vector<EwOperand>& inputs, const DLTensor* const* outputs, size_t n_out,
                                  const std::vector<EwOperand>& extra, Promotion promotion) {
   const ew::PlanLease plan =
-      plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, outputs, n_out, extra.size(), promotion); },
-                  [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra.size(), promotion)); });
+      plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, outputs, n_out, extra, promotion); },
+                  [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra, promotion)); });
   ew::run_plan(entry, *plan, inputs, outputs, extra, promotion, /*fresh_outputs=*/false);
 }
 
@@ -175,11 +176,10 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
                                  const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
   Impl& impl = *impl_;
   check_extra_are_scalars(impl.entry, extra);
-  const size_t n_extra = extra.size();
   const ew::PlanLease plan = impl.plans.lease(
-      [&](auto* sink) { ew::encode_call(sink, inputs, nullptr, 0, n_extra, promotion); },
+      [&](auto* sink) { ew::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
       [&] {
-        return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, n_extra, promotion));
+        return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra, promotion));
       });
   const size_t n_out = plan->outputs.size();
   NewOutputs outputs(n_out);

@@ -64,14 +64,16 @@ KJIT_INLINE void encode_tensor(Sink* sink, const DLTensor* t) {
   }
 }
 
-/// What a call's plan depends on: the rules, the counts, each input (a scalar by
-/// its kind only: a top-bit word no tensor's first word has) and each given output
-/// (none for an allocating call, whose plan lays its outputs out itself).
+/// What a call's plan depends on: the rules, the counts, each extra scalar's kind
+/// (the type it travels in), each input (a scalar by its kind only: a top-bit word
+/// no tensor's first word has) and each given output (none for an allocating call,
+/// whose plan lays its outputs out itself).
 template <class Sink>
 KJIT_INLINE void encode_call(Sink* sink, const std::vector<EwOperand>& inputs, const DLTensor* const* outputs,
-                             size_t n_out, size_t n_extra, Promotion p) {
+                             size_t n_out, const std::vector<EwOperand>& extra, Promotion p) {
   sink->word(uint64_t{inputs.size()} << 32 | uint64_t{n_out});
-  sink->word(uint64_t{n_extra} << 1 | uint64_t{p == Promotion::kTorch});
+  sink->word(uint64_t{extra.size()} << 1 | uint64_t{p == Promotion::kTorch});
+  for (const EwOperand& e : extra) sink->word(static_cast<uint64_t>(e.scalar));
   for (const EwOperand& in : inputs) {
     if (in.tensor != nullptr) {
       encode_tensor(sink, in.tensor);

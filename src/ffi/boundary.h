@@ -22,8 +22,9 @@ inline tvm::ffi::Error to_ffi_error(const CompileError& e) {
   return tvm::ffi::Error(e.kind(), e.what(), "", std::nullopt, context);
 }
 
-/// Runs f, turning a kjit::Error into the FFI error of its kind. Anything else is
-/// left to tvm-ffi, which reports it as an InternalError.
+/// Runs f, turning a kjit::Error into the FFI error of its kind, and a failed
+/// allocation into MemoryError. Anything else is left to tvm-ffi, which reports it
+/// as an InternalError.
 template <typename F>
 auto at_ffi_boundary(F&& f) -> decltype(f()) {
   try {
@@ -32,6 +33,9 @@ auto at_ffi_boundary(F&& f) -> decltype(f()) {
     throw to_ffi_error(e);
   } catch (const Error& e) {
     throw tvm::ffi::Error(e.kind(), e.what(), "");
+  } catch (const std::bad_alloc& e) {
+    throw tvm::ffi::Error(error_kind_name(ErrorKind::kMemoryError), std::string("out of memory (") + e.what() + ")",
+                          "");
   }
 }
 

@@ -14,6 +14,8 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "ffi/boundary.h"
@@ -174,14 +176,23 @@ void ew_run(PackedArgs args, Any* rv) {
   });
 }
 
+[[noreturn]] KJIT_COLD void throw_out_of_memory(const DLTensor& t, size_t bytes) {
+  std::string shape;
+  for (int d = 0; d < t.ndim; ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
+  throw detail::StdError<std::runtime_error>(
+      ErrorKind::kMemoryError, "kjit.elementwise: cannot allocate " + std::to_string(bytes) +
+                                   " bytes for an output of shape (" + shape + (t.ndim == 1 ? ",)" : ")"));
+}
+
 /// Host memory for outputs kjit allocates itself: 64-byte aligned from 4 KiB (the
 /// vector loops' and non-temporal stores' preference), malloc's 16 below, where
 /// aligned_alloc costs more than the call.
 struct HostAlloc {
   void AllocData(DLTensor* t) {
+    // The planner checked that the size fits (check_broadcast_size): no wrap here.
     size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
     t->data = bytes < 4096 ? std::malloc(bytes) : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (t->data == nullptr) throw std::bad_alloc();
+    if (t->data == nullptr) throw_out_of_memory(*t, bytes);
   }
   void FreeData(DLTensor* t) { std::free(t->data); }
 };
@@ -349,8 +360,8 @@ bool decode_call(PackedArgs args, int n_in, int n_out, bool scalar_inputs, CallS
 /// NumPy scalars into plain floats and ints: weak, which is what PyTorch makes of
 /// them, so torch calls pass `scalar_inputs`; under NumPy's rules they are strong,
 /// and only Python can tell them from its own scalars, so NumPy calls pass
-/// `scalar_inputs` only after checking. Extras are cast to the compute type either
-/// way.
+/// `scalar_inputs` only after checking. Extras travel as bool, int64 or double
+/// either way (ew::extra_travel_type).
 tvm::ffi::Function ew_function(int64_t id, int64_t promotion, bool scalar_inputs, bool into, int64_t n_extra) {
   return at_ffi_boundary([&] {
     std::shared_ptr<Elementwise> ew = engine_of(id);

@@ -64,12 +64,13 @@ struct Case {
   EwKernelTypes types;
 };
 
-EwKernelTypes types_of(std::vector<T> outputs, std::vector<T> inputs, T compute, int num_extra = 0) {
+/// `extra`: the travel type of each extra scalar (ew::extra_travel_type).
+EwKernelTypes types_of(std::vector<T> outputs, std::vector<T> inputs, T compute, std::vector<T> extra = {}) {
   EwKernelTypes t;
   t.outputs = std::move(outputs);
   t.inputs = std::move(inputs);
   t.compute = compute;
-  t.num_extra = num_extra;
+  t.extra = std::move(extra);
   return t;
 }
 
@@ -98,8 +99,10 @@ std::vector<Case> cases() {
       {"divmod_int64_cast", kDivmod, "divmod", types_of({T::kInt64, T::kInt32}, {T::kInt32, T::kInt16}, T::kInt64)},
       {"divmod_float16_cast", kDivmod, "divmod",
        types_of({T::kFloat16, T::kBFloat16}, {T::kFloat16, T::kFloat16}, T::kFloat32)},
-      {"axpy_extra_float64", kAxpy, "axpy", types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, 2)},
-      {"axpy_extra_float16", kAxpy, "axpy", types_of({T::kFloat16}, {T::kFloat16, T::kFloat16}, T::kFloat32, 2)},
+      {"axpy_extra_float64", kAxpy, "axpy",
+       types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, {T::kFloat64, T::kInt64})},
+      {"axpy_extra_float16", kAxpy, "axpy",
+       types_of({T::kFloat16}, {T::kFloat16, T::kFloat16}, T::kFloat32, {T::kFloat64, T::kInt64})},
       {"complex64", kComplex, "cfma", types_of({T::kComplex64}, {T::kComplex64, T::kComplex64}, T::kComplex64)},
       {"complex128_cast", kComplex, "cfma", types_of({T::kComplex128}, {T::kFloat64, T::kComplex64}, T::kComplex128)},
       {"complex_into_bool", kAdd, "add", types_of({T::kBool}, {T::kComplex64, T::kInt32}, T::kComplex64)},
@@ -114,7 +117,8 @@ std::vector<Case> cases() {
       {"complex128_scalar", kComplex, "cfma",
        by_value(types_of({T::kComplex128}, {T::kComplex128, T::kComplex128}, T::kComplex128), {false, true})},
       {"axpy_scalars_and_extra", kAxpy, "axpy",
-       by_value(types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, 2), {false, true})},
+       by_value(types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, {T::kFloat64, T::kInt64}),
+                {false, true})},
   };
 }
 
@@ -300,7 +304,39 @@ TEST_F(ElementwiseCudaErrors, ErrorOnlyForSomeDtypesNamesThem) {
 TEST_F(ElementwiseCudaErrors, MissingEntryIsReported) {
   std::string msg =
       error_of(kAdd, "sub", types_of({T::kInt64}, {T::kInt64, T::kInt64}, T::kInt64), EwCudaVariant::kCastContiguous);
-  EXPECT_NE(msg.find("\"sub\" is undefined"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("namespace \"kjit_user_code\" has no member \"sub\""), std::string::npos) << msg;
+}
+
+TEST_F(ElementwiseCudaErrors, AnyEntryNameAndEitherOutputFormCompile) {
+  // Issue 15 classes 1, 2 and 8: the generated code's own names, math names, and
+  // a single output written through a reference.
+  const EwKernelTypes t = types_of({T::kFloat32}, {T::kInt32, T::kFloat32}, T::kFloat32, {T::kFloat64});
+  for (const char* name : {"n",
+                           "data",
+                           "oc",
+                           "sc",
+                           "ex",
+                           "j",
+                           "k",
+                           "i",
+                           "r",
+                           "start",
+                           "remaining",
+                           "off",
+                           "in0",
+                           "out0",
+                           "kjit_complex",
+                           "kjit_unrolled",
+                           "kjit_ptrs",
+                           "sin",
+                           "abs",
+                           "div"}) {
+    const std::string code = std::string("template <typename T> T ") + name + "(T a, T b, double s) { return a * b; }";
+    EXPECT_EQ(error_of(code.c_str(), name, t, EwCudaVariant::kCastStrided), "") << name;
+  }
+  const char* by_ref = "template <typename T> void neg(T a, T& out) { out = -a; }";
+  EXPECT_EQ(error_of(by_ref, "neg", types_of({T::kFloat64}, {T::kFloat64}, T::kFloat64), EwCudaVariant::kVectorized),
+            "");
 }
 
 TEST_F(ElementwiseCudaErrors, BadArchIsAValueError) {
@@ -530,36 +566,41 @@ TEST(ElementwiseCudaPacking, ContiguousArgumentsWithExtraScalars) {
   loop.shape = {1000};
   loop.strides = {{8}, {8}};
   loop.data = {at(0x1000), at(0x9000)};
-  std::vector<unsigned char> extra = pack_extra({EwOperand::of_float(2.5), EwOperand::of_int(-3)}, T::kFloat64);
+  std::vector<unsigned char> extra = pack_extra({EwOperand::of_float(2.5), EwOperand::of_float(-3)},
+                                                types_of({}, {}, T::kFloat64, {T::kFloat64, T::kFloat64}));
   CudaKernelArgs a = pack_cuda_args(loop, EwCudaVariant::kVectorized, extra);
   EXPECT_TRUE(a.offsets.empty());
   std::vector<void*> p = a.pointers();
   ASSERT_EQ(p.size(), 3u);  // n, data, extra
   EXPECT_EQ(*static_cast<int32_t*>(p[0]), 1000);
   double v[2];
-  std::memcpy(v, p[2], sizeof(v));
+  std::memcpy(&v[0], static_cast<char*>(p[2]), sizeof(double));
+  std::memcpy(&v[1], static_cast<char*>(p[2]) + kEwExtraSlotBytes, sizeof(double));
   EXPECT_EQ(v[0], 2.5);
   EXPECT_EQ(v[1], -3.0);
   EXPECT_EQ(pack_cuda_args(loop, EwCudaVariant::kStrided, extra).pointers().size(), 4u);
 }
 
-TEST(ElementwiseCudaPacking, ExtraScalarsInTheComputeType) {
-  std::vector<unsigned char> b = pack_extra({EwOperand::of_int(int64_t{1} << 40), EwOperand::of_bool(true)}, T::kInt64);
-  ASSERT_EQ(b.size(), 16u);
-  int64_t i[2];
-  std::memcpy(i, b.data(), sizeof(i));
-  EXPECT_EQ(i[0], int64_t{1} << 40);
-  EXPECT_EQ(i[1], 1);
-  b = pack_extra({EwOperand::of_complex(1.5, -2)}, T::kComplex64);
-  ASSERT_EQ(b.size(), 8u);
+TEST(ElementwiseCudaPacking, ExtraScalarsInTheirTravelTypes) {
+  std::vector<unsigned char> b = pack_extra({EwOperand::of_int(int64_t{1} << 40), EwOperand::of_bool(true)},
+                                            types_of({}, {}, T::kInt32, {T::kInt64, T::kBool}));
+  ASSERT_EQ(b.size(), 2 * kEwExtraSlotBytes);
+  int64_t i = 0;
+  std::memcpy(&i, b.data(), sizeof(i));
+  EXPECT_EQ(i, int64_t{1} << 40);
+  EXPECT_EQ(b[kEwExtraSlotBytes], 1);
+  b = pack_extra({EwOperand::of_complex(1.5, -2)}, types_of({}, {}, T::kComplex64, {T::kComplex64}));
+  ASSERT_EQ(b.size(), kEwExtraSlotBytes);
   float c[2];
   std::memcpy(c, b.data(), sizeof(c));
   EXPECT_EQ(c[0], 1.5f);
   EXPECT_EQ(c[1], -2.0f);
-  EXPECT_EQ(pack_extra({EwOperand::of_float(0.5)}, T::kFloat32).size(), 4u);
-  EXPECT_EQ(pack_extra({EwOperand::of_float(0.0)}, T::kBool), std::vector<unsigned char>{0});
+  b = pack_extra({EwOperand::of_float(2.5)}, types_of({}, {}, T::kInt32, {T::kFloat64}));
+  double d = 0;
+  std::memcpy(&d, b.data(), sizeof(d));
+  EXPECT_EQ(d, 2.5);  // not cast to the int32 compute type
   DLTensor t{};
-  EXPECT_THROW(pack_extra({EwOperand::of(&t)}, T::kFloat32), TypeError);
+  EXPECT_THROW(pack_extra({EwOperand::of(&t)}, types_of({}, {}, T::kFloat32, {T::kFloat32})), TypeError);
 }
 
 TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
@@ -594,7 +635,8 @@ TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
   loop.strides = {{8}, {0}, {8}, {0}, {0}, {0}};
   loop.data = {at(0x1000), nullptr, at(0x2000), nullptr, nullptr, nullptr};
   CudaKernelArgs a =
-      pack_cuda_args(loop, EwCudaVariant::kCastStrided, pack_extra({EwOperand::of_float(1)}, T::kFloat64), packed);
+      pack_cuda_args(loop, EwCudaVariant::kCastStrided,
+                     pack_extra({EwOperand::of_float(1)}, types_of({}, {}, T::kFloat64, {T::kFloat64})), packed);
   std::vector<void*> p = a.pointers();
   ASSERT_EQ(p.size(), 5u);  // n, data, offsets, scalars, extra
   EXPECT_EQ(p[3], a.scalars.data());
@@ -756,7 +798,7 @@ std::string emulation_entry(const std::string& kernel, const EwKernelTypes& t, E
   if (strided) call += ", *static_cast<kjit_offsets*>(args[" + std::to_string(next++) + "])";
   const bool scalars = std::find(t.by_value.begin(), t.by_value.end(), true) != t.by_value.end();
   if (scalars) call += ", *static_cast<kjit_scalars*>(args[" + std::to_string(next++) + "])";
-  if (t.num_extra > 0) call += ", *static_cast<kjit_extra*>(args[" + std::to_string(next++) + "])";
+  if (!t.extra.empty()) call += ", *static_cast<kjit_extra*>(args[" + std::to_string(next++) + "])";
   return "extern \"C\" void kjit_emulate_" + kernel + "(unsigned grid, void** args) {\n" +
          "  for (unsigned b = 0; b < grid; ++b) {\n    for (unsigned t = 0; t < " + std::to_string(kEwCudaThreads) +
          "; ++t) {\n      blockIdx.x = b;\n      threadIdx.x = t;\n      " + call + ");\n    }\n  }\n}\n";
@@ -816,7 +858,7 @@ std::vector<CudaLaunch> run_emulated(const char* code, const char* entry, const 
                                      const std::vector<const void*>& scalar_values = {}) {
   std::vector<unsigned char> scalars =
       scalar_values.empty() ? std::vector<unsigned char>{} : pack_scalars(t, scalar_values);
-  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t.compute), scalars);
+  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t), scalars);
   std::map<EwCudaVariant, std::unique_ptr<EmulatedModule>> modules;
   for (CudaLaunch& l : launches) {
     std::unique_ptr<EmulatedModule>& m = modules[l.variant];
@@ -894,7 +936,7 @@ TEST_F(ElementwiseCudaEmulated, VectorizedWithExtraScalars) {
     x.as<double>()[i] = static_cast<double>(i);
     y.as<double>()[i] = static_cast<double>(n - i);
   }
-  EwKernelTypes t = types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, 2);
+  EwKernelTypes t = types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64, {T::kFloat64, T::kInt64});
   auto launches = run_emulated(kAxpy, "axpy", t, contiguous_loop(n, {out.data(), x.data(), y.data()}, {8, 8, 8}),
                                {EwOperand::of_float(0.5), EwOperand::of_int(-2)});
   ASSERT_EQ(launches.size(), 1u);
@@ -940,8 +982,8 @@ TEST_F(ElementwiseCudaEmulated, CastStridedWithScalarsOfMixedWidthAndExtra) {
   loop.shape = {cols, rows};
   loop.strides = {{8, 8 * cols}, {4 * rows, 4}, {0, 0}, {0, 0}};
   loop.data = {out.data(), a.data(), nullptr, nullptr};
-  EwKernelTypes t =
-      by_value(types_of({T::kFloat64}, {T::kInt32, T::kFloat64, T::kInt8}, T::kFloat64, 1), {false, true, true});
+  EwKernelTypes t = by_value(types_of({T::kFloat64}, {T::kInt32, T::kFloat64, T::kInt8}, T::kFloat64, {T::kFloat64}),
+                             {false, true, true});
   const double s = 1.5;
   const int8_t b = -3;
   auto launches = run_emulated(code, "f", t, loop, {EwOperand::of_float(10)}, {nullptr, &s, &b});
@@ -993,7 +1035,7 @@ TEST_F(ElementwiseCudaEmulated, CastStridedMultiOutputWithExtra) {
   loop.shape = {cols, rows};
   loop.strides = {{8, 8 * cols}, {2, 2 * cols}, {4 * rows, 4}, {4, 0}};
   loop.data = {x.data(), y.data(), a.data(), b.data()};
-  EwKernelTypes t = types_of({T::kFloat64, T::kInt16}, {T::kInt32, T::kFloat32}, T::kFloat32, 1);
+  EwKernelTypes t = types_of({T::kFloat64, T::kInt16}, {T::kInt32, T::kFloat32}, T::kFloat32, {T::kFloat64});
   auto launches = run_emulated(code, "f", t, loop, {EwOperand::of_float(2.5)});
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].variant, EwCudaVariant::kCastStrided);

@@ -1,0 +1,42 @@
+// How a generated elementwise kernel reaches the user's entry function. The
+// computation string is compiled inside its own namespace and the entry is called
+// qualified, as JITerator calls it (`name<compute type>(...)`): no name of the
+// generated loop can hide it and no <cmath>/<cstdlib> overload can win over it.
+// One generated function (`__kjit_apply`) calls it in either form: results
+// returned (one value, or a tuple-like or aggregate for several outputs) or
+// written through trailing `T&` parameters.
+#ifndef KJIT_SRC_ELEMENTWISE_ENTRY_CALL_H_
+#define KJIT_SRC_ELEMENTWISE_ENTRY_CALL_H_
+
+#include <cstddef>
+#include <string>
+
+namespace kjit {
+namespace ew {
+
+/// The namespace the computation string is compiled in.
+inline constexpr const char* kUserNamespace = "kjit_user_code";
+
+/// The computation string inside namespace kjit_user_code, lines numbered as in
+/// the string (file "code"). Each `#include` line is left at global scope: the
+/// namespace closes before it and reopens after.
+std::string wrap_user_code(const std::string& code);
+
+/// How generated code calls the entry: "::kjit_user_code::ns::f<compute>" for a
+/// function template (JITerator's call), "::kjit_user_code::ns::f" otherwise.
+/// `compute` is the compute type's spelling in the generated source.
+std::string entry_callee(const std::string& code, const std::string& entry, const std::string& compute);
+
+/// Source of `template <class... A> void __kjit_apply(C* r, A... a)`, which calls
+/// `callee(a...)` and leaves its `n_out` results in r[0..n_out): by return when
+/// the entry returns a value for those arguments, else through `n_out` trailing
+/// reference arguments. `compute` spells C; `fn_attrs` prefixes the function
+/// ("inline" on the CPU, "__device__ __forceinline__" on CUDA) and `decl_attrs`
+/// the unevaluated helper ("", "__device__"). Needs no header.
+std::string entry_apply(const std::string& callee, size_t n_out, const std::string& compute,
+                        const std::string& fn_attrs, const std::string& decl_attrs);
+
+}  // namespace ew
+}  // namespace kjit
+
+#endif  // KJIT_SRC_ELEMENTWISE_ENTRY_CALL_H_

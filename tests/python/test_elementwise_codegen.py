@@ -1,0 +1,268 @@
+"""kjit.elementwise regressions of issue 15 (classes 1, 2, 6, 7, 8, 10) and issue 12
+(elementwise sizes that overflow, user exceptions): one test per class, CPU."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kjit
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+# Every identifier the generated CPU and CUDA code uses, and C/C++ standard names.
+_GENERATED = ["k", "n", "j", "q", "i", "u", "e", "V", "r", "r0", "d0", "s0", "ex", "buf", "data", "strides", "extra",
+              "C", "ld", "st", "kBlock", "start", "remaining", "off", "oc", "sc", "in0", "out0", "vec_t", "v0", "w0",
+              "kjit_ew", "kjit_ew_kernel", "kjit_float16", "float16_bits", "float16_value", "bfloat16_value",
+              "kjit_complex", "kjit_ptrs", "kjit_extra", "kjit_unrolled", "kjit_user_code", "KJIT_WORK"]
+_STANDARD = ["sin", "exp", "abs", "div", "max", "min", "swap", "move", "forward", "get", "tuple", "complex", "size_t",
+             "int64_t", "uintptr_t", "memcpy", "malloc", "printf", "std", "main", "_mm_sfence", "declval", "real"]
+
+
+@pytest.mark.parametrize("names", [_GENERATED, _STANDARD], ids=["generated", "standard"])
+def test_any_entry_name_compiles_and_is_called(names):
+    """Class 1: the generated code's names cannot clash with the entry's."""
+    x = np.arange(4.0)
+    for name in names:
+        f = kjit.elementwise(f"template <typename T> T {name}(T a, T b) {{ return a * b + T(1); }}")
+        assert f.name == name
+        np.testing.assert_array_equal(f(x, x), x * x + 1, err_msg=name)
+
+
+_MATH_UNARY = ["sin", "exp", "sqrt", "floor", "fabs"]
+_MATH_BINARY = ["remainder", "fmod", "pow", "fmax", "hypot", "atan2", "copysign"]
+
+
+def test_user_functions_named_like_math_functions_are_called():
+    """Class 2: a user's `sin` is the one called, not <cmath>'s."""
+    x = np.array([0.25, 2.0, 9.0])
+    for name in _MATH_UNARY:
+        f = kjit.elementwise(f"template <typename T> T {name}(T a) {{ return a + 100; }}")
+        np.testing.assert_array_equal(f(x), x + 100, err_msg=name)
+    for name in _MATH_BINARY:
+        f = kjit.elementwise(f"template <typename T> T {name}(T a, T b) {{ return a - b + 100; }}")
+        np.testing.assert_array_equal(f(x, x), np.full(3, 100.0), err_msg=name)
+    absf = kjit.elementwise("template <typename T> T abs(T a) { return a + 100; }")
+    for dtype in (np.float32, np.int32):
+        a = np.array([-3, 4], dtype)
+        np.testing.assert_array_equal(absf(a), a + 100)
+    div = kjit.elementwise("template <typename T> T div(T a, T b) { return a * 10 + b; }")
+    np.testing.assert_array_equal(div(np.array([7, 9], np.int32), np.int32(2)), [72, 92])
+    # Unqualified calls inside the user's code find the user's function too.
+    user = kjit.elementwise("template <typename T> T sqrt(T a) { return a; }\n"
+                            "template <typename T> T twice_root(T a) { return sqrt(a) * 2; }")
+    np.testing.assert_array_equal(user(np.array([9.0])), [18.0])
+
+
+def test_includes_in_the_code_string_stay_at_global_scope():
+    f = kjit.elementwise("#include <algorithm>\n#include <cmath>\n"
+                         "template <typename T> T clip1(T a) { return std::min(std::max(a, T(-1)), T(1)); }")
+    np.testing.assert_array_equal(f(np.array([-3.0, 0.5, 7.0])), [-1.0, 0.5, 1.0])
+
+
+@pytest.mark.parametrize("value", [
+    ml_dtypes.bfloat16(12.3125), np.float16(12.3125), np.float32(12.3125), np.float64(12.3125), np.int8(12),
+    np.uint64(12), np.bool_(True), np.complex64(1 + 2j), np.complex128(3 - 1j), np.array(12.3125),
+    np.array(12.3125, ml_dtypes.bfloat16), 12.3125, 12, True,
+], ids=repr)
+def test_operands_passed_by_description_outlive_the_call(value):
+    """Class 6: NumPy scalars (incl. bfloat16, passed by address), 0-d arrays and
+    Python scalars give the value NumPy computes."""
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    x = np.array([1.0, -6.5], dtype=ml_dtypes.bfloat16)
+    for _ in range(3):  # garbage in freed memory would show within a few calls
+        np.asarray(np.arange(64.0) * 1e9)  # reuse the freed block, if any
+        got = add(x, value)
+        np.testing.assert_array_equal(got, np.add(x, value).astype(got.dtype))
+    ro = np.array([2.0, 4.0], ml_dtypes.bfloat16)
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(add(ro, ml_dtypes.bfloat16(0.5)), [2.5, 4.5])
+
+
+def _may_raise_overlap(f, a, b, out):
+    try:
+        f(a, b, out=out)
+    except ValueError as err:
+        assert "overlaps" in str(err)
+        return True
+    return False
+
+
+def test_no_false_overlap_errors():
+    """Class 7: outputs that share no element with an input run."""
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    x = np.arange(10.0)
+    add(x[1::2], 1.0, out=x[::2])
+    np.testing.assert_array_equal(x[::2], [2.0, 4.0, 6.0, 8.0, 10.0])
+    m = np.arange(16.0).reshape(4, 4)
+    add(m[:, :2], 1.0, out=m[:, 2:])
+    np.testing.assert_array_equal(m[:, 2:], m[:, :2] + 1)
+    z = np.array([1 + 2j, 3 + 4j])
+    add(z.imag, 10.0, out=z.real)
+    np.testing.assert_array_equal(z, [12 + 2j, 14 + 4j])
+    y = np.arange(6.0)
+    add(y, 1.0, out=y)  # exact in place stays allowed
+    np.testing.assert_array_equal(y, np.arange(6.0) + 1)
+    with pytest.raises(ValueError, match=r"out\[0\] partially overlaps input #0"):
+        add(y[1:], y[1:], out=y[:-1])
+
+
+def test_overlap_agrees_with_numpy_shares_memory():
+    """Class 7, as NumPy's test_mem_overlap: random views of one buffer. kjit
+    refuses exactly when np.shares_memory says an element is shared, unless the
+    output is the input itself."""
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    rng = np.random.default_rng(7)
+    base = np.zeros(400, np.float64)
+    outcomes = set()
+    for _ in range(300):
+        shape = tuple(int(s) for s in rng.integers(1, 5, size=rng.integers(1, 3)))
+        views = []
+        for _ in range(2):
+            step = [int(s) for s in rng.choice([-3, -2, -1, 1, 2, 3], size=len(shape))]
+            start = int(rng.integers(100, 300))
+            strides = tuple(st * 8 * m for st, m in zip(step, (7, 1)[:len(shape)][::-1] if len(shape) == 2 else (1,)))
+            views.append(np.lib.stride_tricks.as_strided(base[start:], shape, strides))
+        a, out = views
+        same_start = a.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+        identical = same_start and all(sa == so for sa, so, n in zip(a.strides, out.strides, shape) if n > 1)
+        refused = _may_raise_overlap(add, a, 0.0, out)
+        assert refused == (np.shares_memory(a, out) and not identical), (shape, a.strides, out.strides)
+        outcomes.add((refused, np.may_share_memory(a, out)))
+    assert outcomes == {(True, True), (False, True), (False, False)}  # refused; bounds meet, no element shared; apart
+
+
+def test_single_output_by_reference_and_several_by_return():
+    """Class 8: both forms for any output count."""
+    ref1 = kjit.elementwise("template <typename T> void neg(T a, T& out) { out = -a; }", num_outputs=1)
+    np.testing.assert_array_equal(ref1(np.arange(3.0)), [0.0, -1.0, -2.0])
+    o = np.empty(3)
+    ref1(np.arange(3.0), out=o)
+    np.testing.assert_array_equal(o, [0.0, -1.0, -2.0])
+    ret2 = kjit.elementwise("#include <utility>\n"
+                            "template <typename T> std::pair<T, T> sd(T a, T b) { return {a + b, a - b}; }",
+                            num_outputs=2)
+    s, d = ret2(np.array([5, 7]), np.array([1, 2]))
+    assert s.tolist() == [6, 9] and d.tolist() == [4, 5]
+    ref3 = kjit.elementwise("template <typename T> void three(T a, T& x, T& y, T& z) { x = a; y = 2 * a; z = 3 * a; }",
+                            num_outputs=3)
+    assert [r.tolist() for r in ref3(np.array([1.0, 2.0]))] == [[1, 2], [2, 4], [3, 6]]
+    with pytest.raises(kjit.CompileError, match="the entry function must take the inputs and extra scalars"):
+        kjit.elementwise("template <typename T> void bad(T a) {}")(np.arange(2.0))
+
+
+def test_extra_scalars_keep_their_type():
+    """Class 10: extras travel as bool/int64/float64 (complex: the compute type) and
+    convert to the entry's declared parameter type."""
+    scale = kjit.elementwise("template <typename T> T scale(T x, double s) { return x * s; }")
+    got = scale(np.array([3, -3], np.int32), s=2.5)
+    assert got.dtype == np.int32 and got.tolist() == [7, -7]
+    big = kjit.elementwise("template <typename T> T big(T x, long long s) { return x + T(s % 1000); }")
+    assert big(np.array([1.0]), s=2**62 + 7).tolist() == [1.0 + (2**62 + 7) % 1000]
+    with pytest.raises(TypeError, match=r"scale: extra argument 's' is complex \(\(2\+1j\)\) but the kernel computes "
+                                        r"in float64, a real type: its imaginary part would be lost"):
+        scale(np.array([1.0]), s=2 + 1j)
+    with pytest.raises(TypeError, match="extra argument 's' is complex"):
+        scale(np.array([1], np.int32), s=np.complex64(1j))
+
+
+def test_extra_complex_to_a_real_kernel_from_cpp_is_a_type_error():
+    """The engine's own check (C++ callers and the call functions): TypeError naming the position."""
+    import tvm_ffi  # noqa: PLC0415
+
+    from kjit._lib import api  # noqa: PLC0415
+
+    eid, _ = api.ew_create("template <typename T> T f(T x, T s) { return x * s; }", "", 1, "", False)
+    with pytest.raises(TypeError, match=r"f: extra argument #0 is complex \(1.000000\+2.000000j\) but the kernel "
+                                        "computes in float64, a real type"):
+        api.ew_run(eid, 0, 1, 1, tvm_ffi.from_dlpack(np.ones(2)), tvm_ffi.from_dlpack(np.ones(2)), [1.0, 2.0])
+    api.ew_free(eid)
+
+
+def _run(code: str):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
+def test_sizes_that_overflow_are_value_errors_and_huge_ones_memory_errors():
+    """Issue 12: a broadcast of zero-stride views to 2^60 elements, whose size in
+    bytes wraps, is a ValueError naming the shape; a huge valid size a
+    MemoryError; the process lives (subprocess)."""
+    r = _run("""
+        import numpy as np, kjit
+        add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+        a = np.broadcast_to(np.float32(1), (2**60,))
+        for call in (lambda: add(a, a), lambda: add(a, a, out=np.empty(1, np.float32))):
+            try:
+                call()
+            except ValueError as e:
+                print("ValueError:", e)
+        b = np.broadcast_to(np.float32(1), (2**44,))
+        try:
+            add(b, b)
+        except MemoryError as e:
+            print("MemoryError")
+        print("alive")
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == ("ValueError: add: the broadcast shape (1152921504606846976,) has too many elements: at 4 "
+                        "bytes each, its size in bits overflows int64 (at most 2^60 bytes)")
+    assert lines[1].startswith("ValueError: add: the broadcast shape (1152921504606846976,)")
+    assert lines[2:] == ["MemoryError", "alive"]
+
+
+def test_huge_output_allocated_by_kjit_is_a_memory_error():
+    torch = pytest.importorskip("torch")
+    r = _run("""
+        import torch, kjit
+        add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+        t = torch.ones(1).expand(2**44)
+        try:
+            add(t, t)
+        except MemoryError as e:
+            print(e)
+        print("alive")
+    """)
+    del torch
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["kjit.elementwise: cannot allocate 70368744177664 bytes for an output of shape "
+                                     "(17592186044416,)", "alive"]
+
+
+_THROWS = """
+#include <new>
+#include <stdexcept>
+template <typename T> T f(T a) {
+  if (a == T(KIND)) {
+    if (KIND == 1) throw 42;
+    if (KIND == 2) throw std::invalid_argument("a is 2");
+    if (KIND == 3) throw std::out_of_range("a is 3");
+    if (KIND == 4) throw std::bad_alloc();
+    throw std::runtime_error("a is 5");
+  }
+  return a;
+}
+"""
+
+
+@pytest.mark.parametrize("kind,exc,message", [
+    (1, RuntimeError, "f: the entry function threw an exception that is not a std::exception"),
+    (2, ValueError, "a is 2"), (3, IndexError, "a is 3"), (4, MemoryError, "std::bad_alloc"),
+    (5, RuntimeError, "a is 5"),
+])
+@pytest.mark.parametrize("n", [16, 1 << 20], ids=["one_thread", "pool"])
+def test_user_exceptions_map_like_checked_kernels(kind, exc, message, n):
+    """Issue 12: what the entry throws, also on a pool worker (the element sits in
+    the last chunk), reaches the caller as the checked kernels' table says."""
+    kjit.set_num_threads(2)
+    try:
+        f = kjit.elementwise(_THROWS.replace("KIND", str(kind)))
+        x = np.zeros(n)
+        x[-1] = kind
+        with pytest.raises(exc, match=message):
+            f(x)
+        np.testing.assert_array_equal(f(np.zeros(n)), np.zeros(n))  # the pool still works
+    finally:
+        kjit.set_num_threads(0)
