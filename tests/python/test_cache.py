@@ -277,7 +277,7 @@ def test_non_ascii_module_name_is_a_spec_error(tmp_path):
     with pytest.raises(kjit.SpecError) as info:
         kjit.load_inline("mod\u00e9", cpp_sources=SOURCE, functions=FUNCTIONS, build_directory=str(tmp_path))
     assert str(info.value) == ("module name 'mod\u00e9' is not a C identifier (letters, digits and '_', "
-                               "not starting with a digit)")
+                               "not starting with a digit); it has a non-ASCII character '\u00e9' (U+00E9)")
 
 
 # ---- changed headers are noticed ----
