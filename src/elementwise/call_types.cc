@@ -136,11 +136,9 @@ void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
 EwType extra_travel_type(const std::string& fn, const EwOperand& extra, size_t e, EwType compute) {
   switch (extra.scalar) {
     case EwOperand::Scalar::kBool:
-      return EwType::kBool;
     case EwOperand::Scalar::kInt:
-      return EwType::kInt64;
     case EwOperand::Scalar::kFloat:
-      return EwType::kFloat64;
+      return scalar_type(extra);  // as an input scalar travels
     case EwOperand::Scalar::kComplex:
       if (is_complex(compute)) return compute;
       throw TypeError(fn + ": extra argument #" + std::to_string(e) + " is complex (" + std::to_string(extra.real) +
