@@ -31,6 +31,12 @@ def _is_torch_tensor(x) -> bool:
 _from_dlpack = np.from_dlpack  # kjit's own results (tvm_ffi.Tensor) as NumPy arrays
 
 
+def _numpy_result(result):
+    """A result for NumPy inputs: an array, or a NumPy scalar when 0-d (as ufuncs return)."""
+    a = _from_dlpack(result)
+    return a if a.ndim else a[()]
+
+
 def _as_torch(result):
     """A result of torch inputs: tvm-ffi already made it a torch tensor, unless torch
     passed no DLPack exchange API."""
@@ -205,7 +211,7 @@ def _tensors_of(out, tensor_type, num_outputs) -> bool:
 
 
 def _numpy_results(results):
-    return tuple(_from_dlpack(r) for r in results)
+    return tuple(_numpy_result(r) for r in results)
 
 
 def _torch_results(results):
@@ -216,8 +222,8 @@ class _Engine:
     """One kjit::Elementwise (by id), its call functions by call class, and the
     checked path; frees the engine when collected."""
 
-    def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool):
-        self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose)
+    def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool, compute: str):
+        self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose, compute)
         self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
         self.functions: dict = {}  # call class -> call function, made on first use
@@ -258,6 +264,8 @@ class _Engine:
         api.ew_run(self.id, promotion, len(args), len(outs), *args, *out_args, *extra)
         if out is not None:
             return out
+        if framework == "numpy":  # 0-d results are NumPy scalars, as ufuncs return
+            outs = [o if o.ndim else o[()] for o in outs]
         return outs[0] if self.num_outputs == 1 else tuple(outs)
 
     def __del__(self):
@@ -269,7 +277,24 @@ class _Engine:
                 pass
 
 
-def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
+def _compute_name(compute) -> str:
+    """compute= as the C++ side takes it: "" (the promoted type), "float", or a dtype
+    name (from a str, a NumPy dtype or scalar type, or a torch dtype)."""
+    if compute is None:
+        return ""
+    if isinstance(compute, str):
+        return compute
+    torch = _torch()
+    if torch is not None and isinstance(compute, torch.dtype):
+        return str(compute).removeprefix("torch.")
+    try:
+        return np.dtype(compute).name
+    except TypeError:
+        raise TypeError(f"compute must be None, 'float', a dtype name, a NumPy dtype or a torch dtype, "
+                        f"got {type(compute).__name__}") from None
+
+
+def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, compute=None,
                 build_directory: Optional[str] = None, verbose: bool = False):
     """Compiles ``code`` (a C++ computation string; the entry function is ``name`` or
     the last function defined) into an elementwise function, its kernels compiled
@@ -282,6 +307,11 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
     returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
     describe it.
+
+    ``compute`` sets the type the entry computes in: None (the inputs' promoted
+    type; "float" when the entry is declared to return float or double), "float"
+    (integer and bool inputs promote to a floating type, as np.sin and torch.sin
+    do), or a dtype (every input is cast to it, as NumPy's ``dtype=``).
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
@@ -290,7 +320,7 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
     if not isinstance(num_outputs, int) or isinstance(num_outputs, bool):
         raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
-    engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose))
+    engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose), _compute_name(compute))
     call = _python_function(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
     call.__name__ = engine.name
@@ -314,7 +344,7 @@ def _python_function(engine: _Engine):
     functions, checked_call = engine.functions, engine.checked_call
     num_outputs = engine.num_outputs
     single = num_outputs == 1
-    numpy_wrap, torch_wrap = (_from_dlpack, None) if single else (_numpy_results, _torch_results)
+    numpy_wrap, torch_wrap = (_numpy_result, None) if single else (_numpy_results, _torch_results)
 
     def call(*inputs, out=None, **extras):
         first = type(inputs[0]) if inputs else _NO_INPUTS

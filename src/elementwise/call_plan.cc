@@ -37,6 +37,10 @@ void finish_plan(CallPlan* plan, std::vector<LoopOperand> outputs, const std::ve
   plan->kernel_types.outputs = plan->op_types;
   plan->kernel_types.inputs = types.inputs;
   plan->kernel_types.compute = compute_type(types.result);
+  // float16/bfloat16 results compute in float32 and round to their type (NumPy's
+  // and TensorIterator's loops): inputs of other types on load, the result before
+  // a store into another type.
+  if (plan->kernel_types.compute != types.result) plan->kernel_types.half_result = types.result;
   plan->compute_size = static_cast<size_t>(size_of(plan->kernel_types.compute));
   plan->kernel_types.num_extra = static_cast<int>(n_extra);
   plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
@@ -141,9 +145,11 @@ std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<E
 }
 
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p) {
+                                    const DLTensor* const* outputs, size_t n_out, size_t n_extra, Promotion p,
+                                    const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
-  plan->types = resolve_types(fn, inputs, p);
+  plan->types = resolve_types(fn, inputs, p, compute);
+  broadcast_to_outputs(outputs, n_out, &plan->types, p);
   for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
   check_self_overlap(fn, outputs, n_out);
   std::vector<LoopOperand> ops;
@@ -158,9 +164,9 @@ std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwO
 }
 
 std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                               int num_outputs, size_t n_extra, Promotion p) {
+                                               int num_outputs, size_t n_extra, Promotion p, const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
-  plan->types = resolve_types(fn, inputs, p);
+  plan->types = resolve_types(fn, inputs, p, compute);
   plan->outputs = output_layouts(plan->types, inputs, num_outputs);
   std::vector<LoopOperand> ops;
   for (const EwOutput& layout : plan->outputs) {
