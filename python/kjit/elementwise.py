@@ -178,6 +178,7 @@ _NUMPY, _TORCH = 0, 1
 _SCALAR_INPUTS, _INTO, _PER_EXTRA = 2, 4, 8
 _NUMPY_SCALAR_INPUTS, _TORCH_SCALAR_INPUTS = _NUMPY + _SCALAR_INPUTS, _TORCH + _SCALAR_INPUTS
 _NO_INPUTS = object()  # a call's first input type when it has none
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
 _torch_tensor = None  # torch.Tensor, once a call has met it (kjit never imports torch)
 
@@ -242,10 +243,45 @@ class _Engine:
             raise TypeError(f"{self.name}: expected at least one input")
         return self._checked_call(inputs, out, extras)
 
-    def _checked_call(self, inputs, out, extras):
+    def _arguments(self, inputs):
+        """(framework, promotion, arguments) of a checked call."""
         framework = _framework(inputs)
         args = [_argument(x, i, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
+        if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
+            args = self._big_ints(args, promotion)
+        return framework, promotion, args
+
+    def _big_ints(self, args, promotion):
+        """Python ints outside int64, which tvm-ffi cannot carry: as NumPy 2 takes
+        them, a uint64 (NumPy's rules, when the result is uint64 and it fits) or a
+        float (float and complex results); otherwise OverflowError."""
+        big = [type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args]
+        probe = [0 if b else a for a, b in zip(args, big)]  # the same weak kind
+        result = str(api.ew_outputs(self.id, promotion, *probe)[0][1])
+        out = []
+        for a, b in zip(args, big):
+            if not b:
+                out.append(a)
+            elif promotion == _NUMPY and result == "uint64" and 0 <= a <= _UINT64_MAX:
+                out.append(_numpy_array(np.asarray(a, np.uint64), len(out)))
+            elif result.startswith(("float", "bfloat", "complex")):
+                out.append(float(a))  # OverflowError beyond float64, as NumPy's
+            else:
+                where = "int64 (PyTorch carries Python ints as int64)" if promotion == _TORCH else result
+                raise OverflowError(f"{self.name}: Python integer {a} out of bounds for {where}")
+        return out
+
+    def result_type(self, *inputs):
+        """The result dtype of a call with these inputs, in their framework's terms."""
+        if not inputs:
+            raise TypeError(f"{self.name}: expected at least one input")
+        framework, promotion, args = self._arguments(inputs)
+        name = str(api.ew_outputs(self.id, promotion, *args)[0][1])
+        return getattr(_torch(), name) if framework == "torch" else _numpy_dtype(name)
+
+    def _checked_call(self, inputs, out, extras):
+        framework, promotion, args = self._arguments(inputs)
         if out is None:
             layouts = api.ew_outputs(self.id, promotion, *args)
             device = _device_of(inputs)
@@ -306,7 +342,8 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
     the compute type, in keyword order). It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
     returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
-    describe it.
+    describe it; ``f.result_type(*inputs)`` is the result dtype of a call, without
+    compiling anything.
 
     ``compute`` sets the type the entry computes in: None (the inputs' promoted
     type; "float" when the entry is declared to return float or double), "float"
@@ -323,6 +360,7 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
     engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose), _compute_name(compute))
     call = _python_function(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
+    call.result_type = engine.result_type
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"
     call.__doc__ = (f"kjit.elementwise function '{engine.name}' ({num_outputs} output(s)): "

@@ -153,25 +153,26 @@ std::string operand_text(const TypeInput& in) {
                   "themselves and floating types; cast one of them");
 }
 
-[[noreturn]] void throw_torch_categories(const std::string& fn, EwType higher, EwType lower, const char* what) {
-  throw TypeError(fn + ": under PyTorch's rules " + ew_type_name(higher) + " and " + ew_type_name(lower) + " give " +
-                  what + ", which kjit.elementwise does not support; cast the inputs first");
-}
-
 /// PyTorch's combine_categories(higher, lower): the lower category (0-d tensors,
-/// then Python scalars) only raises the kind.
+/// then Python scalars) only raises the kind. A float16 or bfloat16 with a complex
+/// type gives complex32, which the engine lacks: complex64 stands in and
+/// *half_complex says so (`lower_half_complex`: `lower` stands in so).
 std::optional<EwType> combine_categories(const std::string& fn, std::optional<EwType> higher,
-                                         std::optional<EwType> lower) {
-  if (!higher) return lower;
-  if (!lower) return higher;
+                                         std::optional<EwType> lower, bool lower_half_complex, bool* half_complex) {
+  *half_complex = false;
+  if (!higher || !lower) {
+    *half_complex = !higher && lower_half_complex;
+    return higher ? higher : lower;
+  }
   Kind h = kind_of(*higher), l = kind_of(*lower);
   if (h == Kind::kComplex) return higher;
   if (l == Kind::kComplex) {
-    if (h != Kind::kFloat) return lower;
-    // The float type's precision, as a complex type.
-    if (*higher == EwType::kFloat16) throw_torch_categories(fn, *higher, *lower, "complex32");
-    if (*higher == EwType::kBFloat16) throw_torch_categories(fn, *higher, *lower, "a bfloat16 complex type");
-    return complex_of(*higher);
+    if (h != Kind::kFloat) {
+      *half_complex = lower_half_complex;
+      return lower;
+    }
+    *half_complex = *higher == EwType::kFloat16 || *higher == EwType::kBFloat16;
+    return complex_of(*higher);  // the float type's precision, as a complex type
   }
   if (h == Kind::kFloat) return higher;
   if (*higher == EwType::kBool || l == Kind::kFloat) {
@@ -217,17 +218,13 @@ std::optional<EwType> promote(EwType a, EwType b, Promotion p) {
 
 namespace {
 
-[[noreturn]] void throw_no_numpy_pair(const std::string& fn, const TypeInput& a, const TypeInput& b) {
-  throw TypeError(fn + ": " + operand_text(a) + " and " + operand_text(b) +
-                  " have no common dtype under NumPy's rules (NumPy raises DTypePromotionError: ml_dtypes' "
-                  "bfloat16 promotes only with bool, int8, uint8, float32, float64 and complex types); cast one of "
-                  "them");
-}
-
 /// NumPy: the least type every strong input casts to safely (np.result_type of
 /// them all, whatever their order). The promotion table is not a lattice (int8 and
 /// uint8 have both int16 and float16 as minimal bounds), so among several minimal
-/// bounds the one of the inputs' highest kind wins, as NumPy's does.
+/// bounds the one of the inputs' highest kind wins, as NumPy's does. Pairs without
+/// a NumPy promotion (bfloat16 with float16 or wider integers, where
+/// np.result_type raises but ml_dtypes' ufunc loops run) get the least type both
+/// cast to, which is what those loops compute in.
 std::optional<EwType> numpy_least_common(const std::vector<EwType>& types) {
   if (types.empty()) return std::nullopt;
   Kind top = Kind::kBool;
@@ -268,13 +265,7 @@ Kind weak_kind_of(const std::vector<TypeInput>& inputs, bool* any) {
 
 /// NumPy 2 (NEP 50): 0-d arrays and NumPy scalars are strong; a Python scalar only
 /// raises the kind of the strong result.
-EwType numpy_result_type(const std::string& fn, const std::vector<TypeInput>& inputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for (size_t j = i + 1; j < inputs.size(); ++j) {
-      if (inputs[i].weight == TypeInput::Weight::kWeak || inputs[j].weight == TypeInput::Weight::kWeak) continue;
-      if (!numpy_pair(inputs[i].type, inputs[j].type)) throw_no_numpy_pair(fn, inputs[i], inputs[j]);
-    }
-  }
+EwType numpy_result_type(const std::vector<TypeInput>& inputs) {
   bool any_weak = false;
   const Kind weak_kind = weak_kind_of(inputs, &any_weak);
   const std::optional<EwType> strong = numpy_least_common(strong_types(inputs));
@@ -318,12 +309,20 @@ std::optional<EwType> torch_reduce(const std::string& fn, const std::vector<Type
 }  // namespace
 
 EwType result_type(const std::string& fn, const std::vector<TypeInput>& inputs, Promotion p) {
-  if (p == Promotion::kNumPy) return numpy_result_type(fn, inputs);
+  if (p == Promotion::kNumPy) return numpy_result_type(inputs);
   std::optional<EwType> dims = torch_reduce(fn, inputs, TypeInput::Weight::kStrong);
   std::optional<EwType> zero = torch_reduce(fn, inputs, TypeInput::Weight::kZeroDim);
   std::optional<EwType> wrapped = torch_reduce(fn, inputs, TypeInput::Weight::kWeak);
   internal_check(dims || zero || wrapped, "result_type of no inputs");
-  return *combine_categories(fn, dims, combine_categories(fn, zero, wrapped));
+  bool lower_half_complex = false, half_complex = false;
+  std::optional<EwType> lower = combine_categories(fn, zero, wrapped, false, &lower_half_complex);
+  std::optional<EwType> result = combine_categories(fn, dims, lower, lower_half_complex, &half_complex);
+  if (half_complex) {
+    throw TypeError(fn +
+                    ": under PyTorch's rules the result type is complex32 (a float16 or bfloat16 input with a "
+                    "complex one), which kjit.elementwise does not support; cast the inputs to float32 first");
+  }
+  return *result;
 }
 
 EwType float_result_type(const std::vector<TypeInput>& inputs, EwType promoted, Promotion p) {

@@ -27,8 +27,9 @@ std::optional<EwType> from_dl(DLDataType d);
 std::string dl_name(DLDataType d);
 
 /// Promotion of two strong types; nullopt where the rules have none (NumPy with
-/// ml_dtypes: bfloat16 with float16 or integers wider than 8 bits; PyTorch:
-/// uint16..uint64 with other integers, bool or complex).
+/// ml_dtypes: bfloat16 with float16 or integers wider than 8 bits, which
+/// result_type still resolves as ml_dtypes' ufuncs do; PyTorch: uint16..uint64
+/// with other integers, bool or complex).
 std::optional<EwType> promote(EwType a, EwType b, Promotion p);
 
 /// One input as promotion sees it.
@@ -40,8 +41,9 @@ struct TypeInput {
 
 /// The common type of the inputs (TensorIterator's compute_types step): NumPy's
 /// np.result_type of all of them (the least type each casts to safely, whatever
-/// their order) or torch's ResultTypeState. Throws TypeError naming the inputs
-/// when the rules have no common type; `fn` names the entry function.
+/// their order; for bfloat16, what ml_dtypes' ufunc loops compute in) or torch's
+/// ResultTypeState. Throws TypeError naming the inputs when torch's rules have no
+/// common type; `fn` names the entry function.
 EwType result_type(const std::string& fn, const std::vector<TypeInput>& inputs, Promotion p);
 
 /// The floating type a floating computation promotes the inputs' integer or bool
