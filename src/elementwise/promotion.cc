@@ -276,6 +276,9 @@ EwType numpy_result_type(const std::vector<TypeInput>& inputs) {
     return weak_kind == Kind::kBool ? EwType::kBool : EwType::kInt64;
   }
   Kind s = kind_of(*strong);
+  // ml_dtypes' bfloat16 loops take a Python float as float32 (np.add gives float32,
+  // although np.result_type says float64).
+  if (*strong == EwType::kBFloat16 && weak_kind == Kind::kFloat) return EwType::kFloat32;
   if (!any_weak || weak_kind <= s || (weak_kind == Kind::kInt && s == Kind::kUInt)) return *strong;
   if (weak_kind == Kind::kInt || weak_kind == Kind::kUInt) return EwType::kInt64;  // bool tensor + int
   if (weak_kind == Kind::kFloat) return EwType::kFloat64;                          // integer tensor + float
