@@ -69,9 +69,22 @@ enum class EwAllocation {
   kFreshContiguous,  ///< new memory, contiguous in layout.order (kjit's own outputs): no checks
 };
 
+/// The type an elementwise function computes in (Python: `compute=`).
+struct EwCompute {
+  enum class Rule {
+    kPromoted,  ///< the inputs' promoted type (TensorIterator's common dtype)
+    kFloat,     ///< as kPromoted, but integer and bool results become floating, as np.sin/torch.sin promote
+    kType,      ///< `type`: every input is cast to it (NumPy's dtype=); it is the result type
+  } rule = Rule::kPromoted;
+  EwType type = EwType::kFloat64;  ///< Rule::kType only
+};
+
 struct ElementwiseOptions {
   std::string build_directory;  ///< kernel cache root; empty: default_cache_dir()
   bool verbose = false;
+  /// kPromoted is raised to kFloat when the entry function's declared return type
+  /// is float or double (an integer result would truncate it).
+  EwCompute compute;
 };
 
 /// A computation string compiled per (dtypes, arity) on first use, cached in

@@ -31,6 +31,12 @@ def _is_torch_tensor(x) -> bool:
 _from_dlpack = np.from_dlpack  # kjit's own results (tvm_ffi.Tensor) as NumPy arrays
 
 
+def _numpy_result(result):
+    """A result for NumPy inputs: an array, or a NumPy scalar when 0-d (as ufuncs return)."""
+    a = _from_dlpack(result)
+    return a if a.ndim else a[()]
+
+
 def _as_torch(result):
     """A result of torch inputs: tvm-ffi already made it a torch tensor, unless torch
     passed no DLPack exchange API."""
@@ -180,6 +186,7 @@ _NUMPY, _TORCH = 0, 1
 _SCALAR_INPUTS, _INTO, _PER_EXTRA = 2, 4, 8
 _NUMPY_SCALAR_INPUTS, _TORCH_SCALAR_INPUTS = _NUMPY + _SCALAR_INPUTS, _TORCH + _SCALAR_INPUTS
 _NO_INPUTS = object()  # a call's first input type when it has none
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
 _torch_tensor = None  # torch.Tensor, once a call has met it (kjit never imports torch)
 
@@ -213,7 +220,7 @@ def _tensors_of(out, tensor_type, num_outputs) -> bool:
 
 
 def _numpy_results(results):
-    return tuple(_from_dlpack(r) for r in results)
+    return tuple(_numpy_result(r) for r in results)
 
 
 def _torch_results(results):
@@ -224,8 +231,8 @@ class _Engine:
     """One kjit::Elementwise (by id), its call functions by call class, and the
     checked path; frees the engine when collected."""
 
-    def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool):
-        self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose)
+    def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool, compute: str):
+        self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose, compute)
         self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
         self.functions: dict = {}  # call class -> call function, made on first use
@@ -244,11 +251,49 @@ class _Engine:
             raise TypeError(f"{self.name}: expected at least one input")
         return self._checked_call(inputs, out, extras)
 
-    def _checked_call(self, inputs, out, extras):
+    def _arguments(self, inputs, keep: list):
+        """(framework, promotion, arguments) of a checked call; arrays passed by
+        address go into `keep`, which the caller holds until the call has run."""
         framework = _framework(inputs)
-        keep: list = []  # arrays passed by address: alive until ew_run returns
         args = [_argument(x, i, keep, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
+        if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
+            args = self._big_ints(args, promotion, keep)
+        return framework, promotion, args
+
+    def _big_ints(self, args, promotion, keep: list):
+        """Python ints outside int64, which tvm-ffi cannot carry: as NumPy 2 takes
+        them, a uint64 (NumPy's rules, when the result is uint64 and it fits) or a
+        float (float and complex results); otherwise OverflowError."""
+        big = [type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args]
+        probe = [0 if b else a for a, b in zip(args, big)]  # the same weak kind
+        result = str(api.ew_outputs(self.id, promotion, *probe)[0][1])
+        out = []
+        for a, b in zip(args, big):
+            if not b:
+                out.append(a)
+            elif promotion == _NUMPY and result == "uint64" and 0 <= a <= _UINT64_MAX:
+                out.append(_numpy_array(np.asarray(a, np.uint64), len(out), keep))
+            elif result.startswith(("float", "bfloat", "complex")):
+                out.append(float(a))  # OverflowError beyond float64, as NumPy's
+            else:
+                where = "int64 (PyTorch carries Python ints as int64)" if promotion == _TORCH else result
+                raise OverflowError(f"{self.name}: Python integer {a} out of bounds for {where}")
+        return out
+
+    def result_type(self, *inputs):
+        """The result dtype of a call with these inputs, in their framework's terms."""
+        if not inputs:
+            raise TypeError(f"{self.name}: expected at least one input")
+        keep: list = []
+        framework, promotion, args = self._arguments(inputs, keep)
+        name = str(api.ew_outputs(self.id, promotion, *args)[0][1])
+        del keep
+        return getattr(_torch(), name) if framework == "torch" else _numpy_dtype(name)
+
+    def _checked_call(self, inputs, out, extras):
+        keep: list = []  # arrays passed by address: alive until ew_run returns
+        framework, promotion, args = self._arguments(inputs, keep)
         if out is None:
             layouts = api.ew_outputs(self.id, promotion, *args)
             device = _device_of(inputs)
@@ -270,6 +315,8 @@ class _Engine:
         del keep
         if out is not None:
             return out
+        if framework == "numpy":  # 0-d results are NumPy scalars, as ufuncs return
+            outs = [o if o.ndim else o[()] for o in outs]
         return outs[0] if self.num_outputs == 1 else tuple(outs)
 
     def _check_complex_extras(self, promotion, args, extras):
@@ -294,7 +341,24 @@ class _Engine:
                 pass
 
 
-def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
+def _compute_name(compute) -> str:
+    """compute= as the C++ side takes it: "" (the promoted type), "float", or a dtype
+    name (from a str, a NumPy dtype or scalar type, or a torch dtype)."""
+    if compute is None:
+        return ""
+    if isinstance(compute, str):
+        return compute
+    torch = _torch()
+    if torch is not None and isinstance(compute, torch.dtype):
+        return str(compute).removeprefix("torch.")
+    try:
+        return np.dtype(compute).name
+    except TypeError:
+        raise TypeError(f"compute must be None, 'float', a dtype name, a NumPy dtype or a torch dtype, "
+                        f"got {type(compute).__name__}") from None
+
+
+def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, compute=None,
                 build_directory: Optional[str] = None, verbose: bool = False):
     """Compiles ``code`` (a C++ computation string; the entry function is ``name`` or
     the last function defined) into an elementwise function, its kernels compiled
@@ -307,7 +371,13 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
     type) and converted to the entry's parameter types. It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
     returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
-    describe it.
+    describe it; ``f.result_type(*inputs)`` is the result dtype of a call, without
+    compiling anything.
+
+    ``compute`` sets the type the entry computes in: None (the inputs' promoted
+    type; "float" when the entry is declared to return float or double), "float"
+    (integer and bool inputs promote to a floating type, as np.sin and torch.sin
+    do), or a dtype (every input is cast to it, as NumPy's ``dtype=``).
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
@@ -316,9 +386,10 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1,
     if not isinstance(num_outputs, int) or isinstance(num_outputs, bool):
         raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
-    engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose))
+    engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose), _compute_name(compute))
     call = _python_function(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
+    call.result_type = engine.result_type
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"
     call.__doc__ = (f"kjit.elementwise function '{engine.name}' ({num_outputs} output(s)): "
@@ -340,7 +411,7 @@ def _python_function(engine: _Engine):
     functions, checked_call = engine.functions, engine.checked_call
     num_outputs = engine.num_outputs
     single = num_outputs == 1
-    numpy_wrap, torch_wrap = (_from_dlpack, None) if single else (_numpy_results, _torch_results)
+    numpy_wrap, torch_wrap = (_numpy_result, None) if single else (_numpy_results, _torch_results)
 
     def call(*inputs, out=None, **extras):
         first = type(inputs[0]) if inputs else _NO_INPUTS

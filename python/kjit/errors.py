@@ -58,3 +58,6 @@ class InternalError(RuntimeError):
 # Kernels may throw kjit::NotImplementedError; tvm-ffi maps only some builtin kinds
 # by itself, so name this one too.
 tvm_ffi.register_error("NotImplementedError", NotImplementedError)
+# The elementwise engine raises OverflowError for a Python int outside the result
+# type's range, as NumPy 2 does.
+tvm_ffi.register_error("OverflowError", OverflowError)

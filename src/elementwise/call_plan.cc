@@ -44,6 +44,10 @@ void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand>
   for (size_t e = 0; e < extra.size(); ++e) {
     plan->kernel_types.extra.push_back(extra_travel_type(fn, extra[e], e, plan->kernel_types.compute));
   }
+  // float16/bfloat16 results compute in float32 and round to their type (NumPy's
+  // and TensorIterator's loops): inputs of other types on load, the result before
+  // a store into another type.
+  if (plan->kernel_types.compute != types.result) plan->kernel_types.half_result = types.result;
   plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
   std::vector<LoopOperand> ops = std::move(outputs);
   for (LoopOperand& op : input_operands(inputs, types)) ops.push_back(std::move(op));
@@ -179,9 +183,10 @@ std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<E
 
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
                                     const DLTensor* const* outputs, size_t n_out, const std::vector<EwOperand>& extra,
-                                    Promotion p) {
+                                    Promotion p, const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
-  plan->types = resolve_types(fn, inputs, p);
+  plan->types = resolve_types(fn, inputs, p, compute);
+  broadcast_to_outputs(outputs, n_out, &plan->types, p);
   for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
   check_self_overlap(fn, outputs, n_out);
   std::vector<LoopOperand> ops;
@@ -196,9 +201,10 @@ std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwO
 }
 
 std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p) {
+                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p,
+                                               const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
-  plan->types = resolve_types(fn, inputs, p);
+  plan->types = resolve_types(fn, inputs, p, compute);
   plan->outputs = output_layouts(plan->types, inputs, num_outputs);
   std::vector<LoopOperand> ops;
   for (const EwOutput& layout : plan->outputs) {

@@ -35,15 +35,17 @@ struct CallPlan {
 };
 
 /// The plan of a call into `outputs` (a caller's tensors): checks them against the
-/// call (device, dtype, shape, safe cast, stride 0). Attach the kernel after.
+/// call (device, dtype, shape, safe cast, stride 0); under NumPy's rules the inputs
+/// broadcast to a larger out=. Attach the kernel after.
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,
                                     const DLTensor* const* outputs, size_t n_out, const std::vector<EwOperand>& extra,
-                                    Promotion p);
+                                    Promotion p, const EwCompute& compute = {});
 
 /// The plan of a call into `num_outputs` new outputs laid out as the inputs
 /// (TensorIterator's rule), planned for outputs allocated exactly so.
 std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std::vector<EwOperand>& inputs,
-                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p);
+                                               int num_outputs, const std::vector<EwOperand>& extra, Promotion p,
+                                               const EwCompute& compute = {});
 
 /// The layouts of a call's outputs (outputs_for).
 std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs);

@@ -182,14 +182,47 @@ void check_weak_int_fits(const std::string& fn, const EwOperand& op, EwType resu
     fits = op.int_value >= -hi - 1 && op.int_value <= hi;
   }
   if (!fits) {
-    throw ValueError(fn + ": Python integer " + std::to_string(op.int_value) + " out of bounds for " +
-                     ew_type_name(result) + " (NumPy 2 keeps the array's dtype for Python scalars)");
+    throw OverflowError(fn + ": Python integer " + std::to_string(op.int_value) + " out of bounds for " +
+                        ew_type_name(result) + " (NumPy 2 keeps the array's dtype for Python scalars)");
   }
 }
 
 }  // namespace
 
-CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p) {
+namespace {
+
+/// Every tensor input must cast to a given compute type as an output would (NumPy's
+/// dtype= with casting='same_kind').
+void check_inputs_cast_to(const std::string& fn, const std::vector<TypeInput>& tin, EwType type, Promotion p) {
+  for (const TypeInput& in : tin) {
+    if (in.weight == TypeInput::Weight::kWeak || can_cast(in.type, type, p)) continue;
+    throw TypeError(fn + ": " + operand_name(in.index) + " has dtype " + ew_type_name(in.type) +
+                    ", which cannot be cast safely to the compute type " + ew_type_name(type) +
+                    " (compute=" + ew_type_name(type) +
+                    " takes inputs of the same or a lower kind; no complex to "
+                    "real, float to integer, or anything to bool)");
+  }
+}
+
+/// The result type the compute rule makes of the promoted one.
+EwType apply_compute(const std::string& fn, const std::vector<TypeInput>& tin, EwType promoted, Promotion p,
+                     const EwCompute& compute) {
+  switch (compute.rule) {
+    case EwCompute::Rule::kPromoted:
+      return promoted;
+    case EwCompute::Rule::kFloat:
+      return float_result_type(tin, promoted, p);
+    case EwCompute::Rule::kType:
+      check_inputs_cast_to(fn, tin, compute.type, p);
+      return compute.type;
+  }
+  return promoted;
+}
+
+}  // namespace
+
+CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p,
+                        const EwCompute& compute) {
   if (inputs.empty()) throw TypeError(fn + ": expected at least one input");
   std::vector<TypeInput> tin;
   std::vector<std::vector<int64_t>> shapes;
@@ -201,15 +234,15 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
     if (op.tensor != nullptr) {
       check_device(fn, op.tensor, i, &call.device, &bound);
       TypeInput t{type_of(fn, op.tensor, i),
-                  op.tensor->ndim == 0 ? TypeInput::Weight::kZeroDim : TypeInput::Weight::kStrong};
+                  op.tensor->ndim == 0 ? TypeInput::Weight::kZeroDim : TypeInput::Weight::kStrong, i};
       tin.push_back(t);
       shapes.push_back(shape_of(op.tensor));
       which.push_back(i);
     } else {
-      tin.push_back({scalar_type(op), TypeInput::Weight::kWeak});
+      tin.push_back({scalar_type(op), TypeInput::Weight::kWeak, i});
     }
   }
-  call.result = result_type(tin, p);
+  call.result = apply_compute(fn, tin, result_type(fn, tin, p), p, compute);
   for (size_t k = 0; k < which.size(); ++k) {
     check_tensor_span(fn, operand_name(which[k]), inputs[which[k]].tensor, size_of(tin[which[k]].type));
   }
@@ -227,6 +260,32 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
     }
   }
   return call;
+}
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + s + ")";
+}
+
+/// Whether `from` broadcasts to `to` (right-aligned; each dim equal or 1).
+bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] != to[lead + d] && from[d] != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void broadcast_to_outputs(const DLTensor* const* outputs, size_t n_out, CallTypes* types, Promotion p) {
+  if (p != Promotion::kNumPy || n_out == 0) return;
+  std::vector<int64_t> target = shape_of(outputs[0]);
+  if (target != types->shape && broadcasts_to(types->shape, target)) types->shape = std::move(target);
 }
 
 void bind_scalar_input(const std::string& fn, const EwOperand& input, const CallTypes& types, size_t i, Promotion p,
@@ -316,11 +375,10 @@ void check_output(const std::string& fn, size_t k, const DLTensor* out, const Ca
   EwType t = *type;
   check_tensor_span(fn, what, out, size_of(t));
   if (shape_of(out) != call.shape) {
-    std::string want, got;
-    for (int64_t d : call.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-    for (int64_t d : shape_of(out)) got += (got.empty() ? "" : ", ") + std::to_string(d);
-    throw ValueError(fn + ": " + what + " has shape (" + got + ") but the inputs broadcast to (" + want +
-                     "); kjit.elementwise does not resize outputs");
+    throw ValueError(
+        fn + ": " + what + " has shape " + shape_text(shape_of(out)) + " but the inputs broadcast to " +
+        shape_text(call.shape) + "; kjit.elementwise does not resize outputs" +
+        (p == Promotion::kNumPy ? " (under NumPy's rules the inputs may broadcast to a larger out=)" : ""));
   }
   if (!can_cast(call.result, t, p)) {
     throw TypeError(fn + ": the result type " + std::string(ew_type_name(call.result)) +

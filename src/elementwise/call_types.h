@@ -24,10 +24,17 @@ struct CallTypes {
   EwType result = EwType::kFloat32;
 };
 
-/// Resolves a call's types (NumPy 2 or PyTorch rules) and broadcast shape. Throws
-/// TypeError (no inputs, unsupported dtype), ValueError (devices, shapes, a
-/// Python int out of range). `fn` names the entry function in messages.
-CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p);
+/// Resolves a call's types (NumPy 2 or PyTorch rules, then the compute rule) and
+/// broadcast shape. Throws TypeError (no inputs, unsupported dtype, no common
+/// type, an input that does not cast to compute=), ValueError (devices, shapes),
+/// OverflowError (a Python int outside an integer result type, NumPy's rules).
+/// `fn` names the entry function in messages.
+CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inputs, Promotion p,
+                        const EwCompute& compute = {});
+
+/// NumPy's rules: a given out= whose shape the inputs broadcast to sets the call's
+/// shape (check_output then checks every output against it).
+void broadcast_to_outputs(const DLTensor* const* outputs, size_t n_out, CallTypes* types, Promotion p);
 
 /// The inputs as loop operands: byte strides against the broadcast shape (0 for
 /// broadcast dims and scalars); no data, which each call binds.

@@ -11,17 +11,29 @@
 namespace kjit {
 namespace {
 
-/// C++ expression loading one element of `t` from byte pointer `p` as compute type C.
-std::string load_expr(EwType t, const std::string& p) {
-  std::string storage = ew::storage_type(t);
-  std::string raw = "__ld<" + storage + ">(" + p + ")";
-  if (t == EwType::kFloat16) return "static_cast<__C>(float16_value(" + raw + "))";
-  if (t == EwType::kBFloat16) return "static_cast<__C>(bfloat16_value(" + raw + "))";
-  return "static_cast<__C>(" + raw + ")";
+/// `v` rounded to float16 or bfloat16 and widened back (a double).
+std::string round_to_half(EwType half, const std::string& v) {
+  if (half == EwType::kFloat16) return "float16_value(float16_bits(static_cast<double>(" + v + ")))";
+  return "bfloat16_value(bfloat16_bits(static_cast<double>(" + v + ")))";
 }
 
-std::string store_stmt(EwType t, const std::string& p, const std::string& v) {
+/// C++ expression loading one element of `t` from byte pointer `p` as compute type
+/// C; an input of another type than a half result is first rounded to it (cast to
+/// the common dtype, then computed in float).
+std::string load_expr(EwType t, const std::string& p, const std::optional<EwType>& half) {
   std::string storage = ew::storage_type(t);
+  std::string value = "__ld<" + storage + ">(" + p + ")";
+  if (t == EwType::kFloat16) value = "float16_value(" + value + ")";
+  if (t == EwType::kBFloat16) value = "bfloat16_value(" + value + ")";
+  if (half && t != *half) value = round_to_half(*half, value);
+  return "static_cast<__C>(" + value + ")";
+}
+
+/// Stores compute-type value `v` as `t`; a half result goes into another type only
+/// after rounding to its own.
+std::string store_stmt(EwType t, const std::string& p, std::string v, const std::optional<EwType>& half) {
+  std::string storage = ew::storage_type(t);
+  if (half && t != *half) v = round_to_half(*half, v);
   if (t == EwType::kFloat16) return "__st<uint16_t>(" + p + ", float16_bits(static_cast<double>(" + v + ")));";
   if (t == EwType::kBFloat16) return "__st<uint16_t>(" + p + ", bfloat16_bits(static_cast<double>(" + v + ")));";
   return "__st<" + storage + ">(" + p + ", static_cast<" + storage + ">(" + v + "));";
@@ -53,11 +65,13 @@ class KernelWriter {
   std::string element(const std::vector<std::string>& addr) const {
     std::ostringstream o;
     std::string args;
-    for (size_t i = 0; i < t_.inputs.size(); ++i) args += ", " + load_expr(t_.inputs[i], addr[n_out_ + i]);
+    for (size_t i = 0; i < t_.inputs.size(); ++i) {
+      args += ", " + load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result);
+    }
     for (size_t e = 0; e < t_.extra.size(); ++e) args += ", __e" + std::to_string(e);
     o << "__C __r[" << n_out_ << "]; __kjit_apply(__r" << args << "); ";
     for (size_t k = 0; k < n_out_; ++k)
-      o << store_stmt(t_.outputs[k], addr[k], "__r[" + std::to_string(k) + "]") << " ";
+      o << store_stmt(t_.outputs[k], addr[k], "__r[" + std::to_string(k) + "]", t_.half_result) << " ";
     return o.str();
   }
 
@@ -177,7 +191,8 @@ std::string EwKernelTypes::text() const {
     return s;
   };
   return "(" + list(inputs) + ") -> " + (outputs.size() == 1 ? list(outputs) : "(" + list(outputs) + ")") +
-         ", computing in " + ew_type_name(compute);
+         ", computing in " + ew_type_name(compute) +
+         (half_result ? std::string(" rounded to ") + ew_type_name(*half_result) : std::string());
 }
 
 std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types) {

@@ -4,6 +4,7 @@
 #ifndef KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_
 #define KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,15 @@ struct EwKernelTypes {
   /// Per extra scalar, the type it travels in (ew::extra_travel_type): the entry's
   /// declared parameter type converts from it, as JITerator passes extras.
   std::vector<EwType> extra;
+  /// A float16/bfloat16 result type (compute is then float32): inputs of another
+  /// type are rounded to it on load, and the result before a store into another
+  /// type, as NumPy's and TensorIterator's loops do. Empty: compute is the result type.
+  std::optional<EwType> half_result;
   /// CUDA only: by_value[i] when input i is a Python scalar, passed to the kernel
   /// by value (JITerator's CPU scalars) instead of through memory. Empty: none.
   std::vector<bool> by_value;
-  std::string text() const;  ///< "(int32, float32) -> float32, computing in float32"
+  /// "(int32, float32) -> float32, computing in float32" (+ " rounded to float16")
+  std::string text() const;
 };
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,

@@ -43,6 +43,9 @@ std::string narrow(EwType t, const std::string& value) {
   return value;
 }
 
+/// A float `v` rounded to float16 or bfloat16 and widened back.
+std::string round_to_half(EwType half, const std::string& v) { return widen(half, narrow(half, v)); }
+
 /// Converts between two non-half types; complex -> real keeps the real part
 /// (PyTorch's rule), complex -> bool tests both parts.
 std::string cast_value(EwType from, EwType to, const std::string& v) {
@@ -156,18 +159,27 @@ class CudaKernelWriter {
   std::string load(size_t op, const std::string& addr) const {
     EwType t = type_of(op);
     std::string raw = "*reinterpret_cast<const " + device_type(t) + "*>(" + addr + ")";
-    return cast_value(widened(t), t_.compute, widen(t, raw));
+    return to_compute(t, widen(t, raw));
+  }
+
+  /// A widened value of type `t` as the compute type; under a half result another
+  /// type is rounded to it first (cast to the common dtype, then computed in float).
+  std::string to_compute(EwType t, const std::string& widened_value) const {
+    std::string v = cast_value(widened(t), t_.compute, widened_value);
+    return t_.half_result && t != *t_.half_result ? round_to_half(*t_.half_result, v) : v;
   }
 
   /// Input i's value for the element at `i_expr`: from the parameters when by value.
   std::string load_input(size_t i, const std::string& i_expr) const {
     if (!by_value(i)) return load(n_out_ + i, address(n_out_ + i, i_expr));
     EwType t = t_.inputs[i];
-    return cast_value(widened(t), t_.compute, widen(t, "sc.s" + std::to_string(i)));
+    return to_compute(t, widen(t, "sc.s" + std::to_string(i)));
   }
 
-  std::string store(size_t op, const std::string& addr, const std::string& value) const {
+  std::string store(size_t op, const std::string& addr, std::string value) const {
     EwType t = type_of(op);
+    // A half result goes into another type only after rounding to its own.
+    if (t_.half_result && t != *t_.half_result) value = round_to_half(*t_.half_result, value);
     return "*reinterpret_cast<" + device_type(t) + "*>(" + addr +
            ") = " + narrow(t, cast_value(t_.compute, widened(t), value)) + ";";
   }

@@ -24,8 +24,9 @@ struct Elementwise::Impl {
   std::string entry;  // the entry function's name
   int num_outputs = 1;
   ElementwiseOptions options;
-  std::mutex mu;                                                                   // guards the kernel maps
-  std::map<std::string, KernelFn> kernels;                                         // by kernel types
+  EwCompute compute;                        // options.compute, raised to kFloat for an entry declared to return float
+  std::mutex mu;                            // guards the kernel maps
+  std::map<std::string, KernelFn> kernels;  // by kernel types
   std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
   ew::PlanCache plans;
 
@@ -49,6 +50,7 @@ std::string types_key(const EwKernelTypes& types) {
   key += static_cast<char>('A' + static_cast<int>(types.compute));
   key += '|';
   for (EwType t : types.extra) key += static_cast<char>('A' + static_cast<int>(t));
+  if (types.half_result) key += static_cast<char>('a' + static_cast<int>(*types.half_result));
   for (bool v : types.by_value) key += v ? 'v' : 't';  // CUDA: which inputs come by value
   return key;
 }
@@ -66,6 +68,24 @@ std::string entry_of(const std::string& code, const std::string& name) {
         "'template <typename T> T add(T a, T b) { return a + b; }' or pass name=");
   }
   return last;
+}
+
+/// Whether a declared return type is a real floating type: an entry that returns
+/// one for integer inputs would have its result truncated.
+bool is_floating_return(std::string t) {
+  const std::string prefix = "const ";
+  if (t.compare(0, prefix.size(), prefix) == 0) t = t.substr(prefix.size());
+  return t == "float" || t == "double" || t == "long double";
+}
+
+/// The compute rule: as given, but an entry declared to return float or double
+/// computes integer inputs in a floating type (kFloat) instead of truncating.
+EwCompute compute_rule(const std::string& code, const std::string& entry, EwCompute given) {
+  if (given.rule != EwCompute::Rule::kPromoted) return given;
+  for (const CppFunction& f : find_cpp_functions(code, entry)) {
+    if (f.is_definition && is_floating_return(f.return_type)) given.rule = EwCompute::Rule::kFloat;
+  }
+  return given;
 }
 
 void check_extra_are_scalars(const std::string& fn, const std::vector<EwOperand>& extra) {
@@ -138,7 +158,7 @@ void Elementwise::Impl::run_into(const std::vector<EwOperand>& inputs, const DLT
                                  const std::vector<EwOperand>& extra, Promotion promotion) {
   const ew::PlanLease plan =
       plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, outputs, n_out, extra, promotion); },
-                  [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra, promotion)); });
+                  [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra, promotion, compute)); });
   ew::run_plan(entry, *plan, inputs, outputs, extra, promotion, /*fresh_outputs=*/false);
 }
 
@@ -147,6 +167,7 @@ Elementwise::Elementwise(std::string code, const std::string& name, int num_outp
   if (num_outputs < 1)
     throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
   impl_->entry = entry_of(code, name);
+  impl_->compute = compute_rule(code, impl_->entry, options.compute);
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;
   impl_->options = std::move(options);
@@ -159,7 +180,8 @@ const std::string& Elementwise::name() const { return impl_->entry; }
 int Elementwise::num_outputs() const { return impl_->num_outputs; }
 
 std::vector<EwOutput> Elementwise::outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion) const {
-  return ew::output_layouts(ew::resolve_types(impl_->entry, inputs, promotion), inputs, impl_->num_outputs);
+  return ew::output_layouts(ew::resolve_types(impl_->entry, inputs, promotion, impl_->compute), inputs,
+                            impl_->num_outputs);
 }
 
 void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
@@ -176,11 +198,12 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
                                  const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
   Impl& impl = *impl_;
   check_extra_are_scalars(impl.entry, extra);
-  const ew::PlanLease plan = impl.plans.lease(
-      [&](auto* sink) { ew::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
-      [&] {
-        return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra, promotion));
-      });
+  const ew::PlanLease plan =
+      impl.plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
+                       [&] {
+                         return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra,
+                                                                          promotion, impl.compute));
+                       });
   const size_t n_out = plan->outputs.size();
   NewOutputs outputs(n_out);
   for (size_t k = 0; k < n_out; ++k) {

@@ -95,17 +95,97 @@ EwType promote_ints(EwType a, EwType b) {
   return int_of_size(2 * size_of(u));
 }
 
-/// PyTorch's combine_categories(higher, lower).
-EwType combine_categories(std::optional<EwType> higher, std::optional<EwType> lower, Promotion p) {
-  if (!higher) return *lower;
-  if (!lower) return *higher;
+/// NumPy's promotion of two types (ml_dtypes' for bfloat16).
+std::optional<EwType> numpy_pair(EwType a, EwType b) {
+  if (a == b) return a;
+  Kind ka = kind_of(a), kb = kind_of(b);
+  if (ka == Kind::kBool) return b;
+  if (kb == Kind::kBool) return a;
+  if (is_integer(a) && is_integer(b)) return promote_ints(a, b);
+  if (ka == Kind::kComplex || kb == Kind::kComplex) {
+    EwType ra = ka == Kind::kComplex ? real_of(a) : a, rb = kb == Kind::kComplex ? real_of(b) : b;
+    std::optional<EwType> r = numpy_pair(ra, rb);
+    return complex_of(r == EwType::kFloat64 ? EwType::kFloat64 : EwType::kFloat32);
+  }
+  if (a == EwType::kBFloat16 || b == EwType::kBFloat16) {
+    // ml_dtypes: bfloat16 holds int8/uint8 exactly; float32 and float64 hold it.
+    EwType other = a == EwType::kBFloat16 ? b : a;
+    if (other == EwType::kFloat32 || other == EwType::kFloat64) return other;
+    if (is_integer(other) && size_of(other) == 1) return EwType::kBFloat16;
+    return std::nullopt;
+  }
+  if (ka == Kind::kFloat && kb == Kind::kFloat) return float_max(a, b);
+  EwType f = ka == Kind::kFloat ? a : b, i = ka == Kind::kFloat ? b : a;
+  return float_max(f, float_for_int(i));
+}
+
+bool is_wide_unsigned(EwType t) { return t == EwType::kUInt16 || t == EwType::kUInt32 || t == EwType::kUInt64; }
+
+/// PyTorch's promoteTypes.
+std::optional<EwType> torch_pair(EwType a, EwType b) {
+  if (a == b) return a;
+  Kind ka = kind_of(a), kb = kind_of(b);
+  if (is_wide_unsigned(a) || is_wide_unsigned(b)) {  // torch promotes these only with floats
+    if (ka == Kind::kFloat) return a;
+    if (kb == Kind::kFloat) return b;
+    return std::nullopt;
+  }
+  if (ka == Kind::kBool) return b;
+  if (kb == Kind::kBool) return a;
+  if (is_integer(a) && is_integer(b)) return promote_ints(a, b);
+  if (ka == Kind::kComplex || kb == Kind::kComplex) {
+    bool wide = a == EwType::kComplex128 || b == EwType::kComplex128 || a == EwType::kFloat64 || b == EwType::kFloat64;
+    return wide ? EwType::kComplex128 : EwType::kComplex64;
+  }
+  if (ka == Kind::kFloat && kb == Kind::kFloat) return float_max(a, b);
+  return ka == Kind::kFloat ? a : b;  // the float type wins
+}
+
+std::string operand_text(const TypeInput& in) {
+  const char* what = in.weight == TypeInput::Weight::kWeak ? "a Python scalar" : nullptr;
+  return (what != nullptr ? std::string(what) + " (input #" : "input #") + std::to_string(in.index) +
+         (what != nullptr ? ", " : " (") + ew_type_name(in.type) + ")";
+}
+
+[[noreturn]] void throw_no_torch_pair(const std::string& fn, EwType acc, const TypeInput& in) {
+  throw TypeError(fn + ": PyTorch's rules do not promote " + operand_text(in) + " with " + ew_type_name(acc) +
+                  " (the type of the inputs before it): torch promotes uint16, uint32 and uint64 only with "
+                  "themselves and floating types; cast one of them");
+}
+
+/// PyTorch's combine_categories(higher, lower): the lower category (0-d tensors,
+/// then Python scalars) only raises the kind. A float16 or bfloat16 with a complex
+/// type gives complex32, which the engine lacks: complex64 stands in and
+/// *half_complex says so (`lower_half_complex`: `lower` stands in so).
+std::optional<EwType> combine_categories(const std::string& fn, std::optional<EwType> higher,
+                                         std::optional<EwType> lower, bool lower_half_complex, bool* half_complex) {
+  *half_complex = false;
+  if (!higher || !lower) {
+    *half_complex = !higher && lower_half_complex;
+    return higher ? higher : lower;
+  }
   Kind h = kind_of(*higher), l = kind_of(*lower);
-  if (h == Kind::kComplex) return *higher;
-  if (l == Kind::kComplex)
-    return h == Kind::kFloat ? complex_of(*higher == EwType::kFloat64 ? *higher : EwType::kFloat32) : *lower;
-  if (h == Kind::kFloat) return *higher;
-  if (*higher == EwType::kBool || l == Kind::kFloat) return promote(*higher, *lower, p);
-  return *higher;
+  if (h == Kind::kComplex) return higher;
+  if (l == Kind::kComplex) {
+    if (h != Kind::kFloat) {
+      *half_complex = lower_half_complex;
+      return lower;
+    }
+    *half_complex = *higher == EwType::kFloat16 || *higher == EwType::kBFloat16;
+    return complex_of(*higher);  // the float type's precision, as a complex type
+  }
+  if (h == Kind::kFloat) return higher;
+  if (*higher == EwType::kBool || l == Kind::kFloat) {
+    std::optional<EwType> r = torch_pair(*higher, *lower);
+    if (!r) {
+      throw TypeError(fn + ": PyTorch's rules do not promote " + ew_type_name(*higher) + " with " +
+                      ew_type_name(*lower) +
+                      " (from 0-d tensors or Python scalars): torch promotes uint16, uint32 "
+                      "and uint64 only with themselves and floating types; cast one of them");
+    }
+    return r;
+  }
+  return higher;
 }
 
 }  // namespace
@@ -132,68 +212,132 @@ std::string dl_name(DLDataType d) {
          (d.lanes != 1 ? ", lanes=" + std::to_string(d.lanes) : std::string()) + ")";
 }
 
-EwType promote(EwType a, EwType b, Promotion p) {
-  if (a == b) return a;
-  Kind ka = kind_of(a), kb = kind_of(b);
-  if (ka == Kind::kBool) return b;
-  if (kb == Kind::kBool) return a;
-  if (is_integer(a) && is_integer(b)) return promote_ints(a, b);
-  if (ka == Kind::kComplex || kb == Kind::kComplex) {
-    EwType ra = ka == Kind::kComplex ? real_of(a) : a, rb = kb == Kind::kComplex ? real_of(b) : b;
-    return complex_of(promote(ra, rb, p) == EwType::kFloat64 ? EwType::kFloat64 : EwType::kFloat32);
-  }
-  if (ka == Kind::kFloat && kb == Kind::kFloat) return float_max(a, b);
-  // One integer, one float.
-  EwType f = ka == Kind::kFloat ? a : b, i = ka == Kind::kFloat ? b : a;
-  if (p == Promotion::kTorch) return f;  // PyTorch: the float type wins
-  // ml_dtypes: bfloat16 holds int8/uint8 exactly, so it stays bfloat16.
-  if (f == EwType::kBFloat16 && size_of(i) == 1) return f;
-  return float_max(f, float_for_int(i));
+std::optional<EwType> promote(EwType a, EwType b, Promotion p) {
+  return p == Promotion::kTorch ? torch_pair(a, b) : numpy_pair(a, b);
 }
 
-EwType result_type(const std::vector<TypeInput>& inputs, Promotion p) {
-  std::optional<EwType> strong, zero_dim, weak;
-  Kind weak_kind = Kind::kBool;
+namespace {
+
+/// NumPy: the least type every strong input casts to safely (np.result_type of
+/// them all, whatever their order). The promotion table is not a lattice (int8 and
+/// uint8 have both int16 and float16 as minimal bounds), so among several minimal
+/// bounds the one of the inputs' highest kind wins, as NumPy's does. Pairs without
+/// a NumPy promotion (bfloat16 with float16 or wider integers, where
+/// np.result_type raises but ml_dtypes' ufunc loops run) get the least type both
+/// cast to, which is what those loops compute in.
+std::optional<EwType> numpy_least_common(const std::vector<EwType>& types) {
+  if (types.empty()) return std::nullopt;
+  Kind top = Kind::kBool;
+  for (EwType t : types) top = std::max(top, kind_of(t));
+  std::vector<EwType> bounds;
+  for (const Info& c : kInfo) {
+    bool bound = true;
+    for (EwType t : types) bound = bound && numpy_pair(t, c.type) == c.type;
+    if (bound) bounds.push_back(c.type);
+  }
+  std::optional<EwType> best;
+  for (EwType c : bounds) {
+    bool minimal = true;
+    for (EwType u : bounds) minimal = minimal && (u == c || numpy_pair(u, c) != c);
+    if (minimal && (!best || (kind_of(c) == top && kind_of(*best) != top))) best = c;
+  }
+  return best;
+}
+
+std::vector<EwType> strong_types(const std::vector<TypeInput>& inputs) {
+  std::vector<EwType> out;
   for (const TypeInput& in : inputs) {
-    auto& slot = in.weight == TypeInput::Weight::kStrong
-                     ? strong
-                     : (in.weight == TypeInput::Weight::kZeroDim && p == Promotion::kTorch ? zero_dim : strong);
-    if (in.weight == TypeInput::Weight::kWeak) {
-      weak_kind = std::max(weak_kind, kind_of(in.type));
-      weak = weak ? promote(*weak, in.type, p) : in.type;
-      continue;
-    }
-    slot = slot ? promote(*slot, in.type, p) : in.type;
+    if (in.weight != TypeInput::Weight::kWeak) out.push_back(in.type);
   }
-  if (p == Promotion::kTorch) {
-    // Python scalars: int64, the default float32, complex64.
-    std::optional<EwType> wrapped;
-    if (weak) {
-      wrapped = weak_kind == Kind::kComplex ? EwType::kComplex64
-                : weak_kind == Kind::kFloat ? EwType::kFloat32
-                : weak_kind == Kind::kBool  ? EwType::kBool
-                                            : EwType::kInt64;
-    }
-    std::optional<EwType> lower =
-        zero_dim || wrapped ? std::optional<EwType>(combine_categories(zero_dim, wrapped, p)) : std::nullopt;
-    internal_check(strong || lower, "result_type of no inputs");
-    return combine_categories(strong, lower, p);
+  return out;
+}
+
+Kind weak_kind_of(const std::vector<TypeInput>& inputs, bool* any) {
+  Kind k = Kind::kBool;
+  *any = false;
+  for (const TypeInput& in : inputs) {
+    if (in.weight != TypeInput::Weight::kWeak) continue;
+    k = std::max(k, kind_of(in.type));
+    *any = true;
   }
-  // NumPy 2: a weak scalar only raises the kind of the strong result.
-  if (!strong) {
-    internal_check(weak.has_value(), "result_type of no inputs");
+  return k;
+}
+
+/// NumPy 2 (NEP 50): 0-d arrays and NumPy scalars are strong; a Python scalar only
+/// raises the kind of the strong result.
+EwType numpy_result_type(const std::vector<TypeInput>& inputs) {
+  bool any_weak = false;
+  const Kind weak_kind = weak_kind_of(inputs, &any_weak);
+  const std::optional<EwType> strong = numpy_least_common(strong_types(inputs));
+  internal_check(strong || any_weak, "result_type of no inputs");
+  if (!strong) {  // Python scalars only: their default types
     if (weak_kind == Kind::kComplex) return EwType::kComplex128;
     if (weak_kind == Kind::kFloat) return EwType::kFloat64;
-    if (weak_kind == Kind::kBool) return EwType::kBool;
-    return EwType::kInt64;
+    return weak_kind == Kind::kBool ? EwType::kBool : EwType::kInt64;
   }
   Kind s = kind_of(*strong);
-  if (!weak || weak_kind <= s || (weak_kind == Kind::kInt && s == Kind::kUInt)) return *strong;
+  // ml_dtypes' bfloat16 loops take a Python float as float32 (np.add gives float32,
+  // although np.result_type says float64).
+  if (*strong == EwType::kBFloat16 && weak_kind == Kind::kFloat) return EwType::kFloat32;
+  if (!any_weak || weak_kind <= s || (weak_kind == Kind::kInt && s == Kind::kUInt)) return *strong;
   if (weak_kind == Kind::kInt || weak_kind == Kind::kUInt) return EwType::kInt64;  // bool tensor + int
-  if (weak_kind == Kind::kFloat) return s == Kind::kComplex ? *strong : EwType::kFloat64;
-  // complex scalar: keep the precision of a float result
+  if (weak_kind == Kind::kFloat) return EwType::kFloat64;                          // integer tensor + float
+  // A complex scalar keeps the precision of a float result.
   if (s == Kind::kFloat) return *strong == EwType::kFloat64 ? EwType::kComplex128 : EwType::kComplex64;
   return EwType::kComplex128;
+}
+
+/// PyTorch's promoteTypes over one category of inputs, in their order (as
+/// TensorIterator reduces them).
+std::optional<EwType> torch_reduce(const std::string& fn, const std::vector<TypeInput>& inputs,
+                                   TypeInput::Weight weight) {
+  std::optional<EwType> acc;
+  for (const TypeInput& in : inputs) {
+    if (in.weight != weight) continue;
+    EwType t = in.type;
+    if (weight == TypeInput::Weight::kWeak) {  // Python scalars: int64, the default float32, complex64
+      t = kind_of(t) == Kind::kComplex ? EwType::kComplex64 : kind_of(t) == Kind::kFloat ? EwType::kFloat32 : t;
+    }
+    if (!acc) {
+      acc = t;
+      continue;
+    }
+    std::optional<EwType> r = torch_pair(*acc, t);
+    if (!r) throw_no_torch_pair(fn, *acc, in);
+    acc = r;
+  }
+  return acc;
+}
+
+}  // namespace
+
+EwType result_type(const std::string& fn, const std::vector<TypeInput>& inputs, Promotion p) {
+  if (p == Promotion::kNumPy) return numpy_result_type(inputs);
+  std::optional<EwType> dims = torch_reduce(fn, inputs, TypeInput::Weight::kStrong);
+  std::optional<EwType> zero = torch_reduce(fn, inputs, TypeInput::Weight::kZeroDim);
+  std::optional<EwType> wrapped = torch_reduce(fn, inputs, TypeInput::Weight::kWeak);
+  internal_check(dims || zero || wrapped, "result_type of no inputs");
+  bool lower_half_complex = false, half_complex = false;
+  std::optional<EwType> lower = combine_categories(fn, zero, wrapped, false, &lower_half_complex);
+  std::optional<EwType> result = combine_categories(fn, dims, lower, lower_half_complex, &half_complex);
+  if (half_complex) {
+    throw TypeError(fn +
+                    ": under PyTorch's rules the result type is complex32 (a float16 or bfloat16 input with a "
+                    "complex one), which kjit.elementwise does not support; cast the inputs to float32 first");
+  }
+  return *result;
+}
+
+EwType float_result_type(const std::vector<TypeInput>& inputs, EwType promoted, Promotion p) {
+  Kind k = kind_of(promoted);
+  if (k == Kind::kFloat || k == Kind::kComplex) return promoted;
+  if (p == Promotion::kTorch) return EwType::kFloat32;  // the default dtype
+  // NumPy picks the first float loop every input casts to safely: float16 first.
+  std::vector<EwType> types = strong_types(inputs);
+  // A Python int that raised a bool result to int64 counts as int64.
+  if (numpy_least_common(types) != promoted) types.push_back(promoted);
+  types.push_back(EwType::kFloat16);
+  return *numpy_least_common(types);
 }
 
 bool can_cast(EwType from, EwType to, Promotion p) {

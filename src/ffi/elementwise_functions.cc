@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -401,22 +402,49 @@ tvm::ffi::Tensor ew_empty(const Array<int64_t>& shape, const String& dtype_name)
   });
 }
 
+/// compute= as the C++ option: "" (the promoted type), "float", or a dtype name.
+EwCompute compute_of(const std::string& text) {
+  EwCompute c;
+  if (text.empty()) return c;
+  if (text == "float") {
+    c.rule = EwCompute::Rule::kFloat;
+    return c;
+  }
+  std::optional<ScalarType> t = find_scalar_type(text);
+  if (!t) {
+    throw SpecError("kjit.elementwise: compute='" + text +
+                    "' is neither 'float' nor a dtype kjit.elementwise supports (bool, int8..int64, uint8..uint64, "
+                    "float16, bfloat16, float32, float64, complex64, complex128)");
+  }
+  c.rule = EwCompute::Rule::kType;
+  c.type = *t;
+  return c;
+}
+
+/// ew_create(code, name, num_outputs, build_dir, verbose[, compute]) -> [id, entry
+/// name]: a new engine; compute as compute_of takes it (absent: "").
+void ew_create(PackedArgs args, Any* rv) {
+  at_ffi_boundary([&] {
+    if (args.size() != 5 && args.size() != 6) {
+      throw TypeError("kjit.ew_create: expected 5 or 6 arguments, got " + std::to_string(args.size()));
+    }
+    ElementwiseOptions opts;
+    opts.build_directory = std::string(args[3].cast<String>());
+    opts.verbose = args[4].cast<bool>();
+    if (args.size() == 6) opts.compute = compute_of(std::string(args[5].cast<String>()));
+    auto ew = std::make_shared<Elementwise>(std::string(args[0].cast<String>()), std::string(args[1].cast<String>()),
+                                            static_cast<int>(args[2].cast<int64_t>()), opts);
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_engines.push_back(std::move(ew));
+    *rv = Array<Any>{static_cast<int64_t>(g_engines.size() - 1), String(g_engines.back()->name())};
+    return 0;
+  });
+}
+
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef()
-      .def("kjit.ew_create",
-           [](const String& code, const String& name, int64_t num_outputs, const String& build_dir, bool verbose) {
-             return at_ffi_boundary([&] {
-               ElementwiseOptions opts;
-               opts.build_directory = std::string(build_dir);
-               opts.verbose = verbose;
-               auto ew = std::make_shared<Elementwise>(std::string(code), std::string(name),
-                                                       static_cast<int>(num_outputs), opts);
-               std::lock_guard<std::mutex> lock(g_mu);
-               g_engines.push_back(std::move(ew));
-               return Array<Any>{static_cast<int64_t>(g_engines.size() - 1), String(g_engines.back()->name())};
-             });
-           })
+      .def_packed("kjit.ew_create", ew_create)
       .def_packed("kjit.ew_outputs", ew_outputs)
       .def_packed("kjit.ew_run", ew_run)
       .def("kjit.ew_function", ew_function)
