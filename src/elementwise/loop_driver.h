@@ -16,10 +16,12 @@ using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
 
 namespace ew {
 
-/// Below this many elements a loop runs on the calling thread: on this project's
-/// 2-core machine a float32 add of 2^14 elements takes 1.9 us on one thread and
-/// 1.5 us on two, of 2^13 1.07 and 1.00 (bench_elementwise_call, BM_AddThreads).
-constexpr int64_t kGrainSize = 16384;
+/// Below this many elements a loop runs on the calling thread (PyTorch's grain).
+/// On this project's 2-core machine, quiet, two threads already win from 2^14
+/// (bench_elementwise_call, BM_AddThreads: 1.9 us on one thread, 1.5 on two), but
+/// with other processes running they lose there (Python, 2^14: 3.6 us against 2.8),
+/// while from 2^15 they win either way.
+constexpr int64_t kGrainSize = 32768;
 /// Chunks per thread of a parallel loop: the slack that lets a late thread's share
 /// go to the others.
 constexpr int kChunksPerThread = 4;

@@ -639,7 +639,7 @@ def test_empty_nd(add, sa, sb):
 
 
 # ---------------------------------------------------------------------------------
-# Large arrays: the threaded path (above the 16K grain)
+# Large arrays: the threaded path (above the 32K grain)
 # ---------------------------------------------------------------------------------
 
 
