@@ -3,16 +3,22 @@
 Targets, every comparison in the same run:
   * float32 add, 2^24 elements, contiguous: at least NumPy's and torch's speed, and
     at least 85% of the bandwidth of a plain C OpenMP loop compiled here;
+  * float32 add at 2^10, 2^14, 2^16, 2^18, 2^20 and 2^24 elements, with new
+    outputs and with out=: NumPy inputs no slower than NumPy from 2^16 up, torch
+    inputs no slower than torch at every size (the smaller NumPy sizes are shown:
+    there a call is mostly its fixed cost);
   * broadcast (1,32,32,2) + (1024,1,1,2): at least 3x torch;
   * a transposed input (a.T + b, 4096x4096 float32): at least torch's speed;
   * 1-element call overhead: no more than torch's;
   * first call: at most 1.5 s cold; at most 10 ms from the disk cache in a fresh process.
 
-All variants write into preallocated outputs where the API allows it (out=), so
-the comparison is the loop, not the allocator. Each case is timed as the best of
+Apart from the size sweep's new-output columns and the 1-element case, the
+variants write into preallocated outputs (out=), so the comparison is the loop,
+not the allocator. Each case is timed as the best of
 several rounds of a fixed number of calls; the order of the variants rotates.
 
-Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 5]
+Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 5] [--sizes]
+     (--sizes: only the size sweep)
      (--smoke: tiny sizes and one round, for the test suite: checks that every
      case runs and computes the right values; its timings mean nothing)
 """
@@ -106,10 +112,63 @@ def report_speedup(title: str, t: dict, target: float, with_torch: bool) -> bool
     return r >= target
 
 
+SWEEP = (10, 14, 16, 18, 20, 24)  # log2 sizes of the size sweep
+SWEEP_TARGET_FROM = 16  # NumPy inputs: kjit/NumPy <= 1 from this size up
+
+
+def sweep_variants(add, n: int, torch) -> dict:
+    """The size sweep's variants at n elements: NumPy and torch inputs, new outputs and out=."""
+    a = np.random.rand(n).astype(np.float32)
+    b = np.random.rand(n).astype(np.float32)
+    c = np.empty_like(a)
+    v = {
+        "kjit np": lambda: add(a, b),
+        "numpy": lambda: np.add(a, b),
+        "kjit np out=": lambda: add(a, b, out=c),
+        "numpy out=": lambda: np.add(a, b, out=c),
+    }
+    assert np.array_equal(add(a, b), a + b)
+    if torch is not None:
+        ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty(n)
+        v["kjit torch"] = lambda: add(ta, tb)
+        v["torch"] = lambda: torch.add(ta, tb)
+        v["kjit torch out="] = lambda: add(ta, tb, out=tc)
+        v["torch out="] = lambda: torch.add(ta, tb, out=tc)
+        assert torch.equal(add(ta, tb), ta + tb)
+    return v
+
+
+def size_sweep(add, torch, rounds: int, smoke: bool) -> bool:
+    """float32 add at each SWEEP size, every variant of a size interleaved; prints
+    us per call and kjit's ratios; whether the targets are met."""
+    pairs = [("kjit np", "numpy"), ("kjit np out=", "numpy out=")]
+    if torch is not None:
+        pairs += [("kjit torch", "torch"), ("kjit torch out=", "torch out=")]
+    print("float32 add by size, us per call (best of rounds; ratio = kjit / anchor):")
+    print("  " + f"{'n':>5}" + "".join(f" | {k:>15} {a:>10}  ratio" for k, a in pairs))
+    ok = True
+    for log2 in (4, 8, 12) if smoke else SWEEP:
+        n = 1 << log2
+        calls = 1 if smoke else max(5, (1 << 22) // n)  # a timing covers a few ms
+        t = rotate(sweep_variants(add, n, torch), rounds, calls)
+        row, ratios = f"  2^{log2:<3}", []
+        for k, a in pairs:
+            ratios.append(t[k] / t[a])
+            row += f" | {t[k] * 1e6:15.2f} {t[a] * 1e6:10.2f} {ratios[-1]:6.2f}"
+        print(row)
+        numpy_ok = log2 < SWEEP_TARGET_FROM or max(ratios[:2]) <= 1
+        torch_ok = torch is None or max(ratios[2:]) <= 1
+        ok = ok and numpy_ok and torch_ok
+    print(f"  targets: kjit/NumPy <= 1 from 2^{SWEEP_TARGET_FROM} up; kjit/torch <= 1 at every size: "
+          + ("met" if ok else "NOT met"))
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round: a test that every case runs")
+    ap.add_argument("--sizes", action="store_true", help="only the size sweep")
     args = ap.parse_args()
     if args.smoke:
         args.rounds = 1
@@ -124,9 +183,11 @@ def main() -> int:
     except ImportError:
         torch = None
     add = kjit.elementwise(ADD)
-    ok = True
     print(f"threads: kjit {kjit.get_num_threads()}, torch {torch.get_num_threads() if torch else '-'}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+    ok = size_sweep(add, torch, args.rounds, args.smoke)
+    if args.sizes:
+        return 0
 
     # ---- 1. float32 add, 2^24, contiguous ----
     n = 1 << (12 if args.smoke else 24)

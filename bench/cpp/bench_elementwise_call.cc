@@ -1,7 +1,9 @@
 // bench_elementwise_call: the C++ cost of one small kjit::Elementwise call (a
 // 1-element float32 add), the part of kjit.elementwise's per-call overhead that is
 // not Python or tvm-ffi: planning lookup, output allocation, overlap checks and the
-// loop driver. The floor is the same add written inline.
+// loop driver. The floor is the same add written inline. Also the thread pool's
+// cost: an empty parallel region, and a float32 add of 2^12..2^20 elements on one
+// and on two threads (where the grain size comes from).
 //
 // Usage: bench_elementwise_call [google-benchmark flags]
 #include <benchmark/benchmark.h>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "elementwise/thread_pool.h"
 #include "kjit/elementwise.h"
 
 namespace {
@@ -110,9 +113,45 @@ void BM_FfiFloor(benchmark::State& state) {
 
 }  // namespace
 
+/// One parallel region of two empty chunks on two threads: the hand-off to a
+/// worker and back (workers spinning, as between back-to-back calls).
+void BM_ParallelRegion(benchmark::State& state) {
+  int sink = 0;
+  for (auto _ : state) {
+    kjit::ew::parallel_for(2, 2, [&](int chunk) { benchmark::DoNotOptimize(sink += chunk); });
+  }
+}
+
+/// A float32 add of state.range(0) elements into a given output on state.range(1) threads.
+void BM_AddThreads(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n);
+  int64_t shape[1] = {n};
+  auto tensor = [&](float* data) {
+    DLTensor t{};
+    t.data = data;
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = DLDataType{kDLFloat, 32, 1};
+    t.shape = shape;
+    return t;
+  };
+  DLTensor ta = tensor(a.data()), tb = tensor(b.data()), tc = tensor(c.data());
+  kjit::Elementwise& add = add_kernel();
+  const std::vector<kjit::EwOperand> inputs{kjit::EwOperand::of(&ta), kjit::EwOperand::of(&tb)};
+  const std::vector<const DLTensor*> outputs{&tc};
+  kjit::set_num_threads(static_cast<int>(state.range(1)));
+  add.run(inputs, outputs);
+  for (auto _ : state) add.run(inputs, outputs);
+  kjit::set_num_threads(0);
+  state.SetBytesProcessed(state.iterations() * n * 12);
+}
+
 BENCHMARK(BM_InlineAdd);
 BENCHMARK(BM_FfiFloor);
 BENCHMARK(BM_FfiEwCall);
 BENCHMARK(BM_RunIntoOutput);
 BENCHMARK(BM_RunAllocating);
+BENCHMARK(BM_ParallelRegion);
+BENCHMARK(BM_AddThreads)->ArgsProduct({{1 << 12, 1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 18, 1 << 20}, {1, 2}});
 BENCHMARK_MAIN();

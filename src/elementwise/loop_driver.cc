@@ -31,50 +31,70 @@ class SmallVec {
   std::vector<T> heap_;
 };
 
-/// Rows of the inner dim, split across threads from the grain up.
-void execute_rows(KernelFn kernel, const Loop& loop, char* const* data, const void* extra) {
+/// Threads for a loop of `total` elements: one below the grain, else up to one
+/// per half grain.
+int threads_for(int64_t total) {
+  if (total < kGrainSize) return 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), total / (kGrainSize / 2))));
+}
+
+/// The chunks a loop of `total` elements is cut into for `threads` threads: a few
+/// per thread, so a thread that starts late or is preempted leaves its share to
+/// the others, none below half the grain, and none below kStreamBytes of output
+/// when the output is that large per thread (the kernel streams a run only when
+/// the run itself is that large).
+int chunks_for(int64_t total, int threads, int64_t out_elem_bytes) {
+  int64_t chunks = std::min<int64_t>(int64_t{threads} * kChunksPerThread, total / (kGrainSize / 2));
+  const int64_t out_bytes = total * out_elem_bytes;
+  if (out_bytes >= threads * kStreamBytes) chunks = std::min(chunks, out_bytes / kStreamBytes);
+  return static_cast<int>(std::max<int64_t>(chunks, threads));
+}
+
+/// Rows of the inner dim: elements [begin, end) of the loop's odometer order.
+void run_range(KernelFn kernel, const Loop& loop, char* const* data, const void* extra, int64_t begin, int64_t end) {
   const size_t n_ops = loop.data.size();
   const int64_t n0 = loop.shape[0];
+  // Small fixed arrays: a 1-element call should not pay for heap allocations.
+  SmallVec<int64_t> idx(loop.shape.size(), 0);
+  int64_t row = begin / n0, col = begin % n0;
+  for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
+    idx[d] = row % loop.shape[d];
+    row /= loop.shape[d];
+  }
+  SmallVec<char*> ptr(n_ops, nullptr);
+  SmallVec<int64_t> inner(n_ops, 0);
+  for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.strides[op][0];
+  int64_t pos = begin;
+  while (pos < end) {
+    for (size_t op = 0; op < n_ops; ++op) {
+      char* p = data[op] + col * loop.strides[op][0];
+      for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * loop.strides[op][d];
+      ptr[op] = p;
+    }
+    int64_t n = std::min(n0 - col, end - pos);
+    kernel(ptr.data(), inner.data(), n, extra);
+    pos += n;
+    col = 0;
+    for (size_t d = 1; d < loop.shape.size(); ++d) {
+      if (++idx[d] < loop.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Rows of the inner dim, split across threads from the grain up.
+void execute_rows(KernelFn kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
+                  const void* extra) {
   const int64_t total = loop.numel();
   if (total == 0) return;
-  int threads =
-      total < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), total / (kGrainSize / 2)));
-  threads = std::max(threads, 1);
-  auto run_range = [&](int64_t begin, int64_t end) {
-    // Small fixed arrays: a 1-element call should not pay for heap allocations.
-    SmallVec<int64_t> idx(loop.shape.size(), 0);
-    int64_t row = begin / n0, col = begin % n0;
-    for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
-      idx[d] = row % loop.shape[d];
-      row /= loop.shape[d];
-    }
-    SmallVec<char*> ptr(n_ops, nullptr);
-    SmallVec<int64_t> inner(n_ops, 0);
-    for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.strides[op][0];
-    int64_t pos = begin;
-    while (pos < end) {
-      for (size_t op = 0; op < n_ops; ++op) {
-        char* p = data[op] + col * loop.strides[op][0];
-        for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * loop.strides[op][d];
-        ptr[op] = p;
-      }
-      int64_t n = std::min(n0 - col, end - pos);
-      kernel(ptr.data(), inner.data(), n, extra);
-      pos += n;
-      col = 0;
-      for (size_t d = 1; d < loop.shape.size(); ++d) {
-        if (++idx[d] < loop.shape[d]) break;
-        idx[d] = 0;
-      }
-    }
-  };
+  const int threads = threads_for(total);
   if (threads == 1) {
-    run_range(0, total);
+    run_range(kernel, loop, data, extra, 0, total);
     return;
   }
-  parallel_for(threads, [&](int chunk) {
-    int64_t begin = total * chunk / threads, end = total * (chunk + 1) / threads;
-    run_range(begin, end);
+  const int chunks = chunks_for(total, threads, sizes[0]);
+  parallel_for(chunks, threads, [&](int chunk) {
+    run_range(kernel, loop, data, extra, total * chunk / chunks, total * (chunk + 1) / chunks);
   });
 }
 
@@ -123,12 +143,13 @@ void execute_tiled(KernelFn kernel, const Loop& loop, const std::vector<int>& si
       }
     }
   };
-  int threads = loop.numel() < kGrainSize ? 1 : static_cast<int>(std::min<int64_t>(get_num_threads(), outer));
+  const int threads = static_cast<int>(std::min<int64_t>(threads_for(loop.numel()), outer));
   if (threads <= 1) {
     run_outer(0, outer);
     return;
   }
-  parallel_for(threads, [&](int chunk) { run_outer(outer * chunk / threads, outer * (chunk + 1) / threads); });
+  const int chunks = static_cast<int>(std::min<int64_t>(outer, int64_t{threads} * kChunksPerThread));
+  parallel_for(chunks, threads, [&](int chunk) { run_outer(outer * chunk / chunks, outer * (chunk + 1) / chunks); });
 }
 
 }  // namespace
@@ -156,7 +177,7 @@ void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const
   if (plan.lane == Lane::kTiled) {
     execute_tiled(kernel, plan.loop, plan.sizes, data, extra);
   } else {
-    execute_rows(kernel, plan.loop, data, extra);
+    execute_rows(kernel, plan.loop, plan.sizes, data, extra);
   }
 }
 

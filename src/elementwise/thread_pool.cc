@@ -1,11 +1,25 @@
-// Workers wait on a condition variable for a generation of work; the caller takes
-// chunk 0 itself, so a 2-thread pool has one worker.
+// The pool behind parallel_for. A region is a job with an id: the caller publishes
+// it, bumps the wake word of each worker it wants (a futex word, one cache line per
+// worker) and works itself; chunks go to whoever claims them first. Workers spin
+// for a while after each region, so back-to-back calls find them awake (a futex
+// wake-up costs tens of microseconds here, a spinning worker about one), then
+// sleep on their word. In a forked child the pool is replaced: the parent's workers
+// do not exist there, and nothing of its state is reused.
 #include "elementwise/thread_pool.h"
 
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -15,6 +29,13 @@
 namespace kjit {
 namespace ew {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long an idle worker spins before it sleeps, and how long a caller spins for
+/// the workers' last chunks before it sleeps (chosen by measurement on bench_elementwise).
+constexpr std::chrono::microseconds kWorkerSpin{300};
+constexpr std::chrono::microseconds kCallerSpin{200};
 
 thread_local bool t_in_parallel = false;
 std::atomic<int> g_requested{0};
@@ -26,97 +47,193 @@ int env_threads(const char* var) {
   return n > 0 ? n : 0;
 }
 
+int hardware_threads() {
+  static const int n = [] {
+    unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int>(hw);
+  }();
+  return n;
+}
+
 int default_threads() {
   if (int n = env_threads("KJIT_NUM_THREADS")) return n;
   if (int n = env_threads("OMP_NUM_THREADS")) return n;
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return hardware_threads();
 }
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Spins until done() or `budget` has passed; whether done() held.
+template <typename Done>
+bool spin_until(Done done, std::chrono::microseconds budget) {
+  const Clock::time_point deadline = Clock::now() + budget;
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (Clock::now() >= deadline) return done();
+  }
+}
+
+/// A worker's wake word and sleep flag, alone on a cache line: the caller writes
+/// one line per worker it wakes, and a spinning worker reads only its own.
+struct alignas(64) WorkerSlot {
+  std::atomic<uint32_t> wake{0};      ///< the id of the last job handed to this worker
+  std::atomic<uint32_t> sleeping{0};  ///< set while the worker may be in futex_wait
+};
 
 class Pool {
  public:
+  /// The process's pool: made on first use, and anew in a forked child.
   static Pool& instance() {
-    static Pool* pool = new Pool();  // never destroyed: workers may outlive static destruction
-    return *pool;
+    Pool* pool = g_pool.load(std::memory_order_acquire);
+    if (pool != nullptr) return *pool;
+    static const int registered = pthread_atfork(nullptr, nullptr, [] { g_pool.store(nullptr); });
+    (void)registered;
+    auto made = std::make_unique<Pool>();
+    if (g_pool.compare_exchange_strong(pool, made.get())) return *made.release();  // never destroyed
+    return *pool;                                                                  // another thread made it first
   }
 
-  void run(int chunks, const std::function<void(int)>& fn) {
-    std::unique_lock<std::mutex> call(call_mu_);  // one parallel region at a time
-    ensure_workers(chunks - 1);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fn_ = &fn;
-      chunks_ = chunks;
-      next_ = 1;
-      pending_ = chunks - 1;
-      error_ = nullptr;
-      ++generation_;
-    }
-    wake_.notify_all();
-    run_chunk(fn, 0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    fn_ = nullptr;
+  /// Whether the region ran here; false when another thread's region holds the pool.
+  bool try_run(int chunks, int threads, ChunkFn fn) {
+    std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    ensure_workers(threads - 1);
+    open_job(chunks, &fn);
+    for (int w = 0; w < threads - 1; ++w) wake(*slots_[w]);
+    claim_chunks();
+    close_job();
     if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+  int worker_count() {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    return static_cast<int>(slots_.size());
   }
 
  private:
+  static std::atomic<Pool*> g_pool;
+
   void ensure_workers(int n) {
-    while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { work(); });
+    while (static_cast<int>(slots_.size()) < n) {
+      slots_.push_back(std::make_unique<WorkerSlot>());
+      WorkerSlot* slot = slots_.back().get();
+      std::thread([this, slot] { work(*slot); }).detach();  // lives as long as the process
+    }
   }
 
-  void run_chunk(const std::function<void(int)>& fn, int chunk) {
+  /// Publishes a job; no worker is inside the previous one (close_job waited).
+  void open_job(int chunks, const ChunkFn* fn) {
+    fn_ = fn;
+    chunks_ = chunks;
+    next_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    if (++last_id_ == 0) ++last_id_;  // 0 means "no job"
+    job_.store(last_id_);             // seq_cst: publishes the fields above
+  }
+
+  void wake(WorkerSlot& slot) {
+    slot.wake.store(last_id_);
+    if (slot.sleeping.load()) futex_wake_all(&slot.wake);
+  }
+
+  /// Runs chunks until none is left unclaimed.
+  void claim_chunks() {
     t_in_parallel = true;
-    try {
-      fn(chunk);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
-    }
+    for (int c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) run_chunk(c);
     t_in_parallel = false;
   }
 
-  void work() {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      wake_.wait(lock, [&] { return generation_ != seen && next_ < chunks_; });
-      seen = generation_;
-      while (next_ < chunks_) {
-        int chunk = next_++;
-        const std::function<void(int)>* fn = fn_;
-        lock.unlock();
-        run_chunk(*fn, chunk);
-        lock.lock();
-        if (--pending_ == 0) done_.notify_all();
-      }
+  void run_chunk(int chunk) {
+    try {
+      (*fn_)(chunk);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
     }
   }
 
-  std::mutex call_mu_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> workers_;
-  const std::function<void(int)>* fn_ = nullptr;
-  int chunks_ = 0, next_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
+  /// Closes the job, then waits until no worker is inside it: every chunk has been
+  /// claimed, so the workers inside are finishing theirs. A worker that comes
+  /// later sees the job closed and leaves without touching it.
+  void close_job() {
+    job_.store(0);  // seq_cst, before reading inside_: see join_job
+    if (spin_until([&] { return inside_.load() == 0; }, kCallerSpin)) return;
+    caller_waiting_.store(1);
+    for (uint32_t n; (n = inside_.load()) != 0;) futex_wait(&inside_, n);
+    caller_waiting_.store(0);
+  }
+
+  /// A worker's part in job `id`, if that job is still open. Entering before
+  /// checking (and the caller closing before counting) means either the caller
+  /// waits for this worker or this worker sees the job closed.
+  void join_job(uint32_t id) {
+    inside_.fetch_add(1);
+    if (job_.load() == id) claim_chunks();
+    if (inside_.fetch_sub(1) == 1 && caller_waiting_.load()) futex_wake_all(&inside_);
+  }
+
+  void work(WorkerSlot& slot) {
+    uint32_t seen = 0;
+    while (true) {
+      auto woken = [&] { return slot.wake.load(std::memory_order_acquire) != seen; };
+      if (!spin_until(woken, kWorkerSpin)) {
+        slot.sleeping.store(1);  // seq_cst, before reading wake: see wake()
+        for (uint32_t v; (v = slot.wake.load()) == seen;) futex_wait(&slot.wake, v);
+        slot.sleeping.store(0, std::memory_order_relaxed);
+      }
+      seen = slot.wake.load();
+      join_job(seen);
+    }
+  }
+
+  std::mutex call_mu_;  // one region at a time
+  std::vector<std::unique_ptr<WorkerSlot>> slots_;
+  uint32_t last_id_ = 0;
+  // The open job; written only while no worker is inside a job.
+  const ChunkFn* fn_ = nullptr;  // the caller's, on its stack for the region
+  int chunks_ = 0;
+  std::atomic<int> next_{0};
+  std::atomic<uint32_t> job_{0};  ///< the open job's id, 0 when none is open
+  alignas(64) std::atomic<uint32_t> inside_{0};
+  std::atomic<uint32_t> caller_waiting_{0};
+  std::mutex error_mu_;
   std::exception_ptr error_;
 };
 
+std::atomic<Pool*> Pool::g_pool{nullptr};
+
 }  // namespace
 
-void parallel_for(int chunks, const std::function<void(int)>& fn) {
-  if (chunks <= 1 || t_in_parallel) {
-    for (int c = 0; c < chunks; ++c) fn(c);
-    return;
-  }
-  Pool::instance().run(chunks, fn);
+void parallel_for(int chunks, int threads, ChunkFn fn) {
+  threads = std::min(threads, chunks);
+  if (threads > 1 && !t_in_parallel && Pool::instance().try_run(chunks, threads, fn)) return;
+  for (int c = 0; c < chunks; ++c) fn(c);
 }
+
+int pool_worker_count() { return Pool::instance().worker_count(); }
 
 }  // namespace ew
 
 int get_num_threads() {
-  int n = ew::g_requested.load();
+  int n = ew::g_requested.load(std::memory_order_relaxed);
   return n > 0 ? n : ew::default_threads();
 }
 

@@ -1,0 +1,131 @@
+// The elementwise thread pool: every chunk runs once, errors come back to the
+// caller, nested and concurrent regions, and a forked child that gets a new pool.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "elementwise/thread_pool.h"
+#include "kjit/elementwise.h"
+
+namespace {
+
+using kjit::ew::parallel_for;
+
+/// How many times each chunk ran in one region of `chunks` on `threads` threads.
+std::vector<int> chunk_runs(int chunks, int threads) {
+  std::vector<std::atomic<int>> runs(chunks);
+  parallel_for(chunks, threads, [&](int c) { runs[c].fetch_add(1); });
+  std::vector<int> out;
+  for (auto& r : runs) out.push_back(r.load());
+  return out;
+}
+
+TEST(ThreadPool, EveryChunkRunsOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    for (int chunks : {1, 2, 7, 64}) {
+      EXPECT_EQ(chunk_runs(chunks, threads), std::vector<int>(chunks, 1)) << chunks << " chunks, " << threads;
+    }
+  }
+}
+
+TEST(ThreadPool, ChunksRunOnSeveralThreads) {
+  std::vector<std::thread::id> ids(64);
+  parallel_for(64, 2, [&](int c) {
+    ids[c] = std::this_thread::get_id();
+    std::this_thread::sleep_for(std::chrono::microseconds(500));  // long enough for the worker to take some
+  });
+  bool other = false;
+  for (const auto& id : ids) other = other || id != std::this_thread::get_id();
+  EXPECT_TRUE(other) << "no chunk of 64 ran on a pool worker";
+}
+
+TEST(ThreadPool, FirstErrorReachesTheCaller) {
+  try {
+    parallel_for(16, 2, [](int c) {
+      if (c == 11) throw std::invalid_argument("chunk 11 failed");
+    });
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "chunk 11 failed");
+  }
+  EXPECT_THROW(parallel_for(4, 2,
+                            [](int c) {
+                              if (c == 3) throw 42;
+                            }),
+               int);                                    // not a std::exception
+  EXPECT_EQ(chunk_runs(8, 2), std::vector<int>(8, 1));  // the pool still works
+}
+
+TEST(ThreadPool, NestedRegionsRunSerially) {
+  std::atomic<int> inner{0};
+  parallel_for(4, 2, [&](int) { parallel_for(3, 2, [&](int) { inner.fetch_add(1); }); });
+  EXPECT_EQ(inner.load(), 12);
+}
+
+TEST(ThreadPool, ConcurrentCallersEachGetTheirChunks) {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (int round = 0; round < 300; ++round) {
+        const int chunks = 1 + (t + round) % 9;
+        if (chunk_runs(chunks, 2) != std::vector<int>(chunks, 1)) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+/// Runs `child` in a forked child; whether it exited 0 within 20 s (a hang is
+/// killed and reported as a failure rather than hanging the test).
+bool child_succeeds(bool (*child)()) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(child() ? 0 : 1);
+  for (int waited_ms = 0; waited_ms < 20000; waited_ms += 10) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return false;
+}
+
+TEST(ThreadPool, ForkedChildStartsANewPool) {
+  ASSERT_EQ(chunk_runs(8, 2), std::vector<int>(8, 1));  // the parent's pool has a worker
+  ASSERT_GE(kjit::ew::pool_worker_count(), 1);
+  EXPECT_TRUE(child_succeeds([] {
+    if (kjit::ew::pool_worker_count() != 0) return false;  // the parent's workers do not exist here
+    std::vector<std::thread::id> ids(64);
+    kjit::ew::parallel_for(64, 2, [&](int c) {
+      ids[c] = std::this_thread::get_id();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    bool other = false;
+    for (const auto& id : ids) other = other || id != std::this_thread::get_id();
+    return other && kjit::ew::pool_worker_count() == 1;
+  }));
+  EXPECT_EQ(chunk_runs(8, 2), std::vector<int>(8, 1));  // and the parent's is untouched
+}
+
+TEST(ThreadPool, ForkDuringAnotherThreadsRegion) {
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load()) chunk_runs(16, 2);
+  });
+  bool ok = true;
+  for (int i = 0; i < 5 && ok; ++i) ok = child_succeeds([] { return chunk_runs(16, 2) == std::vector<int>(16, 1); });
+  stop.store(true);
+  busy.join();
+  EXPECT_TRUE(ok) << "a child forked while the parent's pool was busy did not finish a region";
+}
+
+}  // namespace

@@ -1,0 +1,138 @@
+"""kjit.elementwise's thread pool from Python: fork after threaded calls, several
+Python threads calling at once, and the thread-count setting. The fork cases run
+in a subprocess with a timeout, so a regression fails instead of hanging."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import kjit
+
+ADD = "template <typename T> T add(T a, T b) { return a + b; }"
+TIMEOUT_S = 120  # far above the seconds these scripts take; a hang hits it
+
+
+def run_script(*parts: str) -> subprocess.CompletedProcess:
+    """Runs the code `parts` in a fresh interpreter (this test's kjit and cache); fails on a timeout."""
+    code = "\n".join(textwrap.dedent(p) for p in parts)
+    # Its own process group, so that a hung forked child is killed with it.
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the script did not finish within {TIMEOUT_S} s (a hang): {out!r} {err!r}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+PRELUDE = f"""
+import os, sys
+import numpy as np
+import kjit
+kjit.elementwise.set_num_threads(2)
+add = kjit.elementwise({ADD!r})
+big = np.arange(1 << 20, dtype=np.float32)
+
+def threaded_call_ok(k):
+    return np.array_equal(add(big, np.float32(k)), big + np.float32(k))
+
+assert threaded_call_ok(1)  # the pool now has a worker
+"""
+
+
+def test_fork_after_a_threaded_call_runs_threaded_calls_in_the_child():
+    proc = run_script(PRELUDE, """
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if all(threaded_call_ok(k) for k in range(5)) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert threaded_call_ok(2)  # the parent's pool still works
+    print("child exit", os.waitstatus_to_exitcode(status))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "child exit 0"
+
+
+def test_multiprocessing_fork_pool_maps_threaded_calls():
+    proc = run_script(PRELUDE, """
+    import multiprocessing as mp
+    with mp.get_context("fork").Pool(2) as pool:
+        print(pool.map(threaded_call_ok, range(6)))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([True] * 6)
+
+
+def test_set_num_threads_1_starts_no_pool_thread():
+    proc = run_script("""
+    import os
+    import numpy as np
+    import kjit
+    kjit.elementwise.set_num_threads(1)
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    x = np.ones(1 << 20, np.float32)
+    add(x, x)  # compiles the kernel (the compiler's threads come and go)
+    before = len(os.listdir("/proc/self/task"))
+    for _ in range(3):
+        assert np.array_equal(add(x, x), x + x)
+    print(len(os.listdir("/proc/self/task")) - before)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"
+
+
+def test_threads_setting_bounds_the_pool():
+    proc = run_script("""
+    import os
+    import numpy as np
+    import kjit
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    x = np.ones(1 << 20, np.float32)
+    kjit.elementwise.set_num_threads(1)
+    add(x, x)
+    before = len(os.listdir("/proc/self/task"))
+    kjit.elementwise.set_num_threads(3)
+    assert np.array_equal(add(x, x), x + x)
+    print(len(os.listdir("/proc/self/task")) - before)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "2"  # the caller and two workers
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_concurrent_python_threads_with_large_arrays(n_threads):
+    kjit.elementwise.set_num_threads(n_threads)
+    try:
+        add = kjit.elementwise(ADD)
+        n = (1 << 20) + 3  # not a multiple of any chunk count
+        base = np.arange(n, dtype=np.float64)
+        strided = np.arange(2 * n, dtype=np.float32)[::2]
+        errors = []
+
+        def work(k):
+            try:
+                for round_ in range(20):
+                    v = float(k * 100 + round_)
+                    out = np.empty(n)
+                    add(base, v, out=out)
+                    np.testing.assert_array_equal(out, base + v)
+                    np.testing.assert_array_equal(add(strided, np.float32(v)), strided + np.float32(v))
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+
+        workers = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        assert not errors, errors[0]
+    finally:
+        kjit.elementwise.set_num_threads(0)
