@@ -56,13 +56,16 @@ bool has_dtype(const kjit::TensorView& t, uint8_t code, uint8_t bits) {
   return t.dtype().code == code && t.dtype().bits == bits && t.dtype().lanes == 1;
 }
 
-/// Compact row-major in elements; extents 0 and 1 may have any stride.
+/// Compact row-major in elements; extents of 1 may have any stride, and an empty
+/// tensor (an extent 0 anywhere) has no layout to break, as in PyTorch's is_contiguous.
 bool compact(const kjit::TensorView& t) {
   const DLTensor* d = t.dltensor();
   if (d->strides == nullptr) return true;
+  for (int i = 0; i < d->ndim; ++i) {
+    if (d->shape[i] == 0) return true;
+  }
   i128 expected = 1;
   for (int i = d->ndim - 1; i >= 0; --i) {
-    if (d->shape[i] == 0) return true;
     if (d->shape[i] != 1 && d->strides[i] != expected) return false;
     expected *= d->shape[i];
   }
