@@ -112,6 +112,46 @@ TEST(SignatureParser, ErrorsAreSpecErrorsWhichAreInvalidArgument) {
   EXPECT_THROW(parse_signature("f", "a: nope[n]"), std::invalid_argument);
 }
 
+TEST(SignatureParser, ScalarDefaultsAreCanonical) {
+  FunctionSpec s = parse_signature("f", "x: float32[n], a: float32 = +1.5, b: bool = True, k: int8 = -128");
+  EXPECT_EQ(s.params[1].default_value, "1.5");
+  EXPECT_EQ(s.params[2].default_value, "true");
+  EXPECT_EQ(s.params[3].default_value, "-128");
+  EXPECT_EQ(to_string(s), "x: float32[n], a: float32 = 1.5, b: bool = true, k: int8 = -128");
+  EXPECT_EQ(canonical(to_string(s)), to_string(s));
+  EXPECT_EQ(canonical("x: float32[n], s: stream, q: uint64 = 18446744073709551615, e: float64 = 1e-3"),
+            "x: float32[n], s: stream, q: uint64 = 18446744073709551615, e: float64 = 1e-3");
+}
+
+TEST(SignatureParser, BadDefaultsPointAtTheValue) {
+  EXPECT_EQ(error_of("x: float32[n], k: int8 = 128"),
+            "signature of 'f': bad default '128' of 'k': the default 128 is out of the range of int8\n"
+            "  x: float32[n], k: int8 = 128\n"
+            "                           ^~~");
+  EXPECT_NE(error_of("x: float32[n] = 1").find("parameter 'x' is a tensor: only scalars take a default"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], s: stream = 1").find("parameter 's' is a stream: only scalars take a default"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], a: float32 = 1, b: int32")
+                .find("parameter 'b' has no default but follows 'a', which has one"),
+            std::string::npos);
+  // The stream is not a caller argument: it may follow a default.
+  EXPECT_EQ(error_of("x: float32[n], a: float32 = 1, s: stream"), "");
+}
+
+TEST(SpecBuilder, DefaultValueOfTheLastScalar) {
+  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n"}).scalar("a", "float32").default_value("2").build();
+  EXPECT_EQ(to_string(s), "x: float32[n], a: float32 = 2");
+  try {
+    SpecBuilder("f").tensor("x", "float32", {"n"}).default_value("1");
+    FAIL() << "a default on a tensor was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_STREQ(e.what(),
+                 "builder of 'f': default_value('1') applies to the last scalar added, but the last parameter 'x' is "
+                 "not a scalar");
+  }
+}
+
 TEST(SpecBuilder, BuildsTheSameSpecAsTheString) {
   FunctionSpec built = SpecBuilder("gemm")
                            .tensor("a", "float16", {"m", "k"})
