@@ -139,6 +139,29 @@ TEST(SignatureParser, BadDefaultsPointAtTheValue) {
   EXPECT_EQ(error_of("x: float32[n], a: float32 = 1, s: stream"), "");
 }
 
+TEST(SignatureParser, ReturnedTensors) {
+  FunctionSpec s = parse_signature("f", "x: float16|bfloat16[n], y: dtype(x)[2*n] return, z: int64[n, 4] return");
+  EXPECT_TRUE(s.params[1].tensor.returned);
+  EXPECT_TRUE(s.params[1].tensor.out);  // the kernel sees an output
+  EXPECT_EQ(s.params[1].tensor.dtype_of, "x");
+  EXPECT_TRUE(s.params[1].tensor.dtypes.empty());
+  EXPECT_EQ(to_string(s), "x: float16|bfloat16[n], y: dtype(x)[2*n] return, z: int64[n, 4] return");
+  EXPECT_NE(error_of("x: float32[n], y: float32[m] return")
+                .find("returned tensor 'y': symbol 'm' of its shape must be a whole dim of an input tensor"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], y: dtype(x)[n]").find("tensor 'y': dtype(x) is for returned tensors"),
+            std::string::npos);
+  // An integer parameter named like the symbol gives it too.
+  EXPECT_EQ(error_of("x: float32[...], y: float32[m] return, m: int64"), "");
+  // Returned tensors are not caller arguments: a default may precede one.
+  EXPECT_EQ(error_of("x: float32[n], a: float32 = 1, y: float32[n] return"), "");
+}
+
+TEST(SpecBuilder, ReturnedMarksTheLastTensor) {
+  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n"}).tensor("y", "dtype(x)", {"n"}).returned().build();
+  EXPECT_EQ(to_string(s), "x: float32[n], y: dtype(x)[n] return");
+}
+
 TEST(SpecBuilder, DefaultValueOfTheLastScalar) {
   FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n"}).scalar("a", "float32").default_value("2").build();
   EXPECT_EQ(to_string(s), "x: float32[n], a: float32 = 2");
