@@ -9,6 +9,11 @@ stub checks count, kind, rank, dtype, shapes (m, n), strides, byte offset, devic
 data pointer, the tvm-ffi export checks only the value kinds. Each case is timed over
 N calls (timeit), repeats interleaved across cases, best of R reported.
 
+A second table times kjit's other call forms against its positional out= call
+(same kernel, same checks): keyword arguments, a left-out default, and a returned
+output that kjit allocates (TileLang's out_idx), each through the Python binder
+of python/kjit/function.py.
+
 Run: /work/main/.venv/bin/python bench/bench_call_overhead.py [--number N] [--repeat R]
 """
 
@@ -26,6 +31,11 @@ KJIT_SIG = "a: float32[m, n], b: float32[m, n], c: float32[m, n] out"
 KJIT_SRC = "void noop(const kjit::TensorView a, const kjit::TensorView b, kjit::TensorView c) {}\n"
 # tvm_ffi.cpp.load_inline adds the includes and TVM_FFI_DLL_EXPORT_TYPED_FUNC(noop, noop)
 # for each name in functions=, as its documentation shows.
+# The same no-op with a default scalar, and with c allocated by kjit and returned.
+KJIT_KW_SIG = "a: float32[m, n], b: float32[m, n], c: float32[m, n] out, alpha: float32 = 1.0"
+KJIT_KW_SRC = "void noop_kw(const kjit::TensorView a, const kjit::TensorView b, kjit::TensorView c, float alpha) {}\n"
+KJIT_RET_SIG = "a: float32[m, n], b: float32[m, n], c: float32[m, n] return"
+KJIT_RET_SRC = "void noop_ret(const kjit::TensorView a, const kjit::TensorView b, kjit::TensorView c) {}\n"
 TVM_FFI_SRC = "void noop(tvm::ffi::TensorView a, tvm::ffi::TensorView b, tvm::ffi::TensorView c) {}\n"
 
 TARGET_RATIO = 1.10
@@ -67,6 +77,8 @@ def main() -> int:
         t0 = time.perf_counter()
         kmod = kjit.load_inline("bench_noop", cpp_sources=KJIT_SRC, functions={"noop": KJIT_SIG})
         t_kbuild = time.perf_counter() - t0
+        kforms = kjit.load_inline("bench_noop_forms", cpp_sources=KJIT_KW_SRC + KJIT_RET_SRC,
+                                  functions={"noop_kw": KJIT_KW_SIG, "noop_ret": KJIT_RET_SIG})
         t0 = time.perf_counter()
         tmod = tvm_ffi.cpp.load_inline(
             "bench_noop_tvm_ffi",
@@ -91,6 +103,10 @@ def main() -> int:
             if torch is not None:
                 mod.noop(a_t, b_t, c_t)
             mod.noop(a_f, b_f, c_f)
+        if kforms.noop_ret(a_np, b_np).shape != (64, 64):
+            print("ERROR: the returned output has the wrong shape", file=sys.stderr)
+            return 1
+        kforms.noop_kw(a_np, b_np, c=c_np, alpha=2.0)
         try:
             kmod.noop(a_np, b_np, np.ones((64, 65), dtype=np.float32))
         except Exception:
@@ -105,11 +121,12 @@ def main() -> int:
         x1, y1, z1 = (np.ones(1, dtype=np.float32) for _ in range(3))
         np_add = np.add
 
-        kfn, tfn = kmod.noop, tmod.noop  # the tvm_ffi.Function objects themselves
+        kfn, tfn = kmod.noop, tmod.noop  # the kjit function (kjit._call.Function) and the tvm_ffi.Function
+        kkw, kret = kforms.noop_kw, kforms.noop_ret
         ns = dict(
             kmod=kmod, tmod=tmod, kfn=kfn, tfn=tfn, py_noop=py_noop, np_add=np_add, torch_add=torch_add,
             a_np=a_np, b_np=b_np, c_np=c_np, a_t=a_t, b_t=b_t, c_t=c_t, a_f=a_f, b_f=b_f, c_f=c_f,
-            x1=x1, y1=y1, z1=z1, tx1=tx1, ty1=ty1, tz1=tz1,
+            x1=x1, y1=y1, z1=z1, tx1=tx1, ty1=ty1, tz1=tz1, kkw=kkw, kret=kret,
         )  # fmt: skip
         # (row label, kjit statement, tvm-ffi statement, counts for the target);
         # a reference anchor has one statement. The target rows call the function
@@ -127,14 +144,27 @@ def main() -> int:
             ("mod.noop(torch x3)", "kmod.noop(a_t, b_t, c_t)", "tmod.noop(a_t, b_t, c_t)", False),
             ("mod.noop(tvm_ffi.from_dlpack x3)", "kmod.noop(a_f, b_f, c_f)", "tmod.noop(a_f, b_f, c_f)", False),
         ]
+        # (row label, call form, the positional out= call it is compared with)
+        forms = [
+            ("numpy: fn(a, b, c=c)", "kfn(a_np, b_np, c=c_np)", "kfn(a_np, b_np, c_np)"),
+            ("numpy: fn(a, b, c) alpha defaulted", "kkw(a_np, b_np, c_np)", "kkw(a_np, b_np, c_np, 1.0)"),
+            ("numpy: fn(a, b, c, alpha=2.0)", "kkw(a_np, b_np, c_np, alpha=2.0)", "kkw(a_np, b_np, c_np, 1.0)"),
+            ("numpy: c = fn(a, b) (returned)", "kret(a_np, b_np)", "kfn(a_np, b_np, c_np)"),
+            ("torch: fn(a, b, c=c)", "kfn(a_t, b_t, c=c_t)", "kfn(a_t, b_t, c_t)"),
+            ("torch: c = fn(a, b) (returned)", "kret(a_t, b_t)", "kfn(a_t, b_t, c_t)"),
+        ]
         if torch is None:
             rows = [r for r in rows if "torch" not in r[0]]
+            forms = [f for f in forms if "torch" not in f[0]]
             print("torch is not installed: its rows are skipped")
         timers = {}
         for label, ks, ts, _ in rows:
             timers[(label, "k")] = timeit.Timer(ks, globals=ns)
             if ts:
                 timers[(label, "t")] = timeit.Timer(ts, globals=ns)
+        for label, fs, ps in forms:
+            timers[(label, "form")] = timeit.Timer(fs, globals=ns)
+            timers[(label, "pos")] = timeit.Timer(ps, globals=ns)
         for t in timers.values():  # warm-up
             t.timeit(number=min(n, 20_000))
         best = {key: float("inf") for key in timers}
@@ -164,6 +194,13 @@ def main() -> int:
                 verdict = "(info)"
             print(f"{label:34s} {k:13.3f} {t:16.3f} {ratio:7.3f}  {verdict}")
         print(f"\ntarget (kjit fn within 10% of the tvm-ffi export's fn, every argument kind): {'MET' if all_met else 'NOT MET'}")
+        print("\n== kjit call forms vs the positional out= call, us (same kernel and checks) ==")
+        hdr = f"{'call form':40s} {'form us/call':>13s} {'positional':>11s} {'ratio':>7s}"
+        print(hdr)
+        print("-" * len(hdr))
+        for label, _fs, _ps in forms:
+            f, p = best[(label, "form")] * 1e6, best[(label, "pos")] * 1e6
+            print(f"{label:40s} {f:13.3f} {p:11.3f} {f / p:7.2f}")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -56,6 +56,9 @@ bool is_float(ScalarType t);  ///< float16, bfloat16, float32, float64
 bool is_complex(ScalarType t);
 /// Every scalar type name, for error messages.
 std::string known_scalar_names();
+/// The canonical text of `text` as a default of a scalar of type `t` ("True" ->
+/// "true", "+2" -> "2"); nullopt, with the reason in `why`, when it is not one.
+std::optional<std::string> canonical_default(ScalarType t, const std::string& text, std::string* why);
 
 enum class DeviceKind { kCPU = kDLCPU, kCUDA = kDLCUDA };
 const char* device_kind_name(DeviceKind d);
@@ -77,6 +80,13 @@ struct TensorSpec {
   int64_t align = 0;          ///< required data alignment in bytes; 0 = none
   DeviceKind device = DeviceKind::kCPU;
   bool device_given = false;  ///< "@cpu"/"@cuda" written, not defaulted
+  /// "return": kjit allocates it (shape from the spec, on the inputs' device, by the
+  /// caller's framework) and the call returns it; the kernel sees an output (out is
+  /// set too). Python callers do not pass it.
+  bool returned = false;
+  /// "dtype(x)[...]": the dtype of input tensor `x` (returned tensors only); dtypes is
+  /// empty then.
+  std::string dtype_of;
 };
 
 enum class ParamKind { kTensor, kScalar, kStream };
@@ -86,6 +96,9 @@ struct Param {
   ParamKind kind = ParamKind::kTensor;
   TensorSpec tensor;                       ///< kTensor only
   ScalarType scalar = ScalarType::kInt64;  ///< kScalar only
+  /// kScalar only: the canonical text of its default ("1.0", "-3", "true"); empty
+  /// when the caller must pass it. Python binds it when the argument is left out.
+  std::string default_value;
   SourceSpan span;
 };
 
@@ -135,9 +148,13 @@ class SpecBuilder {
   /// Adds a tensor; `dtype` may be "float16|bfloat16" or "any"; dims are expressions.
   SpecBuilder& tensor(const std::string& name, const std::string& dtype, const std::vector<std::string>& dims);
   SpecBuilder& scalar(const std::string& name, const std::string& type);
+  /// The default of the last scalar added ("1.0", "true"); the grammar's "= 1.0".
+  SpecBuilder& default_value(const std::string& text);
   SpecBuilder& stream(const std::string& name = "stream");
   /// Modifiers of the last tensor added.
   SpecBuilder& out();
+  /// The last tensor is allocated by kjit and returned ("return" in the grammar).
+  SpecBuilder& returned();
   SpecBuilder& optional();
   SpecBuilder& strided();
   SpecBuilder& strides(const std::vector<std::string>& strides);

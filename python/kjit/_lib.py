@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import importlib.machinery
+import importlib.util
 import os
 
 import tvm_ffi  # noqa: F401  (loads libtvm_ffi RTLD_GLOBAL first)
@@ -14,6 +16,25 @@ if not os.path.exists(LIBRARY_PATH):
         f"kjit: the C++ library is missing at {LIBRARY_PATH}; reinstall kjit (pip install .)"
     )
 _handle = ctypes.CDLL(LIBRARY_PATH, mode=ctypes.RTLD_GLOBAL)
+
+
+
+
+def _load_call_type():
+    """kjit._call (src/pyext), built next to libkjit: the type of ``mod.fn``."""
+    folder = os.path.dirname(LIBRARY_PATH)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(folder, "_call" + suffix)
+        if os.path.exists(path):
+            loader = importlib.machinery.ExtensionFileLoader("kjit._call", path)
+            spec = importlib.util.spec_from_file_location("kjit._call", path, loader=loader)
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            return module
+    raise ImportError(f"kjit: the extension kjit._call is missing next to {LIBRARY_PATH}; reinstall kjit (pip install .)")
+
+
+call_type = _load_call_type()
 
 
 class _Api:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from . import function as _function
 from ._lib import api
 from .spec import Spec
 
@@ -20,6 +21,8 @@ _RESERVED = {
     "arg_specs",
     "devices",
     "has_xla_handlers",
+    "ffi_functions",
+    "stub",
 }
 
 
@@ -52,7 +55,9 @@ class Module:
         self.has_xla_handlers: bool = bool(res["has_xla_handlers"])
         self._options = options
         self._stubs = {n: str(f["stub"]) for n, f in zip(names, functions)}
-        self._fns = {n: f["function"] for n, f in zip(names, functions)}
+        #: function name -> the tvm_ffi.Function of its stub (positional arguments only)
+        self.ffi_functions = {n: f["function"] for n, f in zip(names, functions)}
+        self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n]) for n, f in zip(names, functions)}
         for fn_name, fn in self._fns.items():
             if fn_name not in _RESERVED:
                 # Plain instance attributes, and no __getattr__ on the class: that
@@ -82,6 +87,11 @@ class Module:
                 f"module '{self.name}' has no function '{fn_name}' (it has: {', '.join(self._fns)})"
             )
         return self._stubs[fn_name]
+
+    def stub(self, path: Optional[str] = None) -> str:
+        """The text of a ``.pyi`` typing this module's functions (``class Module(kjit.Module)``
+        with a method per function); written to ``path`` when given."""
+        return _function.write_stub(self.name, self._fns, path)
 
     def __repr__(self) -> str:
         fns = ", ".join(f"{k}({v})" for k, v in self.functions.items())

@@ -19,6 +19,15 @@ def parse_signature(signature: str, *, name: str = "fn", device: str = "cpu") ->
     return str(api.parse_signature(name, signature, device))
 
 
+def _default_text(value) -> str:
+    """A default as the grammar writes it (True -> "true", 1.5 -> "1.5")."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value) if not isinstance(value, float) else repr(value)
+    raise TypeError(f"a scalar default must be a bool, int, float or str, got {type(value).__name__}")
+
+
 class Spec:
     """Builds a signature in code.
 
@@ -40,6 +49,7 @@ class Spec:
         shape: Sequence[Union[int, str]],
         *,
         out: bool = False,
+        returned: bool = False,
         optional: bool = False,
         strided: bool = False,
         strides: Optional[Sequence[Union[int, str]]] = None,
@@ -47,7 +57,8 @@ class Spec:
         device: Optional[str] = None,
     ) -> "Spec":
         param = {"kind": "tensor", "name": name, "dtype": dtype, "shape": [str(d) for d in shape],
-                 "out": bool(out), "optional": bool(optional), "strided": bool(strided)}
+                 "out": bool(out), "returned": bool(returned), "optional": bool(optional),
+                 "strided": bool(strided)}
         if strides is not None:
             param["strides"] = [str(s) for s in strides]
         if align is not None:
@@ -61,8 +72,12 @@ class Spec:
         self._params.append(param)
         return self
 
-    def scalar(self, name: str, type: str) -> "Spec":  # noqa: A002 (mirrors the grammar)
-        self._params.append({"kind": "scalar", "name": name, "type": type})
+    def scalar(self, name: str, type: str, *, default=None) -> "Spec":  # noqa: A002 (mirrors the grammar)
+        """A scalar; ``default`` (a bool, int, float or its text) is the grammar's ``= value``."""
+        param = {"kind": "scalar", "name": name, "type": type}
+        if default is not None:
+            param["default"] = _default_text(default)
+        self._params.append(param)
         return self
 
     def stream(self, name: str = "stream") -> "Spec":

@@ -6,6 +6,7 @@
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include "declare/cpp_signature.h"
 #include "ffi/boundary.h"
 #include "ffi/fields.h"
 #include "kjit/build.h"
@@ -44,6 +45,7 @@ DeviceKind parse_device(const std::string& d) {
 void add_tensor(Fields* f, SpecBuilder* b) {
   b->tensor(f->required_text("name"), f->required_text("dtype"), f->texts("shape"));
   if (f->flag("out")) b->out();
+  if (f->flag("returned")) b->returned();
   if (f->flag("optional")) b->optional();
   if (f->flag("strided")) b->strided();
   if (std::optional<Array<String>> strides = f->maybe<Array<String>>("strides")) b->strides(to_strings(*strides));
@@ -59,6 +61,7 @@ void add_param(const FieldMap& param, SpecBuilder* b) {
     add_tensor(&f, b);
   } else if (kind == "scalar") {
     b->scalar(f.required_text("name"), f.required_text("type"));
+    if (std::optional<String> value = f.maybe<String>("default")) b->default_value(std::string(*value));
   } else {
     internal_check(kind == "stream", "a kjit.Spec parameter is a tensor, a scalar or a stream");
     b->stream(f.required_text("name"));
@@ -146,15 +149,61 @@ std::string device_of(const FunctionSpec& s) {
   return "none";
 }
 
-FieldMap function_fields(const Module& m, const FunctionSpec& s) {
-  return FieldMap{
-      {"name", String(s.name)},         {"signature", String(to_string(s))},   {"stub", String(m.host_source(s.name))},
-      {"function", m.function(s.name)}, {"arg_spec", strings(to_arg_spec(s))}, {"device", String(device_of(s))}};
+/// What Python binds a call by: each parameter the caller passes, in order, as
+/// {"name", "kind" ("tensor"|"scalar"), "type", "written", "optional", "default"},
+/// and for tensors kjit allocates "returned", "shape" (dim texts), "dtype" (its one
+/// dtype) and "dtype_of" (the input whose dtype it takes).
+std::vector<std::string> dim_texts(const Param& p) {
+  std::vector<std::string> out;
+  for (const Expr& e : p.tensor.shape) out.push_back(to_string(e));
+  return out;
 }
 
-FieldMap module_fields(const Module& m) {
+Array<FieldMap> call_params(const FunctionSpec& s) {
+  Array<FieldMap> out;
+  for (const Param* p : s.call_args()) {
+    bool tensor = p->kind == ParamKind::kTensor;
+    std::string param_text = to_string(*p);
+    out.push_back(FieldMap{{"name", String(p->name)},
+                           {"kind", String(tensor ? "tensor" : "scalar")},
+                           {"type", String(param_text.substr(p->name.size() + 2))},
+                           {"written", tensor && p->tensor.out},
+                           {"optional", tensor && p->tensor.optional},
+                           {"default", String(p->default_value)},
+                           {"returned", tensor && p->tensor.returned},
+                           {"shape", strings(dim_texts(*p))},
+                           {"dtype", String(tensor && p->tensor.dtypes.size() == 1 ? p->tensor.dtypes[0].name : "")},
+                           {"dtype_of", String(p->tensor.dtype_of)}});
+  }
+  return out;
+}
+
+/// Where `name` is defined ("cpp_sources:12", "cpp_sources[1]:3") and its C++
+/// return type, for __doc__ and .pyi stubs; the first declaration when no source
+/// defines it, {"", ""} when none declares it.
+std::pair<std::string, std::string> definition_of(const std::vector<SourceText>& sources, const std::string& name) {
+  std::pair<std::string, std::string> declared;
+  for (const SourceText& src : sources) {
+    for (const CppFunction& f : find_cpp_functions(src.text, name)) {
+      std::pair<std::string, std::string> found{src.file + ":" + std::to_string(f.line), f.return_type};
+      if (f.is_definition) return found;
+      if (declared.first.empty()) declared = found;
+    }
+  }
+  return declared;
+}
+
+FieldMap function_fields(const Module& m, const FunctionSpec& s, const std::vector<SourceText>& sources) {
+  std::pair<std::string, std::string> where = definition_of(sources, s.name);
+  return FieldMap{
+      {"name", String(s.name)},         {"signature", String(to_string(s))},   {"stub", String(m.host_source(s.name))},
+      {"function", m.function(s.name)}, {"arg_spec", strings(to_arg_spec(s))}, {"device", String(device_of(s))},
+      {"params", call_params(s)},       {"location", String(where.first)},     {"return_type", String(where.second)}};
+}
+
+FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) {
   Array<FieldMap> functions;
-  for (const FunctionSpec& s : m.specs()) functions.push_back(function_fields(m, s));
+  for (const FunctionSpec& s : m.specs()) functions.push_back(function_fields(m, s, sources));
   return FieldMap{{"module", m.ffi_module()},
                   {"path", String(m.path())},
                   {"functions", functions},
@@ -175,7 +224,9 @@ FieldMap load_inline_entry(const FieldMap& options) {
     std::vector<FunctionDecl> decls = to_decls(f.get<Array<FieldMap>>("functions", {}));
     InlineOptions opts = inline_options(&f);
     f.expect_all_read();
-    return module_fields(load_inline(name, sources, decls, opts));
+    std::vector<SourceText> labelled = label_sources(sources);
+    for (SourceText& t : label_sources(opts.cuda_sources, "cuda_sources", true)) labelled.push_back(std::move(t));
+    return module_fields(load_inline(name, sources, decls, opts), labelled);
   });
 }
 

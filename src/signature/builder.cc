@@ -45,7 +45,7 @@ SpecBuilder::SpecBuilder(std::string name) { spec_.name = std::move(name); }
 SpecBuilder& SpecBuilder::tensor(const std::string& name, const std::string& dtype,
                                  const std::vector<std::string>& dims) {
   check_name(spec_.name, "tensor", name);
-  check_piece(spec_.name, "tensor", name, "dtype", dtype, " | ");
+  check_piece(spec_.name, "tensor", name, "dtype", dtype, " | ( ) ");
   for (const std::string& d : dims) check_piece(spec_.name, "tensor", name, "dim", d, kExprPunct);
   std::string text = name + ": " + dtype + "[";
   for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + dims[i];
@@ -70,6 +70,24 @@ SpecBuilder& SpecBuilder::scalar(const std::string& name, const std::string& typ
   return *this;
 }
 
+SpecBuilder& SpecBuilder::default_value(const std::string& text) {
+  if (spec_.params.empty() || spec_.params.back().kind != ParamKind::kScalar) {
+    throw SpecError("builder of '" + spec_.name + "': default_value('" + spec_detail::printable(text) +
+                    "') applies to the last scalar added, but " +
+                    (spec_.params.empty() ? std::string("no parameter was added yet")
+                                          : "the last parameter '" + spec_.params.back().name + "' is not a scalar"));
+  }
+  Param& p = spec_.params.back();
+  std::string why;
+  std::optional<std::string> value = canonical_default(p.scalar, text, &why);
+  if (!value) {
+    throw SpecError(call_text(spec_.name, "scalar", p.name) + ": bad default '" + spec_detail::printable(text) +
+                    "': " + why);
+  }
+  p.default_value = *value;
+  return *this;
+}
+
 SpecBuilder& SpecBuilder::stream(const std::string& name) {
   check_name(spec_.name, "stream", name);
   Param p;
@@ -90,6 +108,13 @@ TensorSpec& SpecBuilder::last_tensor(const char* modifier) {
 
 SpecBuilder& SpecBuilder::out() {
   last_tensor("out").out = true;
+  return *this;
+}
+
+SpecBuilder& SpecBuilder::returned() {
+  TensorSpec& t = last_tensor("returned");
+  t.out = true;
+  t.returned = true;
   return *this;
 }
 

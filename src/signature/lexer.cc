@@ -114,6 +114,23 @@ std::string spec_error_message(const std::string& context, const std::string& te
          std::string(width - 1, '~');
 }
 
+namespace {
+
+/// The value after '=' up to the next space, ',' or ';' (numbers such as 2.5e-3 are
+/// not expressions, so they are not split); returns where lexing resumes.
+size_t lex_default_value(const std::string& text, size_t i, std::vector<Token>* out) {
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  size_t start = i;
+  while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) ||
+                             std::string("_.+-").find(text[i]) != std::string::npos)) {
+    ++i;
+  }
+  if (i > start) out->push_back({Tok::kValue, text.substr(start, i - start), start, i});
+  return i;
+}
+
+}  // namespace
+
 std::vector<Token> tokenize(const std::string& text, const std::string& context) {
   static const char* const kTwoChar[] = {"==", "!=", "<=", ">="};
   std::vector<Token> out;
@@ -154,6 +171,11 @@ std::vector<Token> tokenize(const std::string& text, const std::string& context)
       }
     }
     if (matched) continue;
+    if (c == '=') {  // a default ("alpha: float32 = 1.0"): its text is one token
+      out.push_back({Tok::kPunct, "=", i, i + 1});
+      i = lex_default_value(text, i + 1, &out);
+      continue;
+    }
     if (std::string(":,;[]()|@+-*/%<>").find(static_cast<char>(c)) != std::string::npos) {
       out.push_back({Tok::kPunct, std::string(1, static_cast<char>(c)), i, i + 1});
       ++i;

@@ -9,7 +9,8 @@
 namespace kjit {
 namespace spec_detail {
 
-enum class Tok { kName, kInt, kPunct, kEnd };
+/// kValue: the text after a single '=' (a default: "1.0", "-3", "true").
+enum class Tok { kName, kInt, kPunct, kValue, kEnd };
 
 struct Token {
   Tok kind;

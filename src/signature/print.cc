@@ -14,6 +14,7 @@ std::string join_exprs(const std::vector<Expr>& exprs) {
 }
 
 std::string dtype_text(const TensorSpec& t) {
+  if (!t.dtype_of.empty()) return "dtype(" + t.dtype_of + ")";
   if (t.dtypes.empty()) return "any";
   std::string out;
   for (const DTypeInfo& d : t.dtypes) {
@@ -28,10 +29,13 @@ std::string dtype_text(const TensorSpec& t) {
 std::string to_string(const Param& p) {
   std::string out = p.name + ": ";
   if (p.kind == ParamKind::kStream) return out + "stream";
-  if (p.kind == ParamKind::kScalar) return out + scalar_type_name(p.scalar);
+  if (p.kind == ParamKind::kScalar) {
+    out += scalar_type_name(p.scalar);
+    return p.default_value.empty() ? out : out + " = " + p.default_value;
+  }
   const TensorSpec& t = p.tensor;
   out += dtype_text(t) + "[" + (t.any_rank ? std::string("...") : join_exprs(t.shape)) + "]";
-  if (t.out) out += " out";
+  if (t.out) out += t.returned ? " return" : " out";
   if (t.optional) out += " optional";
   if (t.strided) out += " strided";
   if (!t.strides.empty()) out += " strides[" + join_exprs(t.strides) + "]";

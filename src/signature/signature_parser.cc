@@ -14,7 +14,7 @@ namespace {
 using spec_detail::Tok;
 using spec_detail::Token;
 
-const char* const kAttrHelp = "out, optional, strided, strides[...], align(N), @cpu, @cuda";
+const char* const kAttrHelp = "out, return, optional, strided, strides[...], align(N), @cpu, @cuda";
 
 class SignatureParser {
  public:
@@ -102,8 +102,23 @@ class SignatureParser {
     p.span.begin = name.begin;
     expect(":", ("after parameter name '" + name.text + "'").c_str());
     parse_type(&p);
+    if (accept("=")) parse_default(&p);
     p.span.end = tokens_[pos_ - 1].end;
     return p;
+  }
+
+  /// "= VALUE" after a scalar: its default, in canonical form.
+  void parse_default(Param* p) {
+    if (peek().kind != Tok::kValue) fail(peek(), "expected a default value after '=', got " + describe(peek()));
+    const Token& v = next();
+    if (p->kind != ParamKind::kScalar) {
+      fail(v, "parameter '" + p->name + "' is a " + (p->kind == ParamKind::kTensor ? "tensor" : "stream") +
+                  ": only scalars take a default");
+    }
+    std::string why;
+    std::optional<std::string> value = canonical_default(p->scalar, v.text, &why);
+    if (!value) fail(v, "bad default '" + v.text + "' of '" + p->name + "': " + why);
+    p->default_value = *value;
   }
 
   void parse_type(Param* p) {
@@ -112,7 +127,7 @@ class SignatureParser {
       p->kind = ParamKind::kStream;
       return;
     }
-    bool is_tensor = peek().text == "[" || peek().text == "|";
+    bool is_tensor = peek().text == "[" || peek().text == "|" || (first.text == "dtype" && peek().text == "(");
     if (!is_tensor) {
       auto scalar = find_scalar_type(first.text);
       if (scalar) {
@@ -144,6 +159,11 @@ class SignatureParser {
   }
 
   void parse_dtypes(const Token& first, TensorSpec* t) {
+    if (first.text == "dtype" && accept("(")) {  // "dtype(x)": the dtype of input x
+      t->dtype_of = expect_name("a tensor parameter's name in dtype(...)").text;
+      expect(")", "to close dtype(...)");
+      return;
+    }
     const Token* tok = &first;
     bool any = false;
     while (true) {
@@ -189,6 +209,10 @@ class SignatureParser {
         note_attr(p, "device", begin, &given);
       } else if (a.text == "out") {
         t.out = true;
+        note_attr(p, "out", begin, &given);
+      } else if (a.text == "return") {
+        t.out = true;
+        t.returned = true;
         note_attr(p, "out", begin, &given);
       } else if (a.text == "optional") {
         t.optional = true;

@@ -20,6 +20,60 @@ namespace {
   throw SpecError(context + ": " + what);
 }
 
+const Param* find_param(const FunctionSpec& spec, const std::string& name) {
+  for (const Param& q : spec.params) {
+    if (q.name == name) return &q;
+  }
+  return nullptr;
+}
+
+/// A symbol Python can read before the call: a whole dim of an input tensor
+/// kjit does not allocate, or an integer parameter of that name.
+bool is_read_before_call(const FunctionSpec& spec, const std::string& symbol) {
+  for (const Param& q : spec.params) {
+    if (q.kind == ParamKind::kScalar && q.name == symbol && is_integer(q.scalar)) return true;
+    if (q.kind != ParamKind::kTensor || q.tensor.returned) continue;
+    for (const Expr& e : q.tensor.shape) {
+      if (to_string(e) == symbol) return true;
+    }
+  }
+  return false;
+}
+
+/// What kjit needs to allocate a returned tensor: one dtype, a fixed rank, a
+/// compact layout, and dims it can compute from the caller's arguments.
+void check_returned(const FunctionSpec& spec, const std::string& signature, const Param& p) {
+  const TensorSpec& t = p.tensor;
+  std::string what = "returned tensor '" + p.name + "'";
+  if (!t.dtype_of.empty()) {
+    const Param* src = find_param(spec, t.dtype_of);
+    if (!src || src->kind != ParamKind::kTensor || src->tensor.returned) {
+      fail_param(spec, signature, p,
+                 what + ": dtype(" + t.dtype_of + ") must name an input tensor parameter, but '" + t.dtype_of +
+                     "' is " +
+                     (src ? (src->kind == ParamKind::kTensor ? "returned too" : "not a tensor") : "no parameter"));
+    }
+  } else if (t.dtypes.size() != 1) {
+    fail_param(spec, signature, p,
+               what + " needs exactly one dtype (kjit allocates it), got " +
+                   (t.dtypes.empty() ? std::string("any") : std::to_string(t.dtypes.size()) + " alternatives") +
+                   "; write dtype(x) to take input x's");
+  }
+  if (t.any_rank) fail_param(spec, signature, p, what + " needs a shape (kjit allocates it), not [...]");
+  if (t.optional || t.strided || !t.strides.empty()) {
+    fail_param(spec, signature, p,
+               what + " is allocated compact by kjit: it takes no optional, strided or strides[...]");
+  }
+  for (const Expr& e : t.shape) {
+    for (const std::string& s : symbols_of(e)) {
+      if (is_read_before_call(spec, s)) continue;
+      fail_param(spec, signature, p,
+                 what + ": symbol '" + s + "' of its shape must be a whole dim of an input tensor (like x: float32[" +
+                     s + "]) or an integer parameter named '" + s + "', so kjit knows it before the call");
+    }
+  }
+}
+
 void check_tensor(const FunctionSpec& spec, const std::string& signature, const Param& p) {
   const TensorSpec& t = p.tensor;
   if (!t.strides.empty() && t.strides.size() != t.shape.size()) {
@@ -36,6 +90,29 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
   if (t.align < 0 || (t.align & (t.align - 1)) != 0) {
     fail_param(spec, signature, p,
                "tensor '" + p.name + "': align(" + std::to_string(t.align) + ") must be a power of two");
+  }
+  if (!t.dtype_of.empty() && !t.returned) {
+    fail_param(spec, signature, p,
+               "tensor '" + p.name + "': dtype(" + t.dtype_of +
+                   ") is for returned tensors (kjit allocates them with that dtype); write the dtypes it accepts");
+  }
+  if (t.returned) check_returned(spec, signature, p);
+}
+
+/// As in Python, once a parameter has a default every later one the caller
+/// passes has one too: otherwise positional calls could not leave it out.
+void check_default_order(const FunctionSpec& spec, const std::string& signature) {
+  const Param* first_default = nullptr;
+  for (const Param* p : spec.call_args()) {
+    if (p->kind == ParamKind::kTensor && p->tensor.returned) continue;  // not passed by Python callers
+    if (!p->default_value.empty()) {
+      if (!first_default) first_default = p;
+    } else if (first_default) {
+      fail_param(spec, signature, *p,
+                 "parameter '" + p->name + "' has no default but follows '" + first_default->name +
+                     "', which has one: parameters after a default need defaults too (move '" + p->name + "' before '" +
+                     first_default->name + "')");
+    }
   }
 }
 
@@ -105,6 +182,7 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
     }
     if (p.kind == ParamKind::kTensor) check_tensor(spec, signature, p);
   }
+  check_default_order(spec, signature);
   // A symbol may share its name with an integer scalar (which then passes it) but
   // not with a tensor or the stream.
   for (const Param& p : spec.params) {

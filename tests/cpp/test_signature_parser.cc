@@ -112,6 +112,69 @@ TEST(SignatureParser, ErrorsAreSpecErrorsWhichAreInvalidArgument) {
   EXPECT_THROW(parse_signature("f", "a: nope[n]"), std::invalid_argument);
 }
 
+TEST(SignatureParser, ScalarDefaultsAreCanonical) {
+  FunctionSpec s = parse_signature("f", "x: float32[n], a: float32 = +1.5, b: bool = True, k: int8 = -128");
+  EXPECT_EQ(s.params[1].default_value, "1.5");
+  EXPECT_EQ(s.params[2].default_value, "true");
+  EXPECT_EQ(s.params[3].default_value, "-128");
+  EXPECT_EQ(to_string(s), "x: float32[n], a: float32 = 1.5, b: bool = true, k: int8 = -128");
+  EXPECT_EQ(canonical(to_string(s)), to_string(s));
+  EXPECT_EQ(canonical("x: float32[n], s: stream, q: uint64 = 18446744073709551615, e: float64 = 1e-3"),
+            "x: float32[n], s: stream, q: uint64 = 18446744073709551615, e: float64 = 1e-3");
+}
+
+TEST(SignatureParser, BadDefaultsPointAtTheValue) {
+  EXPECT_EQ(error_of("x: float32[n], k: int8 = 128"),
+            "signature of 'f': bad default '128' of 'k': the default 128 is out of the range of int8\n"
+            "  x: float32[n], k: int8 = 128\n"
+            "                           ^~~");
+  EXPECT_NE(error_of("x: float32[n] = 1").find("parameter 'x' is a tensor: only scalars take a default"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], s: stream = 1").find("parameter 's' is a stream: only scalars take a default"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], a: float32 = 1, b: int32")
+                .find("parameter 'b' has no default but follows 'a', which has one"),
+            std::string::npos);
+  // The stream is not a caller argument: it may follow a default.
+  EXPECT_EQ(error_of("x: float32[n], a: float32 = 1, s: stream"), "");
+}
+
+TEST(SignatureParser, ReturnedTensors) {
+  FunctionSpec s = parse_signature("f", "x: float16|bfloat16[n], y: dtype(x)[2*n] return, z: int64[n, 4] return");
+  EXPECT_TRUE(s.params[1].tensor.returned);
+  EXPECT_TRUE(s.params[1].tensor.out);  // the kernel sees an output
+  EXPECT_EQ(s.params[1].tensor.dtype_of, "x");
+  EXPECT_TRUE(s.params[1].tensor.dtypes.empty());
+  EXPECT_EQ(to_string(s), "x: float16|bfloat16[n], y: dtype(x)[2*n] return, z: int64[n, 4] return");
+  EXPECT_NE(error_of("x: float32[n], y: float32[m] return")
+                .find("returned tensor 'y': symbol 'm' of its shape must be a whole dim of an input tensor"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], y: dtype(x)[n]").find("tensor 'y': dtype(x) is for returned tensors"),
+            std::string::npos);
+  // An integer parameter named like the symbol gives it too.
+  EXPECT_EQ(error_of("x: float32[...], y: float32[m] return, m: int64"), "");
+  // Returned tensors are not caller arguments: a default may precede one.
+  EXPECT_EQ(error_of("x: float32[n], a: float32 = 1, y: float32[n] return"), "");
+}
+
+TEST(SpecBuilder, ReturnedMarksTheLastTensor) {
+  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n"}).tensor("y", "dtype(x)", {"n"}).returned().build();
+  EXPECT_EQ(to_string(s), "x: float32[n], y: dtype(x)[n] return");
+}
+
+TEST(SpecBuilder, DefaultValueOfTheLastScalar) {
+  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n"}).scalar("a", "float32").default_value("2").build();
+  EXPECT_EQ(to_string(s), "x: float32[n], a: float32 = 2");
+  try {
+    SpecBuilder("f").tensor("x", "float32", {"n"}).default_value("1");
+    FAIL() << "a default on a tensor was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_STREQ(e.what(),
+                 "builder of 'f': default_value('1') applies to the last scalar added, but the last parameter 'x' is "
+                 "not a scalar");
+  }
+}
+
 TEST(SpecBuilder, BuildsTheSameSpecAsTheString) {
   FunctionSpec built = SpecBuilder("gemm")
                            .tensor("a", "float16", {"m", "k"})

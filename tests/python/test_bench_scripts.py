@@ -33,6 +33,7 @@ def test_bench_elementwise_smoke(tmp_path):
 def test_bench_call_overhead_smoke(tmp_path):
     out = _run("bench_call_overhead.py", "--number", "200", "--repeat", "1", tmp_path=tmp_path)
     assert "target (kjit fn within 10% of the tvm-ffi export's fn" in out, out
+    assert "kjit call forms vs the positional out= call" in out, out
 
 
 def test_bench_compile_smoke(tmp_path):

@@ -78,7 +78,7 @@ def test_unknown_dtype_lists_known_ones():
 
 def test_unknown_attribute():
     assert spec_error("a: float32[n] outt") == (
-        "signature of 'fn': unknown attribute 'outt' of tensor 'a': expected out, optional, strided, "
+        "signature of 'fn': unknown attribute 'outt' of tensor 'a': expected out, return, optional, strided, "
         "strides[...], align(N), @cpu, @cuda\n"
         "  a: float32[n] outt\n"
         "                ^~~~"
