@@ -58,6 +58,8 @@ constexpr ScalarInfo kScalars[] = {
     {ScalarType::kFloat64, "float64", "double"},
     {ScalarType::kComplex64, "complex64", "std::complex<float>"},
     {ScalarType::kComplex128, "complex128", "std::complex<double>"},
+    {ScalarType::kStr, "str", "std::string"},
+    {ScalarType::kBytes, "bytes", "std::string"},
 };
 
 const ScalarInfo& scalar_info(ScalarType t) {
@@ -100,7 +102,8 @@ bool is_float(ScalarType t) {
          t == ScalarType::kFloat64;
 }
 bool is_complex(ScalarType t) { return t == ScalarType::kComplex64 || t == ScalarType::kComplex128; }
-bool is_integer(ScalarType t) { return !is_float(t) && !is_complex(t) && t != ScalarType::kBool; }
+bool is_text(ScalarType t) { return t == ScalarType::kStr || t == ScalarType::kBytes; }
+bool is_integer(ScalarType t) { return !is_float(t) && !is_complex(t) && !is_text(t) && t != ScalarType::kBool; }
 
 std::string known_scalar_names() {
   std::string out;
