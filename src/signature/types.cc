@@ -34,6 +34,9 @@ constexpr DTypeInfo kDTypes[] = {
     {"float6_e2m3fn", {kDLFloat6_e2m3fn, 6, 1}, nullptr},
     {"float6_e3m2fn", {kDLFloat6_e3m2fn, 6, 1}, nullptr},
     {"float4_e2m1fn", {kDLFloat4_e2m1fn, 4, 1}, nullptr},
+    // TileLang's tfloat32: float32 storage (DLPack has no tf32 code), so a
+    // float32 tensor is accepted and the kernel reads floats.
+    {"tfloat32", {kDLFloat, 32, 1}, "float"},
 };
 
 struct ScalarInfo {
