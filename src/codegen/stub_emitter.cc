@@ -460,18 +460,46 @@ class StubEmitter {
     return out;
   }
 
+  /// `text` as a JSON string literal (quotes included).
+  static std::string json_quote(const std::string& text) {
+    std::string out = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        static const char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[(c >> 4) & 0xf];
+        out += kHex[c & 0xf];
+      } else {
+        out += c;
+      }
+    }
+    return out + "\"";
+  }
+
   /// `__tvm_ffi__metadata_<fn>` and `__tvm_ffi__doc_<fn>`, the symbols
   /// TVM_FFI_DLL_EXPORT_TYPED_FUNC(_DOC) export, read by
-  /// tvm_ffi.Module.get_function_metadata / get_function_doc.
+  /// tvm_ffi.Module.get_function_metadata / get_function_doc. Everything but the
+  /// return type's schema is known here; that one comes from the kernel's type.
   void metadata_exports(const std::string& callee) {
     std::string signature = to_string(spec_);
     std::string doc = spec_.name + "(" + signature + ")\n\nArguments are checked by kjit before the kernel runs.";
+    std::string schema_head = R"({"type":"ffi.Function","named_args":{"return":[)";
+    std::string schema_tail = R"(],"params":[)" + params_schema() + "]}}";
+    // The schema is a JSON string inside the metadata: quote the pieces around the
+    // return type's (already escaped) schema.
+    std::string quoted_head = json_quote(schema_head);
+    std::string quoted_tail = json_quote(schema_tail);
+    std::string head = R"({"type_schema":)" + quoted_head.substr(0, quoted_head.size() - 1);
+    std::string tail =
+        quoted_tail.substr(1) + R"(,"kjit_signature":)" + json_quote(signature) + R"(,"doc":)" + json_quote(doc) + "}";
     out_ << "\nextern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__metadata_" << spec_.name
          << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"
          << "  using namespace kjit_stub;\n"
          << "  using R = decltype(::" << callee << "(" << call_argument_types() << "));\n"
-         << "  return store_metadata(result, result_schema<R>(), " << c_string(params_schema()) << ", "
-         << c_string(signature) << ", " << c_string(doc) << ");\n"
+         << "  return store_text(result, " << c_string(head) << ", result_schema<R>(), " << c_string(tail) << ");\n"
          << "}\n\n"
          << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__doc_" << spec_.name
          << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -666,60 +667,49 @@ template <typename F>
 }
 
 /// The tvm-ffi type schema of a kernel's return type R (as TVM_FFI_DLL_EXPORT_TYPED_FUNC
-/// writes it).
+/// writes it), already escaped for a JSON string: the metadata nests it in one.
 template <typename R>
-[[maybe_unused]] inline std::string result_schema() {
+[[maybe_unused]] inline const char* result_schema() {
   if constexpr (std::is_void<R>::value) {
-    return R"({"type":"None"})";
+    return R"({\"type\":\"None\"})";
   } else if constexpr (std::is_same<R, bool>::value) {
-    return R"({"type":"bool"})";
+    return R"({\"type\":\"bool\"})";
   } else if constexpr (std::is_integral<R>::value) {
-    return R"({"type":"int"})";
+    return R"({\"type\":\"int\"})";
   } else if constexpr (std::is_floating_point<R>::value) {
-    return R"({"type":"float"})";
+    return R"({\"type\":\"float\"})";
   } else if constexpr (std::is_same<typename std::decay<R>::type, std::string>::value) {
-    return R"({"type":"ffi.String"})";
+    return R"({\"type\":\"ffi.String\"})";
 #ifdef KJIT_TVM_FFI_BRIDGE
   } else if constexpr (std::is_constructible<::tvm::ffi::Any, R>::value) {
-    return ::tvm::ffi::TypeTraits<typename std::decay<R>::type>::TypeSchema();
+    static const std::string escaped = [] {
+      std::string out;
+      for (char c : ::tvm::ffi::TypeTraits<typename std::decay<R>::type>::TypeSchema()) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      return out;
+    }();
+    return escaped.c_str();
 #endif
   } else {
-    return R"({"type":"Any"})";
+    return R"({\"type\":\"Any\"})";
   }
 }
 
-/// `text` as a JSON string literal.
-KJIT_COLD std::string json_quote(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-/// A string result allocated by libtvm_ffi, so it outlives this library.
-KJIT_COLD int store_text(TVMFFIAny* result, const std::string& text) {
-  const TVMFFIByteArray bytes{text.data(), text.size()};
-  return TVMFFIStringFromByteArray(&bytes, result);
-}
-
-/// What `__tvm_ffi__metadata_<fn>` returns: tvm-ffi's metadata ({"type_schema"})
-/// plus kjit's canonical signature and the function's doc.
-KJIT_COLD int store_metadata(TVMFFIAny* result, const std::string& ret, const char* params, const char* signature,
-                             const char* doc) {
-  const std::string schema =
-      std::string(R"({"type":"ffi.Function","named_args":{"return":[)") + ret + "],\"params\":[" + params + "]}}";
-  return store_text(result, "{\"type_schema\":" + json_quote(schema) + ",\"kjit_signature\":" + json_quote(signature) +
-                                ",\"doc\":" + json_quote(doc) + "}");
+/// `head + middle + tail` as a string result, allocated by libtvm_ffi so it
+/// outlives this library (tvm-ffi's metadata and doc exports do the same).
+KJIT_COLD int store_text(TVMFFIAny* result, const char* head, const char* middle = "", const char* tail = "") {
+  const size_t a = std::strlen(head), b = std::strlen(middle), c = std::strlen(tail);
+  char* buf = static_cast<char*>(std::malloc(a + b + c + 1));
+  if (buf == nullptr) return raise("MemoryError", "kjit: out of memory building function metadata");
+  std::memcpy(buf, head, a);
+  std::memcpy(buf + a, middle, b);
+  std::memcpy(buf + a + b, tail, c);
+  const TVMFFIByteArray bytes{buf, a + b + c};
+  const int rc = TVMFFIStringFromByteArray(&bytes, result);
+  std::free(buf);
+  return rc;
 }
 
 }  // namespace
