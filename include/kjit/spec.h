@@ -28,9 +28,9 @@ const DTypeInfo* find_dtype(const std::string& name);
 /// Every dtype name the grammar accepts, for error messages.
 std::string known_dtype_names();
 
-/// Scalar parameter types.
 /// Scalar parameter types. float16/bfloat16 reach the kernel as uint16_t raw bits
-/// (brainevent's convention); complex as std::complex<float|double>.
+/// (brainevent's convention); complex as std::complex<float|double>; str and bytes
+/// (tvm-ffi's String and Bytes) as std::string, std::string_view or tvm::ffi::String/Bytes.
 enum class ScalarType {
   kBool,
   kInt8,
@@ -47,6 +47,8 @@ enum class ScalarType {
   kFloat64,
   kComplex64,
   kComplex128,
+  kStr,
+  kBytes,
 };
 std::optional<ScalarType> find_scalar_type(const std::string& name);
 const char* scalar_type_name(ScalarType t);
@@ -54,6 +56,7 @@ const char* scalar_cpp_type(ScalarType t);
 bool is_integer(ScalarType t);
 bool is_float(ScalarType t);  ///< float16, bfloat16, float32, float64
 bool is_complex(ScalarType t);
+bool is_text(ScalarType t);  ///< str, bytes
 /// Every scalar type name, for error messages.
 std::string known_scalar_names();
 /// The canonical text of `text` as a default of a scalar of type `t` ("True" ->

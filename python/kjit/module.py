@@ -14,6 +14,8 @@ _RESERVED = {
     "path",
     "functions",
     "get_host_source",
+    "get_function_metadata",
+    "get_function_doc",
     "source",
     "cache_hit",
     "ffi_module",
@@ -92,6 +94,15 @@ class Module:
         """The text of a ``.pyi`` typing this module's functions (``class Module(kjit.Module)``
         with a method per function); written to ``path`` when given."""
         return _function.write_stub(self.name, self._fns, path)
+
+    def get_function_metadata(self, fn_name: str) -> Optional[dict]:
+        """tvm-ffi's metadata of ``fn_name``: ``type_schema`` (as TVM_FFI_DLL_EXPORT_TYPED_FUNC
+        exports it), ``kjit_signature`` (the canonical signature) and ``doc``."""
+        return self.ffi_module.get_function_metadata(fn_name)
+
+    def get_function_doc(self, fn_name: str) -> Optional[str]:
+        """The doc tvm-ffi reads for ``fn_name`` (its canonical signature)."""
+        return self.ffi_module.get_function_doc(fn_name)
 
     def __repr__(self) -> str:
         fns = ", ".join(f"{k}({v})" for k, v in self.functions.items())

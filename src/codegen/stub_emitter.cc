@@ -134,6 +134,14 @@ class StubEmitter {
     std::string type = c_string(scalar_type_name(p.scalar));
     std::string ti = "args[" + idx + "].type_index";
     std::string int_or_bool = ti + " == kTVMFFIInt || " + ti + " == kTVMFFIBool";
+    if (is_text(p.scalar)) {
+      bool bytes = p.scalar == ScalarType::kBytes;
+      out_ << "  TVMFFIByteArray " << v << ";\n"
+           << "  if (!text_bytes(" << a << ", " << (bytes ? "true" : "false") << ", &" << v
+           << ")) return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type << ", "
+           << (bytes ? "\"bytes\"" : "\"a str\"") << ", " << a << ");\n";
+      return;
+    }
     if (is_complex(p.scalar)) {
       // tvm-ffi has no complex scalar: real numbers only, except from the XLA
       // handler, which passes a std::complex<double> by pointer.
@@ -384,6 +392,7 @@ class StubEmitter {
          << "(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
          << "  return " << checked_function_name(spec_.name) << "(args, num_args, result, nullptr);\n"
          << "}\n";
+    metadata_exports(callee);
   }
 
   /// CuTe DSL's sequence: initialise CUDA once, switch to the tensors' device if
@@ -403,14 +412,113 @@ class StubEmitter {
          << "  }\n";
   }
 
+  /// The C++ type of each argument call_arguments() passes, for decltype.
+  std::string call_argument_types() const {
+    std::string types;
+    for (const Param& p : spec_.params) {
+      if (!types.empty()) types += ", ";
+      std::string t;
+      if (p.kind == ParamKind::kTensor) {
+        t = "TensorArg<" + element_type(p.tensor) + ">";
+      } else if (p.kind == ParamKind::kStream) {
+        t = "StreamArg";
+      } else if (is_text(p.scalar)) {
+        t = "TextArg";
+      } else if (p.scalar == ScalarType::kBool) {
+        t = "bool";
+      } else if (p.scalar == ScalarType::kFloat16 || p.scalar == ScalarType::kBFloat16) {
+        t = "uint16_t";
+      } else {
+        t = scalar_cpp_type(p.scalar);
+      }
+      types += "std::declval<" + t + ">()";
+    }
+    return types;
+  }
+
+  /// tvm-ffi's schema of each caller argument: what TypeSchema.from_json_str reads.
+  std::string params_schema() const {
+    std::string out;
+    for (const Param* p : spec_.call_args()) {
+      std::string t;
+      if (p->kind == ParamKind::kTensor) {
+        t = R"({"type":"ffi.Tensor"})";
+        if (p->tensor.optional) t = R"({"type":"Optional","args":[)" + t + "]}";
+      } else if (p->scalar == ScalarType::kBool) {
+        t = R"({"type":"bool"})";
+      } else if (p->scalar == ScalarType::kStr) {
+        t = R"({"type":"ffi.String"})";
+      } else if (p->scalar == ScalarType::kBytes) {
+        t = R"({"type":"ffi.Bytes"})";
+      } else if (is_integer(p->scalar)) {
+        t = R"({"type":"int"})";
+      } else {
+        t = R"({"type":"float"})";  // floats, and complex (real numbers through tvm-ffi)
+      }
+      out += (out.empty() ? "" : ",") + t;
+    }
+    return out;
+  }
+
+  /// `text` as a JSON string literal (quotes included).
+  static std::string json_quote(const std::string& text) {
+    std::string out = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        static const char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[(c >> 4) & 0xf];
+        out += kHex[c & 0xf];
+      } else {
+        out += c;
+      }
+    }
+    return out + "\"";
+  }
+
+  /// `__tvm_ffi__metadata_<fn>` and `__tvm_ffi__doc_<fn>`, the symbols
+  /// TVM_FFI_DLL_EXPORT_TYPED_FUNC(_DOC) export, read by
+  /// tvm_ffi.Module.get_function_metadata / get_function_doc. Everything but the
+  /// return type's schema is known here; that one comes from the kernel's type.
+  void metadata_exports(const std::string& callee) {
+    std::string signature = to_string(spec_);
+    std::string doc = spec_.name + "(" + signature + ")\n\nArguments are checked by kjit before the kernel runs.";
+    std::string schema_head = R"({"type":"ffi.Function","named_args":{"return":[)";
+    std::string schema_tail = R"(],"params":[)" + params_schema() + "]}}";
+    // The schema is a JSON string inside the metadata: quote the pieces around the
+    // return type's (already escaped) schema.
+    std::string quoted_head = json_quote(schema_head);
+    std::string quoted_tail = json_quote(schema_tail);
+    std::string head = R"({"type_schema":)" + quoted_head.substr(0, quoted_head.size() - 1);
+    std::string tail =
+        quoted_tail.substr(1) + R"(,"kjit_signature":)" + json_quote(signature) + R"(,"doc":)" + json_quote(doc) + "}";
+    out_ << "\nextern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__metadata_" << spec_.name
+         << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"
+         << "  using namespace kjit_stub;\n"
+         << "  using R = decltype(::" << callee << "(" << call_argument_types() << "));\n"
+         << "  return store_text(result, " << c_string(head) << ", result_schema<R>(), " << c_string(tail) << ");\n"
+         << "}\n\n"
+         << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__doc_" << spec_.name
+         << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"
+         << "  return kjit_stub::store_text(result, " << c_string(doc) << ");\n"
+         << "}\n";
+  }
+
   std::string call_arguments() const {
     std::string args;
     for (const Param& p : spec_.params) {
       if (!args.empty()) args += ", ";
       if (p.kind == ParamKind::kTensor) {
-        args += "TensorArg<" + element_type(p.tensor) + ">{" + tensor_var(p) + "}";
+        int i = arg_index_.at(p.name);
+        args += "TensorArg<" + element_type(p.tensor) + ">{" + tensor_var(p) + ", &args[" + std::to_string(i) +
+                "], kFn, " + std::to_string(i) + ", " + c_string(p.name) + "}";
       } else if (p.kind == ParamKind::kStream) {
         args += "StreamArg{stream}";
+      } else if (is_text(p.scalar)) {
+        args += "TextArg{" + scalar_var(p) + ", &args[" + std::to_string(arg_index_.at(p.name)) + "]}";
       } else if (p.scalar == ScalarType::kBool) {
         args += scalar_var(p) + " != 0";
       } else if (p.scalar == ScalarType::kUInt64) {

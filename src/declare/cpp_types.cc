@@ -13,9 +13,28 @@ std::string strip_std(const std::string& base) {
   return base;
 }
 
+/// `base` without a leading "::".
+std::string unrooted(const std::string& base) { return base.rfind("::", 0) == 0 ? base.substr(2) : base; }
+
 bool is_tensor_type(const std::string& base) {
-  return base == "kjit::TensorView" || base == "::kjit::TensorView" || base == "TensorView" || base == "BE::Tensor" ||
-         base == "::BE::Tensor";
+  // tvm-ffi's tensors as kernels for tvm_ffi.cpp.load_inline spell them (also
+  // through `namespace ffi = tvm::ffi;`).
+  static const char* const kNames[] = {"kjit::TensorView", "TensorView",       "BE::Tensor", "tvm::ffi::TensorView",
+                                       "ffi::TensorView",  "tvm::ffi::Tensor", "ffi::Tensor"};
+  std::string b = unrooted(base);
+  for (const char* n : kNames) {
+    if (b == n) return true;
+  }
+  return false;
+}
+
+/// str and bytes parameters: tvm-ffi's String and Bytes, std::string, std::string_view.
+std::optional<ScalarType> text_type(const std::string& base) {
+  std::string b = unrooted(base);
+  if (b == "tvm::ffi::String" || b == "ffi::String" || b == "std::string" || b == "std::string_view")
+    return ScalarType::kStr;
+  if (b == "tvm::ffi::Bytes" || b == "ffi::Bytes") return ScalarType::kBytes;
+  return std::nullopt;
 }
 
 bool is_stream_type(const std::string& base) {
@@ -126,6 +145,12 @@ CppRole classify_cpp_param(const CppParam& p) {
     r.kind = CppRole::Kind::kStream;
     return r;
   }
+  if (auto text = text_type(p.base)) {
+    if (p.is_reference && !p.is_const) return unmapped("a str or bytes attr cannot be a non-const reference");
+    r.kind = CppRole::Kind::kScalar;
+    r.scalar = *text;
+    return r;
+  }
   auto scalar = scalar_type_of_cpp(p.base);
   if (scalar && p.name == "stream" && is_integer(*scalar)) {
     r.kind = CppRole::Kind::kStream;  // brainevent's `int64_t stream`
@@ -142,8 +167,9 @@ CppRole classify_cpp_param(const CppParam& p) {
                     "' with the token 'attr." + p.name + ":float16' (or bfloat16)");
   }
   return unmapped(
-      "kjit maps tensors (kjit::TensorView, BE::Tensor, typed pointers), scalars (bool, int8_t..uint64_t, "
-      "int, long, size_t, float, double, std::complex<float|double>, ...) and streams (cudaStream_t, "
+      "kjit maps tensors (kjit::TensorView, BE::Tensor, tvm::ffi::TensorView, tvm::ffi::Tensor, typed pointers), "
+      "scalars (bool, int8_t..uint64_t, int, long, size_t, float, double, std::complex<float|double>, ...), str and "
+      "bytes (tvm::ffi::String, tvm::ffi::Bytes, std::string, std::string_view) and streams (cudaStream_t, "
       "kjit::Stream, int64_t stream)");
 }
 

@@ -259,12 +259,11 @@ FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceK
         break;
     }
   }
-  if (!any_tensor) {
-    throw SpecError("No tensor parameters found in " + where +
-                    ": kjit infers inputs from 'const kjit::TensorView' (or const T*) parameters and outputs from "
-                    "non-const ones; for other functions give a signature string");
-  }
-  if (!any_out) {
+  // A function without tensors (int add(int, int)) or one that returns its result
+  // (tvm::ffi::Tensor f(const ...)) needs no output tensor; a void one whose
+  // tensors are all const would write nothing.
+  bool returns = !cpp.fn.return_type.empty() && cpp.fn.return_type != "void";
+  if (any_tensor && !any_out && !returns) {
     throw SpecError("No non-const tensor output found in " + where +
                     ". Mark input tensors 'const' to tell them from outputs, or use the explicit form: "
                     "functions={'" +

@@ -130,6 +130,9 @@ void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
     case EwType::kComplex128:
       put(std::complex<double>(re, im));
       break;
+    case EwType::kStr:  // spec scalar types, never element types
+    case EwType::kBytes:
+      throw InternalError("kjit internal error: str/bytes is not an elementwise type");
   }
 }
 

@@ -56,7 +56,25 @@ class PlanBuilder {
                     scalar_type_name(p.scalar) + "; a symbol's scalar must be an integer type");
       }
       consider(make_step(i, BindingStep::Field::kScalar, 0, make_symbol(p.name)), false);
+    } else if (p.kind == ParamKind::kScalar && constraint_symbols().count(p.name)) {
+      // A plain scalar in a constraint (`k: int32; k % 8 == 0`) binds its symbol.
+      if (!is_integer(p.scalar)) {
+        fail(p, "scalar '" + p.name + "' is used in a constraint but has type " + scalar_type_name(p.scalar) +
+                    "; constraints compare integers, so it must be an integer type");
+      }
+      consider(make_step(i, BindingStep::Field::kScalar, 0, make_symbol(p.name)), false);
     }
+  }
+
+  std::set<std::string> constraint_symbols() const {
+    std::set<std::string> out;
+    for (const Constraint& c : spec_.constraints) {
+      for (const Expr* e : {&c.lhs, &c.rhs}) {
+        auto s = symbols_of(*e);
+        out.insert(s.begin(), s.end());
+      }
+    }
+    return out;
   }
 
   BindingStep make_step(size_t param, BindingStep::Field field, int dim, const Expr& expr) {

@@ -34,6 +34,9 @@ constexpr DTypeInfo kDTypes[] = {
     {"float6_e2m3fn", {kDLFloat6_e2m3fn, 6, 1}, nullptr},
     {"float6_e3m2fn", {kDLFloat6_e3m2fn, 6, 1}, nullptr},
     {"float4_e2m1fn", {kDLFloat4_e2m1fn, 4, 1}, nullptr},
+    // TileLang's tfloat32: float32 storage (DLPack has no tf32 code), so a
+    // float32 tensor is accepted and the kernel reads floats.
+    {"tfloat32", {kDLFloat, 32, 1}, "float"},
 };
 
 struct ScalarInfo {
@@ -58,6 +61,8 @@ constexpr ScalarInfo kScalars[] = {
     {ScalarType::kFloat64, "float64", "double"},
     {ScalarType::kComplex64, "complex64", "std::complex<float>"},
     {ScalarType::kComplex128, "complex128", "std::complex<double>"},
+    {ScalarType::kStr, "str", "std::string"},
+    {ScalarType::kBytes, "bytes", "std::string"},
 };
 
 const ScalarInfo& scalar_info(ScalarType t) {
@@ -100,7 +105,8 @@ bool is_float(ScalarType t) {
          t == ScalarType::kFloat64;
 }
 bool is_complex(ScalarType t) { return t == ScalarType::kComplex64 || t == ScalarType::kComplex128; }
-bool is_integer(ScalarType t) { return !is_float(t) && !is_complex(t) && t != ScalarType::kBool; }
+bool is_text(ScalarType t) { return t == ScalarType::kStr || t == ScalarType::kBytes; }
+bool is_integer(ScalarType t) { return !is_float(t) && !is_complex(t) && !is_text(t) && t != ScalarType::kBool; }
 
 std::string known_scalar_names() {
   std::string out;

@@ -368,11 +368,12 @@ TEST(DeclareCppTypes, UnmappableTypesSayWhy) {
   CppRole st = role_of("Foo v");
   EXPECT_EQ(st.kind, CppRole::Kind::kUnmapped);
   EXPECT_EQ(st.problem,
-            "kjit maps tensors (kjit::TensorView, BE::Tensor, typed pointers), scalars (bool, int8_t..uint64_t, int, "
-            "long, size_t, float, double, std::complex<float|double>, ...) and streams (cudaStream_t, kjit::Stream, "
-            "int64_t stream)");
+            "kjit maps tensors (kjit::TensorView, BE::Tensor, tvm::ffi::TensorView, tvm::ffi::Tensor, typed "
+            "pointers), scalars (bool, int8_t..uint64_t, int, long, size_t, float, double, "
+            "std::complex<float|double>, ...), str and bytes (tvm::ffi::String, tvm::ffi::Bytes, std::string, "
+            "std::string_view) and streams (cudaStream_t, kjit::Stream, int64_t stream)");
   EXPECT_EQ(role_of("long double v").kind, CppRole::Kind::kUnmapped);
-  EXPECT_EQ(role_of("std::string s").kind, CppRole::Kind::kUnmapped);
+  EXPECT_EQ(role_of("std::string& s").kind, CppRole::Kind::kUnmapped);
 
   CppRole h = role_of("__half h");
   EXPECT_EQ(h.kind, CppRole::Kind::kUnmapped);
@@ -777,9 +778,11 @@ TEST(DeclareResolveErrors, InferWithoutADefinition) {
 TEST(DeclareResolveErrors, InferWithAnUnmappableType) {
   EXPECT_EQ(resolve_error(infer_decl("f"), "void f(float* y, Foo cfg) {}"),
             "cannot map C++ type 'Foo' of parameter 'cfg' (#1) in 'f' (cpp_sources:1) to a kjit type: kjit maps "
-            "tensors (kjit::TensorView, BE::Tensor, typed pointers), scalars (bool, int8_t..uint64_t, int, long, "
-            "size_t, float, double, std::complex<float|double>, ...) and streams (cudaStream_t, kjit::Stream, "
-            "int64_t stream). Or declare the function with arg_spec tokens or a signature string");
+            "tensors (kjit::TensorView, BE::Tensor, tvm::ffi::TensorView, tvm::ffi::Tensor, typed pointers), "
+            "scalars (bool, int8_t..uint64_t, int, long, size_t, float, double, std::complex<float|double>, ...), "
+            "str and bytes (tvm::ffi::String, tvm::ffi::Bytes, std::string, std::string_view) and streams "
+            "(cudaStream_t, kjit::Stream, int64_t stream). Or declare the function with arg_spec tokens or a "
+            "signature string");
   EXPECT_EQ(resolve_error(infer_decl("f"), "void f(float* y, float**) {}"),
             "cannot map C++ type 'float**' of parameter 'arg1' (#1) in 'f' (cpp_sources:1) to a kjit type: a pointer "
             "to a pointer has no kjit meaning. Or declare the function with arg_spec tokens or a signature string");
@@ -790,10 +793,23 @@ TEST(DeclareResolveErrors, InferredScalarsNeedNames) {
             "parameter #1 'int' of 'f' (cpp_sources:1) has no name; an attr is passed by name, so name it");
 }
 
-TEST(DeclareResolveErrors, InferNeedsATensor) {
-  EXPECT_EQ(resolve_error(infer_decl("f"), "int f(int n, kjit::Stream s) { return n; }"),
-            "No tensor parameters found in 'f' (cpp_sources:1): kjit infers inputs from 'const kjit::TensorView' (or "
-            "const T*) parameters and outputs from non-const ones; for other functions give a signature string");
+TEST(DeclareResolve, ScalarOnlyFunctionsInfer) {
+  EXPECT_EQ(to_string(resolve_one(infer_decl("f"), "int f(int n, kjit::Stream s) { return n; }")),
+            "n: int32, s: stream");
+}
+
+TEST(DeclareResolve, TvmFfiTypesInfer) {
+  const char* src =
+      "namespace ffi = tvm::ffi;\n"
+      "ffi::Tensor f(const tvm::ffi::TensorView& x, tvm::ffi::Tensor y, tvm::ffi::String s, const ffi::Bytes& b,\n"
+      "              const std::string& t, std::string_view u) { return y; }";
+  EXPECT_EQ(to_string(resolve_one(infer_decl("f"), src)),
+            "x: any[...], y: any[...] out, s: str, b: bytes, t: str, u: str");
+}
+
+TEST(DeclareResolve, AllConstTensorsInferWhenTheFunctionReturns) {
+  EXPECT_EQ(to_string(resolve_one(infer_decl("f"), "double f(const tvm::ffi::TensorView x) { return 0; }")),
+            "x: any[...]");
 }
 
 TEST(DeclareResolveErrors, InferNeedsAnOutput) {

@@ -63,6 +63,26 @@ TEST(LoadInline, CallsACheckedKernel) {
   EXPECT_EQ(total, 6.0);
 }
 
+// A kernel written for tvm_ffi.cpp.load_inline: tvm-ffi types, no includes.
+const char* kTvmFfiKernels = R"(
+double first(tvm::ffi::Tensor x) { return static_cast<const float*>(x.data_ptr())[0]; }
+double first_view(tvm::ffi::TensorView x) { return static_cast<const float*>(x.data_ptr())[0]; }
+)";
+
+TEST(LoadInline, TvmFfiTensorParameterNeedsAnOwnedTensor) {
+  Module m = load_inline("cpp_tvm_ffi_kernels", {kTvmFfiKernels},
+                         SignatureList{{"first", "x: float32[n]"}, {"first_view", "x: float32[n] optional"}});
+  Vec x({5, 6});
+  // A borrowed DLTensor* reaches a TensorView, but cannot become an owning Tensor.
+  EXPECT_EQ(m.function("first_view")(&x.t).cast<double>(), 5.0);
+  EXPECT_EQ(error_of(m.function("first"), &x.t),
+            "TypeError: first: argument #0 'x': the kernel takes tvm::ffi::Tensor, which owns its tensor, but the "
+            "caller passed a borrowed DLTensor*; take tvm::ffi::TensorView to accept it");
+  EXPECT_EQ(error_of(m.function("first_view"), nullptr),
+            "TypeError: first_view: argument #0 'x': None cannot become a tvm::ffi::TensorView; take "
+            "tvm::ffi::Optional<tvm::ffi::Tensor> or kjit::TensorView (defined() is false for None)");
+}
+
 TEST(LoadInline, RejectsBadArgumentsWithFullMessages) {
   Module m = axpy_module();
   Vec x({1, 2, 3}), short_y({1, 2});

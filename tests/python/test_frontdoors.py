@@ -22,15 +22,17 @@ TV = "kjit::TensorView"
 INC = "#include <kjit/kernel.h>\n#include <cstdint>\n#include <complex>\n"
 ATTR_TYPES = (
     "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
-    "complex64, complex128"
+    "complex64, complex128, str, bytes"
 )
 VALID_TOKENS = (
     "arg, ret, stream, attr.<name>, attr.<name>:<type> (aliases: args, rets, ctx.stream, attrs.<name>, "
     "attrs.<name>:<type>)"
 )
 CPP_MAPS = (
-    "kjit maps tensors (kjit::TensorView, BE::Tensor, typed pointers), scalars (bool, int8_t..uint64_t, int, long, "
-    "size_t, float, double, std::complex<float|double>, ...) and streams (cudaStream_t, kjit::Stream, int64_t stream)"
+    "kjit maps tensors (kjit::TensorView, BE::Tensor, tvm::ffi::TensorView, tvm::ffi::Tensor, typed pointers), "
+    "scalars (bool, int8_t..uint64_t, int, long, size_t, float, double, std::complex<float|double>, ...), str and "
+    "bytes (tvm::ffi::String, tvm::ffi::Bytes, std::string, std::string_view) and streams (cudaStream_t, "
+    "kjit::Stream, int64_t stream)"
 )
 # The usual kernel shape: one input, one output, then whatever the test adds.
 XY = f"const {TV} x, {TV} y"
@@ -351,10 +353,8 @@ def test_all_const_tensors():
         "outputs, or use the explicit form: functions={'f': ['arg', 'ret', ...]}")
 
 
-def test_no_tensors():
-    assert spec_error(fn_src("int a, float b"), ["f"]) == (
-        "No tensor parameters found in 'f' (cpp_sources:1): kjit infers inputs from 'const kjit::TensorView' (or "
-        "const T*) parameters and outputs from non-const ones; for other functions give a signature string")
+def test_scalar_only_functions_infer():
+    assert kjit.resolve(fn_src("int a, float b"), ["f"]) == {"f": "a: int32, b: float32"}
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,14 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 // Generated code embeds float16_conversions.h just before this text, so there the
 // include is skipped and no kjit/detail header is read at JIT time.
@@ -185,11 +189,25 @@ constexpr bool pointer_fits() {
   }
 }
 
-/// A tensor argument, convertible to kjit::TensorView or to a typed data pointer
-/// (`const float*`); E is the element type the spec fixes, or void when it does not.
+/// What a kernel parameter of tvm-ffi type T (tvm::ffi::TensorView, Tensor,
+/// String, Bytes) is made from. Specialised in the tvm-ffi bridge below, which is
+/// compiled only when the user's sources use tvm-ffi (KJIT_TVM_FFI_BRIDGE).
+template <typename T>
+struct FfiArg {
+  static constexpr bool value = false;
+};
+
+/// A tensor argument, convertible to kjit::TensorView, to a typed data pointer
+/// (`const float*`; E is the element type the spec fixes, or void when it does
+/// not), or with the bridge to tvm::ffi::TensorView / tvm::ffi::Tensor. `any` is
+/// the argument as passed; fn, index and name are for messages.
 template <typename E>
 struct TensorArg {
   const DLTensor* t;
+  const TVMFFIAny* any;
+  const char* fn;
+  int index;
+  const char* name;
   operator kjit::TensorView() const { return kjit::TensorView(t); }
   template <typename T>
   operator T*() const {
@@ -197,7 +215,42 @@ struct TensorArg {
                   "kjit: a typed pointer parameter must match the element type of the spec");
     return t == nullptr ? nullptr : static_cast<T*>(kjit::TensorView(t).data_ptr());
   }
+  template <typename T, typename std::enable_if<FfiArg<T>::value, int>::type = 0>
+  operator T() const {
+    return FfiArg<T>::from_tensor(t, any, fn, index, name);
+  }
 };
+
+/// A str or bytes argument (checked by the stub), convertible to std::string,
+/// std::string_view, or with the bridge to tvm::ffi::String / tvm::ffi::Bytes.
+struct TextArg {
+  TVMFFIByteArray bytes;
+  const TVMFFIAny* any;
+  operator std::string() const { return std::string(bytes.data, bytes.size); }
+  operator std::string_view() const { return std::string_view(bytes.data, bytes.size); }
+  template <typename T, typename std::enable_if<FfiArg<T>::value, int>::type = 0>
+  operator T() const {
+    return FfiArg<T>::from_text(any);
+  }
+};
+
+/// The content of a str or bytes argument; false when `a` is neither of `kind`.
+[[maybe_unused]] inline bool text_bytes(const TVMFFIAny* a, bool bytes_kind, TVMFFIByteArray* out) {
+  const int32_t object = bytes_kind ? kTVMFFIBytes : kTVMFFIStr;
+  const int32_t small = bytes_kind ? kTVMFFISmallBytes : kTVMFFISmallStr;
+  if (a->type_index == object) {
+    *out = *TVMFFIBytesGetByteArrayPtr(a->v_obj);
+  } else if (a->type_index == small) {
+    *out = TVMFFISmallBytesGetContentByteArray(a);
+  } else if (!bytes_kind && a->type_index == kTVMFFIRawStr) {
+    *out = TVMFFIByteArray{a->v_c_str, std::strlen(a->v_c_str)};
+  } else if (bytes_kind && a->type_index == kTVMFFIByteArrayPtr) {
+    *out = *static_cast<const TVMFFIByteArray*>(a->v_ptr);
+  } else {
+    return false;
+  }
+  return true;
+}
 
 __attribute__((format(printf, 2, 3))) KJIT_COLD int raise(const char* kind, const char* fmt, ...) {
   char buf[2048];
@@ -556,6 +609,16 @@ KJIT_COLD int fail_constraint(const char* fn, const char* text, const SymVal* sy
 KJIT_COLD int raise_current_exception(const char* fn) {
   try {
     throw;
+#ifdef KJIT_TVM_FFI_BRIDGE
+  } catch (const ::tvm::ffi::Error& e) {
+    // TVM_FFI_THROW(ValueError) and friends keep their kind and traceback; a failed
+    // TVM_FFI_ICHECK (kind InternalError) is the kernel's error, not kjit's bug.
+    if (e.kind() != "InternalError") {
+      ::tvm::ffi::detail::SetSafeCallRaised(e);
+      return -1;
+    }
+    return raise("RuntimeError", "%s: %s", fn, e.message().c_str());
+#endif
   } catch (const kjit::Error& e) {  // the kind names: kjit/errors.h, shared with the runtime
     TVMFFIErrorSetRaisedFromCStr(e.kind(), e.what());
   } catch (const std::exception& e) {
@@ -566,8 +629,9 @@ KJIT_COLD int raise_current_exception(const char* fn) {
   return -1;
 }
 
-/// Calls the kernel and stores what it returns (nothing, a bool, an integer or a
-/// floating-point number) as the FFI result.
+/// Calls the kernel and stores what it returns (nothing, a bool, an integer, a
+/// floating-point number, std::string as str; with the tvm-ffi bridge, any value
+/// tvm-ffi can hold, tvm::ffi::Tensor and String among them) as the FFI result.
 template <typename F>
 [[maybe_unused]] inline void call_and_store(TVMFFIAny* result, F&& f) {
   using R = decltype(f());
@@ -585,13 +649,126 @@ template <typename F>
   } else if constexpr (std::is_floating_point<R>::value) {
     result->v_float64 = static_cast<double>(f());
     result->type_index = kTVMFFIFloat;
+  } else if constexpr (std::is_same<typename std::decay<R>::type, std::string>::value) {
+    const std::string text = f();
+    const TVMFFIByteArray bytes{text.data(), text.size()};
+    if (TVMFFIStringFromByteArray(&bytes, result) != 0) throw std::bad_alloc();
+#ifdef KJIT_TVM_FFI_BRIDGE
+  } else if constexpr (std::is_constructible<::tvm::ffi::Any, R>::value) {
+    result->type_index = kTVMFFINone;
+    result->v_int64 = 0;
+    *reinterpret_cast<::tvm::ffi::Any*>(result) = ::tvm::ffi::Any(f());
+#endif
   } else {
-    static_assert(std::is_void<R>::value, "kjit: a kernel returns void, bool, an integer or a floating-point number");
+    static_assert(std::is_void<R>::value,
+                  "kjit: a kernel returns void, bool, an integer, a floating-point number or std::string (tvm-ffi "
+                  "values such as tvm::ffi::Tensor when the sources use tvm-ffi)");
   }
+}
+
+/// The tvm-ffi type schema of a kernel's return type R (as TVM_FFI_DLL_EXPORT_TYPED_FUNC
+/// writes it), already escaped for a JSON string: the metadata nests it in one.
+template <typename R>
+[[maybe_unused]] inline const char* result_schema() {
+  if constexpr (std::is_void<R>::value) {
+    return R"({\"type\":\"None\"})";
+  } else if constexpr (std::is_same<R, bool>::value) {
+    return R"({\"type\":\"bool\"})";
+  } else if constexpr (std::is_integral<R>::value) {
+    return R"({\"type\":\"int\"})";
+  } else if constexpr (std::is_floating_point<R>::value) {
+    return R"({\"type\":\"float\"})";
+  } else if constexpr (std::is_same<typename std::decay<R>::type, std::string>::value) {
+    return R"({\"type\":\"ffi.String\"})";
+#ifdef KJIT_TVM_FFI_BRIDGE
+  } else if constexpr (std::is_constructible<::tvm::ffi::Any, R>::value) {
+    static const std::string escaped = [] {
+      std::string out;
+      for (char c : ::tvm::ffi::TypeTraits<typename std::decay<R>::type>::TypeSchema()) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      return out;
+    }();
+    return escaped.c_str();
+#endif
+  } else {
+    return R"({\"type\":\"Any\"})";
+  }
+}
+
+/// `head + middle + tail` as a string result, allocated by libtvm_ffi so it
+/// outlives this library (tvm-ffi's metadata and doc exports do the same).
+KJIT_COLD int store_text(TVMFFIAny* result, const char* head, const char* middle = "", const char* tail = "") {
+  const size_t a = std::strlen(head), b = std::strlen(middle), c = std::strlen(tail);
+  char* buf = static_cast<char*>(std::malloc(a + b + c + 1));
+  if (buf == nullptr) return raise("MemoryError", "kjit: out of memory building function metadata");
+  std::memcpy(buf, head, a);
+  std::memcpy(buf + a, middle, b);
+  std::memcpy(buf + a + b, tail, c);
+  const TVMFFIByteArray bytes{buf, a + b + c};
+  const int rc = TVMFFIStringFromByteArray(&bytes, result);
+  std::free(buf);
+  return rc;
 }
 
 }  // namespace
 }  // namespace kjit_stub
+#ifdef KJIT_TVM_FFI_BRIDGE
+// ---- the tvm-ffi bridge: kernels written for tvm_ffi.cpp.load_inline take and
+// return tvm-ffi types. Compiled only when the user's sources use tvm-ffi, so
+// other modules never parse tvm-ffi's C++ headers. ----
+namespace kjit_stub {
+namespace {
+
+template <>
+struct FfiArg<::tvm::ffi::TensorView> {
+  static constexpr bool value = true;
+  static ::tvm::ffi::TensorView from_tensor(const DLTensor* t, const TVMFFIAny*, const char* fn, int index,
+                                            const char* name) {
+    if (t == nullptr) {
+      throw kjit::TypeError(std::string(fn) + ": argument #" + std::to_string(index) + " '" + name +
+                            "': None cannot become a tvm::ffi::TensorView; take tvm::ffi::Optional<tvm::ffi::Tensor> "
+                            "or kjit::TensorView (defined() is false for None)");
+    }
+    return ::tvm::ffi::TensorView(t);
+  }
+};
+
+template <>
+struct FfiArg<::tvm::ffi::Tensor> {
+  static constexpr bool value = true;
+  static ::tvm::ffi::Tensor from_tensor(const DLTensor* t, const TVMFFIAny* any, const char* fn, int index,
+                                        const char* name) {
+    if (t == nullptr) return ::tvm::ffi::Tensor();
+    if (any->type_index != kTVMFFITensor) {
+      throw kjit::TypeError(std::string(fn) + ": argument #" + std::to_string(index) + " '" + name +
+                            "': the kernel takes tvm::ffi::Tensor, which owns its tensor, but the caller passed a "
+                            "borrowed DLTensor*; take tvm::ffi::TensorView to accept it");
+    }
+    return reinterpret_cast<const ::tvm::ffi::AnyView*>(any)->cast<::tvm::ffi::Tensor>();
+  }
+};
+
+template <>
+struct FfiArg<::tvm::ffi::String> {
+  static constexpr bool value = true;
+  static ::tvm::ffi::String from_text(const TVMFFIAny* any) {
+    return reinterpret_cast<const ::tvm::ffi::AnyView*>(any)->cast<::tvm::ffi::String>();
+  }
+};
+
+template <>
+struct FfiArg<::tvm::ffi::Bytes> {
+  static constexpr bool value = true;
+  static ::tvm::ffi::Bytes from_text(const TVMFFIAny* any) {
+    return reinterpret_cast<const ::tvm::ffi::AnyView*>(any)->cast<::tvm::ffi::Bytes>();
+  }
+};
+
+}  // namespace
+}  // namespace kjit_stub
+#endif  // KJIT_TVM_FFI_BRIDGE
 #undef KJIT_COLD
 // ---- end of kjit stub prelude ----
 
