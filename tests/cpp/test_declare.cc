@@ -565,16 +565,27 @@ TEST(DeclareResolve, TokensWithTheDefinitionTakeNamesDtypesAndCallee) {
   EXPECT_EQ(to_string(s), "x: float32[...], y: any[...], out: float64[...] out, scale: float32, stream: stream");
 }
 
-TEST(DeclareResolve, TokensWithoutTheDefinitionUseFallbackNames) {
-  FunctionSpec s = resolve_one(tokens_decl("f", {"arg", "stream", "ret", "arg", "attr.k:int32", "ret"}), "");
-  EXPECT_EQ(s.callee, "");
-  EXPECT_EQ(to_string(s),
-            "arg0: any[...], stream: stream, ret0: any[...] out, arg1: any[...], k: int32, "
-            "ret1: any[...] out");
+TEST(DeclareResolve, TokensWithoutTheDefinitionAreRejected) {
+  // Nothing to check the tokens against and nothing for the stub to call.
+  EXPECT_EQ(resolve_error(tokens_decl("f", {"arg", "stream", "ret", "arg", "attr.k:int32", "ret"}), ""),
+            "arg_spec of 'f' (functions['f']): no definition of 'f' was found in cpp_sources (kjit looks for a free "
+            "function 'RET f(...)' at namespace scope)");
+}
+
+TEST(DeclareResolve, TokensForAMacroGeneratedFunctionReadTheExpansion) {
+  const char* src =
+      "#define GEN(SUFFIX, T) \\\n"
+      "  void scale##SUFFIX(const T* x, T* y, float alpha, int64_t stream) {}\n"
+      "GEN(_f32, float)\n"
+      "GEN(_f64, double)\n";
+  FunctionSpec s = resolve_one(tokens_decl("scale_f64", {"arg", "ret", "attr.alpha", "stream"}), src);
+  EXPECT_EQ(s.callee, "scale_f64");
+  EXPECT_EQ(to_string(s), "x: float64[...], y: float64[...] out, alpha: float32, stream: stream");
 }
 
 TEST(DeclareResolve, TokensTakeTheDefaultDevice) {
-  FunctionSpec s = resolve_one(tokens_decl("f", {"arg", "ret"}), "", DeviceKind::kCUDA);
+  FunctionSpec s = resolve_one(tokens_decl("f", {"arg", "ret"}),
+                               "void f(const kjit::TensorView x, kjit::TensorView y) {}", DeviceKind::kCUDA);
   for (const Param& p : s.params) {
     EXPECT_EQ(p.tensor.device, DeviceKind::kCUDA);
     EXPECT_FALSE(p.tensor.device_given);
@@ -761,10 +772,15 @@ TEST(DeclareResolveErrors, TokenErrorsNameTheOrigin) {
             "XLA allocates); got ['arg']. For a function without tensor outputs, give a signature string instead");
 }
 
-TEST(DeclareResolveErrors, TokensThatGiveDuplicateNamesFailValidation) {
-  // The attr takes its name from the token, the tensor from the C++ parameter.
+TEST(DeclareResolveErrors, TypedAttrNamesTheParameterInItsSlot) {
+  // An attr is passed by name: a typed attr's name must be its parameter's.
   EXPECT_EQ(resolve_error(tokens_decl("f", {"ret", "attr.y:int32"}), "void f(float* y, int n) {}"),
-            "signature of 'f': duplicate parameter name 'y'");
+            "arg_spec of 'f' (functions['f']): token #1 'attr.y:int32' names attr 'y', but C++ parameter #1 at "
+            "cpp_sources:1 is 'int n'; 'y' is another parameter (tokens follow the parameters' order) (its "
+            "parameters are: y, n)");
+  EXPECT_EQ(resolve_error(tokens_decl("f", {"ret", "attr.m:int32"}), "void f(float* y, int n) {}"),
+            "arg_spec of 'f' (functions['f']): token #1 'attr.m:int32' names attr 'm', but C++ parameter #1 at "
+            "cpp_sources:1 is 'int n'; the definition has no parameter 'm' (its parameters are: y, n)");
 }
 
 TEST(DeclareResolveErrors, InferWithoutADefinition) {
@@ -818,8 +834,8 @@ TEST(DeclareResolveErrors, AmbiguousNamespaces) {
   EXPECT_EQ(resolve_error(tokens_decl("f", {"ret", "attr.x"}), src),
             "arg_spec of 'f' (functions['f']): a bare 'attr.<name>' takes its type from the C++ definition, but " +
                 expected + "; write 'attr.<name>:<type>' instead");
-  // Tokens with full types and signatures need no definition: the spec resolves, without a callee.
-  EXPECT_EQ(resolve_one(tokens_decl("f", {"ret"}), src).callee, "");
+  // Tokens need the definition (to check them and declare the kernel); a signature does not.
+  EXPECT_EQ(resolve_error(tokens_decl("f", {"ret"}), src), "arg_spec of 'f' (functions['f']): " + expected);
   EXPECT_EQ(resolve_one(signature_decl("f", "y: float32[n] out"), src).callee, "");
 }
 
