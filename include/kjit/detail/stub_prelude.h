@@ -185,12 +185,23 @@ constexpr bool pointer_fits() {
   }
 }
 
-/// A tensor argument, convertible to kjit::TensorView or to a typed data pointer
-/// (`const float*`); E is the element type the spec fixes, or void when it does not.
+/// How a kernel's own tensor type is built from a checked DLTensor: specialised
+/// with `static U make(const DLTensor*)` by the generated code for such a type
+/// (brainevent's BE::Tensor, when its headers are used); no other type has one.
+template <typename U>
+struct TensorFrom;
+
+/// A tensor argument, convertible to kjit::TensorView, to a typed data pointer
+/// (`const float*`) or to a type with a TensorFrom; E is the element type the spec
+/// fixes, or void when it does not.
 template <typename E>
 struct TensorArg {
   const DLTensor* t;
   operator kjit::TensorView() const { return kjit::TensorView(t); }
+  template <typename U, typename = decltype(TensorFrom<U>::make(nullptr))>
+  operator U() const {
+    return TensorFrom<U>::make(t);
+  }
   template <typename T>
   operator T*() const {
     static_assert(pointer_fits<typename std::remove_cv<T>::type, E>(),
