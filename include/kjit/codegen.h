@@ -68,8 +68,12 @@ std::string emit_xla_handler(const FunctionSpec& spec);
 
 /// What goes into a module's translation units besides the stubs.
 struct ModuleSourceOptions {
-  bool xla_handlers = false;             ///< also emit an XLA FFI handler per function
-  bool brainevent_alias = false;         ///< declare BE::Tensor as kjit::TensorView before the sources
+  bool xla_handlers = false;      ///< also emit an XLA FFI handler per function
+  bool brainevent_alias = false;  ///< the sources use brainevent's spelling (BE::Tensor, // @BE)
+  /// With brainevent_alias: brainevent's own headers are on the include path, so
+  /// BE::Tensor is brainevent's type (built by kjit/detail/brainevent_bridge.h);
+  /// without them it is an alias of kjit::TensorView (kjit/compat).
+  bool brainevent_headers = false;
   std::vector<SourceText> cuda_sources;  ///< device code: a separate .cu translation unit
 };
 

@@ -32,9 +32,11 @@ struct FunctionDecl {
   };
   std::string name;
   Form form = Form::kInfer;
-  std::string signature;            ///< kSignature
-  std::vector<std::string> tokens;  ///< kTokens
-  std::string origin;               ///< where it was declared, for messages ("functions['f']")
+  std::string signature;             ///< kSignature
+  std::vector<std::string> tokens;   ///< kTokens
+  std::string origin;                ///< where it was declared, for messages ("functions['f']")
+  std::string annotation_file = {};  ///< an annotation's source ("cuda_sources"); empty otherwise
+  int annotation_line = 0;           ///< an annotation's 1-based line; 0 otherwise
 };
 
 /// Canonical tokens: aliases normalised (args -> arg, rets -> ret, ctx.stream ->

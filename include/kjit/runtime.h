@@ -34,6 +34,10 @@ struct InlineOptions {
   /// Target architectures ("sm_80,sm_90,compute_90", "8.0;9.0+PTX"); empty:
   /// KJIT_CUDA_ARCH, else the visible devices', else sm_80 + sm_90 + PTX.
   std::string cuda_arch;
+  /// brainevent's installed include folder (`brainevent/include`): sources that use
+  /// brainevent's spelling then compile against its real headers (BE::Tensor, BE_CHECK,
+  /// ...); empty: kjit's small compatibility header (BE::Tensor = kjit::TensorView).
+  std::string brainevent_include_dir;
 };
 
 /// A loaded module: its checked functions and what produced them.

@@ -9,7 +9,7 @@ from ._lib import api as _api
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
 from .elementwise import elementwise
 from .elementwise import get_num_threads, set_num_threads
-from .module import Module, load_inline, normalize_arg_spec, resolve
+from .module import Module, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
 from .spec import Spec, parse_signature
 
 __version__ = str(_api.version())
@@ -44,5 +44,6 @@ __all__ = [
     "load_inline",
     "normalize_arg_spec",
     "resolve",
+    "resolve_arg_specs",
     "parse_signature",
 ]

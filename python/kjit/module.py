@@ -177,12 +177,23 @@ def resolve(cpp_sources: Union[str, Sequence[str]] = (), functions=None, *,
 
     ``functions`` takes every form ``load_inline`` takes. Raises SpecError.
     """
-    resolved = api.resolve_functions({
+    return {str(f["name"]): str(f["signature"]) for f in _resolved(cpp_sources, functions, cuda_sources)}
+
+
+def resolve_arg_specs(cpp_sources: Union[str, Sequence[str]] = (), functions=None, *,
+                      cuda_sources: Union[str, Sequence[str]] = ()) -> Dict[str, List[str]]:
+    """The canonical arg_spec tokens of each declared function, without compiling:
+    {name: ["arg", "ret", "attr.alpha:float32", "stream"]}, in declaration order
+    (brainevent's ``parse_annotations`` form). Raises SpecError."""
+    return {str(f["name"]): [str(t) for t in f["arg_spec"]] for f in _resolved(cpp_sources, functions, cuda_sources)}
+
+
+def _resolved(cpp_sources, functions, cuda_sources):
+    return api.resolve_functions({
         "cpp_sources": _string_list(cpp_sources, "cpp_sources"),
         "functions": _declarations(functions),
         "cuda_sources": _string_list(cuda_sources, "cuda_sources"),
     })
-    return {str(f["name"]): str(f["signature"]) for f in resolved}
 
 
 def normalize_arg_spec(tokens: Sequence[str], *, name: str = "fn") -> List[str]:
@@ -248,7 +259,45 @@ def load_inline(
         "extra_cuda_cflags": _string_list(extra_cuda_cflags, "extra_cuda_cflags"),
         "cuda_arch": _cuda_arch_text(cuda_arch),
     }
+    _add_brainevent_headers(options)
     return _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+
+
+def brainevent_include_dir() -> str:
+    """The include folder of the installed brainevent package, found as brainevent
+    finds it (``<package>/include``) without importing it; ``KJIT_BRAINEVENT_INCLUDE``
+    overrides it (a folder, or empty for kjit's own compatibility header). "" when
+    brainevent is not installed."""
+    if "KJIT_BRAINEVENT_INCLUDE" in os.environ:
+        return os.environ["KJIT_BRAINEVENT_INCLUDE"]
+    import importlib.util  # noqa: PLC0415
+
+    try:
+        spec = importlib.util.find_spec("brainevent")
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or spec.origin is None:
+        return ""
+    folder = os.path.join(os.path.dirname(spec.origin), "include")
+    return folder if os.path.isfile(os.path.join(folder, "brainevent", "tensor.h")) else ""
+
+
+# brainevent headers and spellings that pull in XLA's FFI headers (jax.ffi.include_dir()).
+_NEEDS_XLA_HEADERS = ("xla/ffi/", "brainevent/dtypes.h", "brainevent/ffi_compat.h")
+
+
+def _add_brainevent_headers(options: dict) -> None:
+    """Sources in brainevent's spelling compile against brainevent's installed
+    headers, plus XLA's for those that include them (as brainevent's own builds do)."""
+    texts = options["cpp_sources"] + options["cuda_sources"]
+    if not any("BE::Tensor" in t or "@BE" in t for t in texts):
+        return
+    folder = brainevent_include_dir()
+    options["brainevent_include_dir"] = folder
+    if folder and any(marker in t for t in texts for marker in _NEEDS_XLA_HEADERS):
+        xla = _xla_include_dir()
+        if xla not in options["extra_include_paths"]:
+            options["extra_include_paths"] = options["extra_include_paths"] + [xla]
 
 
 def _path_text(value, what: str) -> str:

@@ -5,13 +5,15 @@
 #include <sstream>
 
 #include "declare/cpp_signature.h"
+#include "declare/macro_expansion.h"
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 
 namespace kjit {
 namespace {
 
-/// The definition of `name` in the device sources, if there is exactly one.
+/// The definition of `name` in the device sources, if there is exactly one; else
+/// its last declaration (a kernel defined in an object linked in), else nothing.
 const CppFunction* find_definition(const std::vector<CppFunction>& found) {
   const CppFunction* def = nullptr;
   for (const CppFunction& f : found) {
@@ -19,7 +21,7 @@ const CppFunction* find_definition(const std::vector<CppFunction>& found) {
     if (def != nullptr) return nullptr;  // overloads: validated (and rejected) by the front doors
     def = &f;
   }
-  return def;
+  return def != nullptr || found.empty() ? def : &found.back();
 }
 
 std::vector<std::string> split_qualified(const std::string& qualified) {
@@ -57,7 +59,8 @@ std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs,
   std::string decls;
   for (const FunctionSpec& spec : specs) {
     for (const SourceText& src : cuda_sources) {
-      const std::vector<CppFunction> found = find_cpp_functions(src.text, spec.name);
+      // A macro-generated kernel (`FFI_X(_f32, float)`) is declared like a written one.
+      const std::vector<CppFunction> found = find_written_or_generated(src.text, spec.name);
       const CppFunction* def = find_definition(found);
       if (def != nullptr) {
         decls += declaration_of(*def, src.file);

@@ -141,6 +141,8 @@ std::vector<FunctionDecl> read_annotations(const std::vector<SourceText>& source
       AnnotationLine a;
       if (!match_annotation(line, &a)) continue;
       FunctionDecl d = parse_annotation(a, src.file + ":" + std::to_string(number));
+      d.annotation_file = src.file;
+      d.annotation_line = number;
       for (const FunctionDecl& prev : out) {
         if (prev.name == d.name) {
           throw SpecError("duplicate annotation for '" + d.name + "': " + prev.origin + " and " + d.origin);

@@ -371,6 +371,21 @@ Pieces clean(const Tokens& t, const Pieces& in, bool return_type) {
   return out;
 }
 
+/// A return type holds no call: `GEN(_f16, __half)` left without ';' at namespace
+/// scope (a macro call that defines something) belongs before the next declaration,
+/// not to its return type. decltype(...) and typeof(...) stay.
+Pieces drop_macro_calls(const Tokens& t, const Pieces& ret) {
+  size_t keep_from = 0;
+  for (size_t k = 1; k < ret.size(); ++k) {
+    const Token& name = t[ret[k - 1].begin];
+    if (is_group(t, ret[k], "(") && name.kind == Kind::kIdent &&
+        !one_of(name.text, {"decltype", "typeof", "__typeof__", "__typeof"})) {
+      keep_from = k + 1;
+    }
+  }
+  return Pieces(ret.begin() + static_cast<std::ptrdiff_t>(keep_from), ret.end());
+}
+
 bool needs_space(const Token& a, const Token& b) {
   if (is_punct(a, ",")) return true;
   if (b.kind == Kind::kPunct) return false;
@@ -720,7 +735,7 @@ class Scanner {
     }
     std::reverse(qualifier.begin(), qualifier.end());
 
-    Pieces ret = clean(t_, top_level(t_, b, q), true);
+    Pieces ret = drop_macro_calls(t_, clean(t_, top_level(t_, b, q), true));
     if (ret.empty() || !looks_like_type(t_, b, q)) return false;  // "f(3);" has no return type
 
     CppFunction fn;

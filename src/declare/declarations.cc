@@ -5,6 +5,7 @@
 #include "declare/arg_spec.h"
 #include "declare/cpp_signature.h"
 #include "declare/cpp_types.h"
+#include "declare/macro_expansion.h"
 #include "kjit/declare.h"
 #include "kjit/errors.h"
 
@@ -29,7 +30,20 @@ std::string list_locations(const std::vector<std::pair<std::string, CppFunction>
   return out;
 }
 
-Located locate(const std::vector<SourceText>& sources, const std::string& name) {
+/// What the annotation's own line says about a function kjit could not find: the
+/// macro call after it and why that generates no `name`.
+std::string annotation_hint(const std::vector<SourceText>& sources, const FunctionDecl& decl) {
+  if (decl.annotation_line <= 0) return "";
+  for (const SourceText& src : sources) {
+    if (src.file != decl.annotation_file) continue;
+    std::string why = explain_macro_annotation(src.text, decl.annotation_line, decl.name);
+    if (!why.empty()) return "; " + why;
+  }
+  return "";
+}
+
+Located locate(const std::vector<SourceText>& sources, const FunctionDecl& decl) {
+  const std::string& name = decl.name;
   std::vector<std::pair<std::string, CppFunction>> all, defs;
   std::set<std::string> cuda_files;
   std::set<std::string> qualified;
@@ -37,7 +51,7 @@ Located locate(const std::vector<SourceText>& sources, const std::string& name) 
   for (const SourceText& src : sources) {
     files += (files.empty() ? "" : ", ") + src.file;
     if (src.cuda) cuda_files.insert(src.file);
-    for (CppFunction& fn : find_cpp_functions(src.text, name)) {
+    for (CppFunction& fn : find_written_or_generated(src.text, name)) {
       qualified.insert(fn.qualified_name);
       if (fn.is_definition) defs.emplace_back(src.file, fn);
       all.emplace_back(src.file, std::move(fn));
@@ -46,7 +60,8 @@ Located locate(const std::vector<SourceText>& sources, const std::string& name) 
   Located out;
   if (all.empty()) {
     out.problem = "no definition of '" + name + "' was found in " + (files.empty() ? "the sources" : files) +
-                  " (kjit looks for a free function 'RET " + name + "(...)' at namespace scope)";
+                  " (kjit looks for a free function 'RET " + name + "(...)' at namespace scope)" +
+                  annotation_hint(sources, decl);
   } else if (qualified.size() > 1) {
     out.problem = "'" + name + "' names different functions (" + list_locations(all) + "); kjit cannot choose";
   } else if (defs.size() > 1) {
@@ -150,6 +165,7 @@ class TokenSpecBuilder {
           break;
         case ArgToken::Kind::kAttr:
           if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kScalar);
+          if (cp != nullptr && t.attr_type) check_attr_name(i, t, *cp);  // a bare attr is looked up by name
           if (role && t.attr_type) check_attr_type(i, t, *cp, role->scalar);
           spec.params.push_back(scalar_param(t.attr_name, t.attr_type ? *t.attr_type : attr_type_from_cpp(t)));
           break;
@@ -167,6 +183,9 @@ class TokenSpecBuilder {
       throw SpecError(where_ + ": a bare 'attr.<name>' takes its type from the C++ definition, but " + cpp_.problem +
                       "; write 'attr.<name>:<type>' instead");
     }
+    // Without the C++ function kjit could neither check the tokens nor declare
+    // the kernel for the stub to call: say so now, not as a compile error later.
+    if (!cpp_.found) throw SpecError(where_ + ": " + cpp_.problem);
     if (cpp_.found && cpp_.fn.params.size() != tokens.size()) {
       throw SpecError(where_ + ": " + std::to_string(tokens.size()) + " tokens, but the C++ definition at " +
                       cpp_.where() + " has " + std::to_string(cpp_.fn.params.size()) + " parameters (" +
@@ -180,6 +199,20 @@ class TokenSpecBuilder {
     throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' declares " + role_text(expected) +
                     ", but C++ parameter #" + std::to_string(i) + " '" + describe_cpp_param(cp) + "' at " +
                     cpp_.where() + " is " + role_text(role.kind) + why);
+  }
+
+  /// An attr is passed by name: the token's name must be the parameter's, or the
+  /// caller's `alpha=` would fill a parameter the kernel calls something else.
+  void check_attr_name(size_t i, const ArgToken& t, const CppParam& cp) const {
+    if (cp.name.empty() || cp.name == t.attr_name) return;
+    bool elsewhere = false;
+    for (const CppParam& other : cpp_.fn.params) elsewhere = elsewhere || other.name == t.attr_name;
+    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written + "' names attr '" + t.attr_name +
+                    "', but C++ parameter #" + std::to_string(i) + " at " + cpp_.where() + " is '" +
+                    describe_cpp_param(cp) + "'" +
+                    (elsewhere ? "; '" + t.attr_name + "' is another parameter (tokens follow the parameters' order)"
+                               : "; the definition has no parameter '" + t.attr_name + "'") +
+                    " (its parameters are: " + cpp_param_names(cpp_.fn) + ")");
   }
 
   /// An explicit attr type must be what the parameter takes, or the value would be
@@ -297,7 +330,7 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
                                             const std::vector<SourceText>& sources, DeviceKind default_device) {
   std::vector<FunctionSpec> specs;
   for (const FunctionDecl& decl : decls) {
-    Located cpp = locate(sources, decl.name);
+    Located cpp = locate(sources, decl);
     DeviceKind device = cpp.found && cpp.cuda ? DeviceKind::kCUDA : default_device;
     switch (decl.form) {
       case FunctionDecl::Form::kSignature: {

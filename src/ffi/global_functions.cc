@@ -138,6 +138,7 @@ InlineOptions inline_options(Fields* f) {
   opts.cuda_sources = f->texts("cuda_sources");
   opts.extra_cuda_cflags = f->texts("extra_cuda_cflags");
   opts.cuda_arch = f->text("cuda_arch");
+  opts.brainevent_include_dir = f->text("brainevent_include_dir");
   return opts;
 }
 

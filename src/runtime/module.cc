@@ -91,6 +91,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   ModuleSourceOptions source_options;
   source_options.xla_handlers = !options.xla_include_dir.empty();
   source_options.brainevent_alias = uses_brainevent_spelling(sources) || uses_brainevent_spelling(cuda);
+  source_options.brainevent_headers = !options.brainevent_include_dir.empty();
   source_options.cuda_sources = cuda;
   ModuleSource source = emit_module_source(sources, specs, name + ".cc", source_options);
   // 3. build (or find in the cache)
@@ -101,7 +102,11 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.extra_ldflags = options.extra_ldflags;
   request.include_paths = options.extra_include_paths;
   if (source_options.xla_handlers) request.include_paths.push_back(options.xla_include_dir);
-  if (source_options.brainevent_alias) request.include_paths.push_back(system_paths().kjit_include + "/kjit/compat");
+  if (source_options.brainevent_alias) {
+    // brainevent's own headers when given, else kjit's compatibility header: never both.
+    request.include_paths.push_back(source_options.brainevent_headers ? options.brainevent_include_dir
+                                                                      : system_paths().kjit_include + "/kjit/compat");
+  }
   request.cache_dir = options.build_directory;
   request.verbose = options.verbose;
   request.force_rebuild = options.force_rebuild;

@@ -182,10 +182,14 @@ def test_explicit_attr_type(dtype, cpp_type):
         "f": f"x: any[...], y: any[...] out, a: {dtype}"}
 
 
-def test_explicit_attr_type_needs_no_cpp_definition():
-    # Without a definition there is nothing to check against: fallback tensor names.
-    assert kjit.resolve("", {"g": ["args", "rets", "attr.a:float32", "ctx.stream"]}) == {
-        "g": "arg0: any[...], ret0: any[...] out, a: float32, stream: stream"}
+def test_tokens_for_a_function_the_sources_do_not_define_are_rejected():
+    # Nothing to check the tokens against and nothing for the stub to call: a
+    # SpecError now, not a compile (or link) error later.
+    with pytest.raises(kjit.SpecError) as err:
+        kjit.resolve("", {"g": ["args", "rets", "attr.a:float32", "ctx.stream"]})
+    assert str(err.value) == (
+        "arg_spec of 'g' (functions['g']): no definition of 'g' was found in cpp_sources (kjit looks for a free "
+        "function 'RET g(...)' at namespace scope)")
 
 
 def test_mixed_styles_in_one_token_list():

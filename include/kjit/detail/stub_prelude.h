@@ -197,10 +197,17 @@ struct FfiArg {
   static constexpr bool value = false;
 };
 
+/// How a kernel's own tensor type is built from a checked DLTensor: specialised
+/// with `static U make(const DLTensor*)` by the generated code for such a type
+/// (brainevent's BE::Tensor, when its headers are used); no other type has one.
+template <typename U>
+struct TensorFrom;
+
 /// A tensor argument, convertible to kjit::TensorView, to a typed data pointer
 /// (`const float*`; E is the element type the spec fixes, or void when it does
-/// not), or with the bridge to tvm::ffi::TensorView / tvm::ffi::Tensor. `any` is
-/// the argument as passed; fn, index and name are for messages.
+/// not), to a type with a TensorFrom, or with the bridge to tvm::ffi::TensorView /
+/// tvm::ffi::Tensor. `any` is the argument as passed; fn, index and name are for
+/// messages.
 template <typename E>
 struct TensorArg {
   const DLTensor* t;
@@ -209,6 +216,10 @@ struct TensorArg {
   int index;
   const char* name;
   operator kjit::TensorView() const { return kjit::TensorView(t); }
+  template <typename U, typename = decltype(TensorFrom<U>::make(nullptr))>
+  operator U() const {
+    return TensorFrom<U>::make(t);
+  }
   template <typename T>
   operator T*() const {
     static_assert(pointer_fits<typename std::remove_cv<T>::type, E>(),
