@@ -918,9 +918,7 @@ TEST(MacroExpansion, ExplainsAnAnnotationItCannotFollow) {
             "the macro call 'GEN(...)' at line 3 (#define at line 1) expands to functions 'f_a', not 'f_b'");
   // A written definition after the annotation is no macro call: nothing macro-specific to say.
   EXPECT_EQ(explain_macro_annotation(src, 4, "f_c"), "");
-  EXPECT_EQ(explain_macro_annotation("// @BE k
-K_GEN(_a)
-", 1, "k"),
+  EXPECT_EQ(explain_macro_annotation("// @BE k\nK_GEN(_a)\n", 1, "k"),
             "the macro call 'K_GEN(...)' at line 2 after the annotation has no #define in this source (kjit expands "
             "macros defined in the same source, not in #include'd headers)");
 }
