@@ -9,7 +9,6 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -78,9 +77,9 @@ inline void cpu_relax() {
 #endif
 }
 
-/// Spins until done() or `budget` has passed; whether done() held. Yields the CPU
-/// between rounds: another runnable thread (a torch or OpenMP worker, the caller's
-/// allocator) gets it at once, and with none sched_yield returns in well under 1 us.
+/// Spins until done() or `budget` has passed; whether done() held. No sched_yield
+/// between rounds: measured, it handed the CPU to torch's spinning OpenMP workers
+/// for whole time slices (2^16 add 0.9x NumPy without it, 1.5x with it).
 template <typename Done>
 bool spin_until(Done done, std::chrono::microseconds budget) {
   const Clock::time_point deadline = Clock::now() + budget;
@@ -90,7 +89,6 @@ bool spin_until(Done done, std::chrono::microseconds budget) {
       cpu_relax();
     }
     if (Clock::now() >= deadline) return done();
-    sched_yield();
   }
 }
 
