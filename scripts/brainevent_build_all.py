@@ -19,16 +19,6 @@ import kjit
 import kjit.jax
 
 
-def brainevent_cuda_files():
-    root = os.path.dirname(kjit.module.brainevent_include_dir())
-    out = []
-    for sub in sorted(os.listdir(root)):
-        folder = os.path.join(root, sub)
-        if sub.startswith("_") and os.path.isdir(folder):
-            out += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".cu")]
-    return out
-
-
 def module_name(path):
     folder, file = os.path.split(path)
     return "be" + os.path.basename(folder) + "_" + file[: -len(".cu")]
@@ -53,7 +43,7 @@ def main(argv):
     if not kjit.module.brainevent_include_dir():
         print("brainevent is not installed (pip install brainevent==0.2.1)", file=sys.stderr)
         return 2
-    files = [f for f in brainevent_cuda_files() if args.only in f]
+    files = [f for f in kjit.module.brainevent_sources() if args.only in f]
     cache = args.cache or tempfile.mkdtemp(prefix="kjit-brainevent-")
     built = functions = 0
     failed = []

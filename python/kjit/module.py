@@ -282,6 +282,22 @@ def brainevent_include_dir() -> str:
     return folder if os.path.isfile(os.path.join(folder, "brainevent", "tensor.h")) else ""
 
 
+def brainevent_sources() -> list[str]:
+    """The CUDA sources (``_*/*.cu``) of the installed brainevent package, sorted,
+    as absolute paths; [] when brainevent is not installed. The conformance test
+    and ``scripts/brainevent_build_all.py`` load each of them verbatim."""
+    include = brainevent_include_dir()
+    if not include:
+        return []
+    root = os.path.dirname(include)
+    out = []
+    for sub in sorted(os.listdir(root)):
+        folder = os.path.join(root, sub)
+        if sub.startswith("_") and os.path.isdir(folder):
+            out += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".cu")]
+    return out
+
+
 # brainevent headers and spellings that pull in XLA's FFI headers (jax.ffi.include_dir()).
 _NEEDS_XLA_HEADERS = ("xla/ffi/", "brainevent/dtypes.h", "brainevent/ffi_compat.h")
 

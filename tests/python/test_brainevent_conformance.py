@@ -17,18 +17,7 @@ BE_SPEC = importlib.util.find_spec("brainevent")
 BE_ROOT = os.path.dirname(BE_SPEC.origin) if BE_SPEC else None
 
 
-def brainevent_cuda_files():
-    if BE_ROOT is None:
-        return []
-    out = []
-    for sub in sorted(os.listdir(BE_ROOT)):
-        folder = os.path.join(BE_ROOT, sub)
-        if sub.startswith("_") and os.path.isdir(folder):
-            out += [os.path.join(sub, f) for f in sorted(os.listdir(folder)) if f.endswith(".cu")]
-    return out
-
-
-FILES = brainevent_cuda_files()
+FILES = [os.path.relpath(p, BE_ROOT) for p in kjit.module.brainevent_sources()] if BE_ROOT else []
 pytestmark = pytest.mark.skipif(BE_SPEC is None, reason="brainevent is not installed (scripts/run installs it)")
 
 
