@@ -70,6 +70,14 @@ const SystemPaths& system_paths();
 /// KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else ~/.cache/kjit.
 std::string default_cache_dir();
 
+/// Instruction-set flags for code built for this machine only (the elementwise
+/// loops): the x86-64-v3 extensions (AVX2, FMA, F16C, BMI1/2, LZCNT, MOVBE) when
+/// this CPU has all of them, with floating-point contraction off so results stay
+/// bit for bit those of separate operations; empty elsewhere, or when
+/// KJIT_HOST_ISA=baseline. The flags are part of the cache key, so a cache shared
+/// between machines keeps one entry per instruction set.
+const std::vector<std::string>& host_isa_cflags();
+
 struct BuildRequest {
   std::string name;    ///< module name (a C identifier; long names get shortened file names)
   std::string source;  ///< the whole translation unit

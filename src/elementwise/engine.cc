@@ -126,6 +126,8 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   req.name = "kjit_ew_" + entry;
   req.source = emit_elementwise_cpu(code, entry, types);
   req.extra_cflags = {"-O3", "-fno-math-errno"};
+  const std::vector<std::string>& isa = host_isa_cflags();  // the loops run only here
+  req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
   req.cache_dir = options.build_directory;
   req.verbose = options.verbose;
   BuildResult built;

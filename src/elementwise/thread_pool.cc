@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "elementwise/openmp_runtime.h"
 #include "kjit/elementwise.h"
 
 namespace kjit {
@@ -222,11 +223,53 @@ class Pool {
 
 std::atomic<Pool*> Pool::g_pool{nullptr};
 
+/// A region run on a loaded OpenMP runtime: every team thread claims chunks as
+/// the pool's threads do; an exception stays inside the team and is rethrown by
+/// the caller afterwards (it must not cross the runtime's frames).
+class OpenMpRegion {
+ public:
+  OpenMpRegion(int chunks, const ChunkFn& fn) : fn_(fn), chunks_(chunks) {}
+
+  void run(GompParallelFn parallel, int threads) {
+    parallel(&OpenMpRegion::team_body, this, static_cast<unsigned>(threads), 0);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  static void team_body(void* self) { static_cast<OpenMpRegion*>(self)->claim_chunks(); }
+
+  void claim_chunks() {
+    const bool outer = t_in_parallel;
+    t_in_parallel = true;
+    for (int c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+      try {
+        fn_(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    t_in_parallel = outer;
+  }
+
+  const ChunkFn& fn_;
+  const int chunks_;
+  std::atomic<int> next_{0};
+  std::mutex error_mu_;
+  std::exception_ptr error_;
+};
+
 }  // namespace
 
 void parallel_for(int chunks, int threads, ChunkFn fn) {
   threads = std::min(threads, chunks);
-  if (threads > 1 && !t_in_parallel && Pool::instance().try_run(chunks, threads, fn)) return;
+  if (threads > 1 && !t_in_parallel) {
+    if (GompParallelFn parallel = loaded_openmp_runtime()) {
+      OpenMpRegion(chunks, fn).run(parallel, threads);
+      return;
+    }
+    if (Pool::instance().try_run(chunks, threads, fn)) return;
+  }
   for (int c = 0; c < chunks; ++c) fn(c);
 }
 

@@ -246,3 +246,27 @@ TEST(ElementwiseCudaDiskCache, DamagedImageIsRecompiled) {
   EXPECT_THROW(compile(&hit), kjit::CacheError);
   fs::remove_all(dir);
 }
+
+// host_isa_cflags: AVX2-level flags only on a CPU that has them, always with
+// contraction off (a fused multiply-add would change results against NumPy).
+TEST(HostIsa, FlagsFollowTheCpu) {
+  const std::vector<std::string>& flags = kjit::host_isa_cflags();
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+#else
+  const bool v3 = false;
+#endif
+  if (!v3) {
+    EXPECT_TRUE(flags.empty());
+    return;
+  }
+  ASSERT_FALSE(flags.empty());
+  EXPECT_EQ(flags.front(), "-mavx2");
+  EXPECT_EQ(flags.back(), "-ffp-contract=off");
+}
+
+TEST(HostIsa, BaselineOnRequest) {
+  setenv("KJIT_HOST_ISA", "baseline", 1);  // read once, at the first call (each test is its own process)
+  EXPECT_TRUE(kjit::host_isa_cflags().empty());
+}

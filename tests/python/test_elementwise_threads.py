@@ -136,3 +136,63 @@ def test_concurrent_python_threads_with_large_arrays(n_threads):
         assert not errors, errors[0]
     finally:
         kjit.elementwise.set_num_threads(0)
+
+
+TORCH_FIRST = f"""
+import os
+import numpy as np
+import torch
+import kjit
+torch.set_num_threads(2)
+kjit.elementwise.set_num_threads(2)
+t = torch.arange(1 << 20, dtype=torch.float32)
+assert torch.equal(torch.add(t, 1.0), t + 1.0)  # torch's OpenMP team exists now
+add = kjit.elementwise({ADD!r})
+big = np.arange(1 << 20, dtype=np.float32)
+add(big[:4], big[:4])  # compiles the kernel (the compiler's threads come and go)
+before = len(os.listdir("/proc/self/task"))
+
+def threaded_call_ok(k):
+    return np.array_equal(add(big, np.float32(k)), big + np.float32(k))
+"""
+
+
+def test_with_torch_loaded_regions_run_on_torchs_openmp_threads():
+    """One set of worker threads per process: after torch's own parallel calls,
+    kjit's regions wake torch's OpenMP threads instead of starting its pool."""
+    pytest.importorskip("torch")
+    proc = run_script(TORCH_FIRST, """
+    assert all(threaded_call_ok(k) for k in range(5))
+    tt = torch.ones(1 << 20)
+    assert torch.equal(add(tt, tt), tt + tt)
+    print(len(os.listdir("/proc/self/task")) - before)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"
+
+
+def test_with_torch_loaded_kjit_openmp_0_keeps_kjits_pool():
+    pytest.importorskip("torch")
+    proc = run_script("import os; os.environ['KJIT_OPENMP'] = '0'", TORCH_FIRST, """
+    assert all(threaded_call_ok(k) for k in range(3))
+    print(len(os.listdir("/proc/self/task")) - before)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1"  # kjit's one pool worker
+
+
+def test_fork_after_torch_and_kjit_threaded_calls():
+    """The parent's OpenMP threads do not exist in a forked child: kjit's calls
+    there run on a new pool of its own instead of waiting for them."""
+    pytest.importorskip("torch")
+    proc = run_script(TORCH_FIRST, """
+    assert threaded_call_ok(1)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if all(threaded_call_ok(k) for k in range(5)) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert threaded_call_ok(2)
+    print("child exit", os.waitstatus_to_exitcode(status))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "child exit 0"

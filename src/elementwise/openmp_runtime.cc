@@ -1,0 +1,81 @@
+// Finding a loaded libgomp. Why: torch runs its CPU loops on libgomp, whose
+// workers spin for a while after each region. On a machine with few cores, a
+// second pool (kjit's own) then waits for a core those spinners hold, and each
+// call alternating between torch and kjit pays for it. Running kjit's regions on
+// the same runtime wakes the same, already spinning, threads. kjit never loads an
+// OpenMP runtime itself: it only uses one that is there.
+#include "elementwise/openmp_runtime.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace kjit {
+namespace ew {
+namespace {
+
+std::atomic<GompParallelFn> g_found{nullptr};
+std::atomic<bool> g_forked{false};
+std::mutex g_search_mu;
+unsigned long long g_searched_adds = ~0ULL;  // dlpi_adds at the last search (under g_search_mu)
+
+bool disabled_by_env() {
+  const char* v = std::getenv("KJIT_OPENMP");
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+/// dl_iterate_phdr callback: the path of the first object named libgomp*.
+int find_libgomp(dl_phdr_info* info, size_t, void* out) {
+  const char* name = info->dlpi_name;
+  if (name == nullptr) return 0;
+  const char* base = std::strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (std::strncmp(base, "libgomp", 7) != 0) return 0;
+  *static_cast<std::string*>(out) = name;
+  return 1;
+}
+
+/// dl_iterate_phdr callback: how many objects were ever loaded (a cheap
+/// "anything new?" test: it stops at the first object).
+int count_adds(dl_phdr_info* info, size_t, void* out) {
+  *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+  return 1;
+}
+
+GompParallelFn search() {
+  std::string path;
+  if (dl_iterate_phdr(find_libgomp, &path) == 0) return nullptr;
+  // RTLD_NOLOAD: a handle to the object already there, never a new load.
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* sym = dlsym(handle, "GOMP_parallel");  // the handle stays open: the library is in use
+  return reinterpret_cast<GompParallelFn>(sym);
+}
+
+}  // namespace
+
+GompParallelFn loaded_openmp_runtime() {
+  if (g_forked.load(std::memory_order_relaxed)) return nullptr;
+  if (GompParallelFn found = g_found.load(std::memory_order_acquire)) return found;
+  static const bool disabled = disabled_by_env();
+  if (disabled) return nullptr;
+  unsigned long long adds = 0;
+  dl_iterate_phdr(count_adds, &adds);
+  std::lock_guard<std::mutex> lock(g_search_mu);
+  if (adds == g_searched_adds) return g_found.load();
+  g_searched_adds = adds;
+  static const int registered = pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); });
+  (void)registered;
+  GompParallelFn found = search();
+  g_found.store(found, std::memory_order_release);
+  return found;
+}
+
+}  // namespace ew
+}  // namespace kjit
