@@ -43,6 +43,20 @@ std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
   return "(" + codes + " && " + dt + ".bits == " + std::to_string(d.dl.bits) + " && " + lanes + ")";
 }
 
+/// The range of the integer types narrower than int64 ({lo, hi} as C text).
+const std::map<ScalarType, std::pair<std::string, std::string>>& int_ranges() {
+  static const std::map<ScalarType, std::pair<std::string, std::string>> kRanges = {
+      {ScalarType::kInt8, {"-128", "127"}},
+      {ScalarType::kInt16, {"-32768", "32767"}},
+      {ScalarType::kInt32, {"-2147483648", "2147483647"}},
+      {ScalarType::kUInt8, {"0", "255"}},
+      {ScalarType::kUInt16, {"0", "65535"}},
+      {ScalarType::kUInt32, {"0", "4294967295"}},
+      {ScalarType::kUInt64, {"0", "9223372036854775807"}},  // a symbol's int64 value, never above
+  };
+  return kRanges;
+}
+
 std::string expected_dtype_text(const TensorSpec& t) {
   if (t.dtypes.size() == 1) return t.dtypes[0].name;
   std::string out = "one of ";
@@ -71,6 +85,7 @@ class StubEmitter {
     shapes_and_strides();
     layout_and_placement();
     constraints();
+    passed_symbols();
     call();
     return out_.str();
   }
@@ -185,16 +200,8 @@ class StubEmitter {
            << v << ");\n";
       return;
     }
-    static const std::map<ScalarType, std::pair<std::string, std::string>> kRanges = {
-        {ScalarType::kInt8, {"-128", "127"}},
-        {ScalarType::kInt16, {"-32768", "32767"}},
-        {ScalarType::kInt32, {"-2147483648", "2147483647"}},
-        {ScalarType::kUInt8, {"0", "255"}},
-        {ScalarType::kUInt16, {"0", "65535"}},
-        {ScalarType::kUInt32, {"0", "4294967295"}},
-    };
-    auto it = kRanges.find(p.scalar);
-    if (it == kRanges.end()) return;
+    auto it = int_ranges().find(p.scalar);
+    if (it == int_ranges().end()) return;
     const auto& [lo, hi] = it->second;
     std::string cond = v + " < INT64_C(" + lo + ") || " + v + " > INT64_C(" + hi + ")";
     std::string range = "[" + lo + ", " + hi + "]";
@@ -323,6 +330,25 @@ class StubEmitter {
     }
   }
 
+  /// Symbols passed to the kernel ("n: int64 symbol"): bound (optional carriers may
+  /// all be None) and within the parameter's type.
+  void passed_symbols() {
+    std::string body;
+    for (const Param& p : spec_.params) {
+      if (p.kind != ParamKind::kScalar || !p.symbol) continue;
+      auto it = int_ranges().find(p.scalar);
+      if (it == int_ranges().end()) continue;
+      const auto& [lo, hi] = it->second;
+      body += "  if (s_" + p.name + " < INT64_C(" + lo + ") || s_" + p.name + " > INT64_C(" + hi +
+              ")) return fail_symbol_range(kFn, " + c_string(p.name) + ", " + c_string(scalar_type_name(p.scalar)) +
+              ", s_" + p.name + ", by_" + p.name + ", " + c_string("[" + lo + ", " + hi + "]") + ");\n";
+    }
+    if (body.empty() && plan_.passed_guards.empty()) return;
+    out_ << "\n  // 6b. symbols passed to the kernel\n";
+    for (const std::string& s : plan_.passed_guards) emit_unbound_guard(s, "  ");
+    out_ << body;
+  }
+
   /// `const int64_t name = e;`, overflow-checked: on overflow the stub fails with
   /// "<what>, which overflows int64 with <symbols>" (`syms` declares them).
   void emit_value(const std::string& name, const Expr& e, const std::string& what, const std::string& syms,
@@ -422,6 +448,8 @@ class StubEmitter {
         t = "TensorArg<" + element_type(p.tensor) + ">";
       } else if (p.kind == ParamKind::kStream) {
         t = "StreamArg";
+      } else if (p.symbol) {
+        t = "SymbolArg<" + std::string(scalar_cpp_type(p.scalar)) + ">";
       } else if (is_text(p.scalar)) {
         t = "TextArg";
       } else if (p.scalar == ScalarType::kBool) {
@@ -517,6 +545,8 @@ class StubEmitter {
                 "], kFn, " + std::to_string(i) + ", " + c_string(p.name) + "}";
       } else if (p.kind == ParamKind::kStream) {
         args += "StreamArg{stream}";
+      } else if (p.symbol) {
+        args += "SymbolArg<" + std::string(scalar_cpp_type(p.scalar)) + ">{s_" + p.name + "}";
       } else if (is_text(p.scalar)) {
         args += "TextArg{" + scalar_var(p) + ", &args[" + std::to_string(arg_index_.at(p.name)) + "]}";
       } else if (p.scalar == ScalarType::kBool) {

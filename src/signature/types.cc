@@ -137,7 +137,7 @@ const char* cmp_op_text(CmpOp op) {
 std::vector<const Param*> FunctionSpec::call_args() const {
   std::vector<const Param*> out;
   for (const Param& p : params) {
-    if (p.kind != ParamKind::kStream) out.push_back(&p);
+    if (p.kind != ParamKind::kStream && !p.symbol) out.push_back(&p);
   }
   return out;
 }

@@ -31,7 +31,7 @@ const Param* find_param(const FunctionSpec& spec, const std::string& name) {
 /// kjit does not allocate, or an integer parameter of that name.
 bool is_read_before_call(const FunctionSpec& spec, const std::string& symbol) {
   for (const Param& q : spec.params) {
-    if (q.kind == ParamKind::kScalar && q.name == symbol && is_integer(q.scalar)) return true;
+    if (q.kind == ParamKind::kScalar && q.name == symbol && is_integer(q.scalar) && !q.symbol) return true;
     if (q.kind != ParamKind::kTensor || q.tensor.returned) continue;
     for (const Expr& e : q.tensor.shape) {
       if (to_string(e) == symbol) return true;
@@ -116,6 +116,21 @@ void check_default_order(const FunctionSpec& spec, const std::string& signature)
   }
 }
 
+/// A second parameter of the name; when one of the two is a symbol scalar, say
+/// which one to keep.
+[[noreturn]] void fail_duplicate(const FunctionSpec& spec, const std::string& signature, const Param& second) {
+  const Param* first = find_param(spec, second.name);
+  std::string what = "duplicate parameter name '" + second.name + "'";
+  if (first->symbol != second.symbol) {
+    const Param& symbol = first->symbol ? *first : second;
+    const Param& passed = first->symbol ? second : *first;
+    what += ": '" + to_string(symbol) + "' is passed by kjit (the value the shapes bind), so the caller cannot pass '" +
+            to_string(passed) + "' too; keep one: the symbol to have kjit pass it, or drop 'symbol' to have the " +
+            "caller pass it (checked against the shapes)";
+  }
+  fail_param(spec, signature, second, what);
+}
+
 }  // namespace
 
 std::string first_bad_char(const std::string& name) {
@@ -170,9 +185,7 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
           spec, signature, p,
           "parameter name '" + spec_detail::printable(p.name) + "' is not a C identifier" + first_bad_char(p.name));
     }
-    if (!names.insert(p.name).second) {
-      fail_param(spec, signature, p, "duplicate parameter name '" + p.name + "'");
-    }
+    if (!names.insert(p.name).second) fail_duplicate(spec, signature, p);
     if (p.kind == ParamKind::kStream) {
       if (stream)
         fail_param(spec, signature, p,

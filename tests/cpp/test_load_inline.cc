@@ -193,6 +193,7 @@ void k4(const kjit::TensorView, const kjit::TensorView, const kjit::TensorView) 
 void k5(const kjit::TensorView, kjit::TensorView) {}
 int64_t k6(const int8_t*, const float*) { return 0; }
 void k7(const kjit::TensorView, const kjit::TensorView) {}
+void k8(const float*, float*, int64_t n, int m, uint64_t ld) { (void)n, (void)m, (void)ld; }
 )";
   SignatureList sigs = {
       {"k1", "a: float16|bfloat16[m, n] align(16), b: any[] out optional, x: float32, y: float64, f: bool"},
@@ -204,6 +205,9 @@ void k7(const kjit::TensorView, const kjit::TensorView) {}
       {"k5", "a: int32[m] optional, b: int32[m] optional; m > 0"},
       {"k6", "a: int8[n], b: float32[n]"},
       {"k7", "a: float64[m + n], b: float64[m]"},
+      {"k8",
+       "a: float32[n, m] strides[ld, 1], b: float32[n, m] out optional, n: int64 symbol, m: int32 symbol, "
+       "ld: uint64 symbol"},
   };
   InlineOptions opts;
   opts.extra_cflags = {"-Wall", "-Wextra", "-Werror"};

@@ -97,5 +97,16 @@ TEST(StubEmitter, PassesTheStreamFromTheEnvironment) {
   EXPECT_NE(s.find("StreamArg{stream}"), std::string::npos);
 }
 
+TEST(StubEmitter, PassesSymbolsByValueWithRangeChecks) {
+  std::string s = stub_of("a: float32[n, k] optional, n: int64 symbol, k: int32 symbol");
+  EXPECT_NE(s.find("if (num_args != 1)"), std::string::npos);  // the caller passes a only
+  EXPECT_NE(s.find("SymbolArg<int64_t>{s_n}, SymbolArg<int32_t>{s_k}"), std::string::npos);
+  // Bound only by an optional tensor: checked before the call.
+  EXPECT_NE(s.find("if (by_n == nullptr) return fail_unbound(kFn, \"n\", \"a\");"), std::string::npos);
+  EXPECT_NE(s.find("s_k < INT64_C(-2147483648) || s_k > INT64_C(2147483647)) return fail_symbol_range(kFn, \"k\""),
+            std::string::npos);
+  EXPECT_EQ(s.find("s_n < INT64_C("), std::string::npos);  // int64 holds every symbol
+}
+
 }  // namespace
 }  // namespace kjit

@@ -232,6 +232,31 @@ struct TensorArg {
   }
 };
 
+/// Whether every value of integer type T fits in integer type U.
+template <typename U, typename T>
+constexpr bool holds_every_value() {
+  if (std::is_signed<U>::value == std::is_signed<T>::value) return sizeof(U) >= sizeof(T);
+  return std::is_signed<U>::value && sizeof(U) > sizeof(T);  // unsigned U cannot hold a negative T
+}
+
+/// A shape symbol the spec passes to the kernel ("n: int64 symbol", T its type):
+/// convertible to an integer parameter that holds every value of T.
+template <typename T>
+struct SymbolArg {
+  int64_t value;
+  template <typename U>
+  operator U() const {
+    static_assert(std::is_integral<U>::value && !std::is_same<U, bool>::value,
+                  "kjit: a kernel parameter that receives a shape symbol ('n: int64 symbol' in the spec) must be an "
+                  "integer type: declare it int64_t (or the integer type the spec names)");
+    static_assert(!std::is_integral<U>::value || holds_every_value<U, T>(),
+                  "kjit: a kernel parameter that receives a shape symbol is narrower than the symbol's type in the "
+                  "spec: declare the parameter with that type, or name its type in the spec ('n: int32 symbol' for "
+                  "an int parameter)");
+    return static_cast<U>(value);
+  }
+};
+
 /// A str or bytes argument (checked by the stub), convertible to std::string,
 /// std::string_view, or with the bridge to tvm::ffi::String / tvm::ffi::Bytes.
 struct TextArg {
@@ -482,6 +507,14 @@ KJIT_COLD int fail_int_range(const char* fn, int i, const char* name, const char
                              const char* range) {
   return raise("ValueError", "%s: argument #%d '%s': %" PRId64 " is out of range for %s %s", fn, i, name, value, type,
                range);
+}
+
+KJIT_COLD int fail_symbol_range(const char* fn, const char* name, const char* type, int64_t value, const char* bound_by,
+                                const char* range) {
+  return raise("ValueError",
+               "%s: symbol '%s' = %" PRId64
+               " (bound by %s) is out of range for %s %s, the type the kernel's parameter '%s: %s symbol' has",
+               fn, name, value, bound_by, type, range, name, type);
 }
 
 KJIT_COLD int fail_bool_value(const char* fn, int i, const char* name, int64_t value) {
