@@ -27,6 +27,10 @@ struct DTypeInfo {
 const DTypeInfo* find_dtype(const std::string& name);
 /// Every dtype name the grammar accepts, for error messages.
 std::string known_dtype_names();
+/// Sub-byte storage as TileLang defines it (bits * lanes < 8, bool aside): int4,
+/// uint4, int1, float4_e2m1fn, float6_*. Such a tensor also accepts int8/uint8 bytes
+/// that pack its values, its last dim counted in values (docs/spec.md).
+bool is_packed(const DTypeInfo& d);
 
 /// Scalar parameter types. float16/bfloat16 reach the kernel as uint16_t raw bits
 /// (brainevent's convention); complex as std::complex<float|double>; str and bytes
@@ -91,6 +95,9 @@ struct TensorSpec {
   /// empty then.
   std::string dtype_of;
 };
+
+/// A tensor of packed dtypes (validation makes every alternative packed alike).
+bool is_packed(const TensorSpec& t);
 
 enum class ParamKind { kTensor, kScalar, kStream };
 

@@ -4,6 +4,7 @@
 // shapes and strides (binding symbols), layout and placement, constraints, call.
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include "codegen/cpp_text.h"
@@ -57,11 +58,43 @@ const std::map<ScalarType, std::pair<std::string, std::string>>& int_ranges() {
   return kRanges;
 }
 
-std::string expected_dtype_text(const TensorSpec& t) {
-  if (t.dtypes.size() == 1) return t.dtypes[0].name;
-  std::string out = "one of ";
-  for (size_t i = 0; i < t.dtypes.size(); ++i) out += (i ? ", " : "") + std::string(t.dtypes[i].name);
+/// The values a packed tensor holds, for messages: "int4", "int4|uint4".
+std::string packed_values(const TensorSpec& t) {
+  std::string out;
+  for (const DTypeInfo& d : t.dtypes) out += (out.empty() ? "" : "|") + std::string(d.name);
   return out;
+}
+
+int packed_bits(const TensorSpec& t) { return t.dtypes[0].dl.bits * t.dtypes[0].dl.lanes; }
+
+/// Bytes that carry a packed tensor's values: int8/uint8, or its own code with
+/// lanes filling a byte (torch's float4_e2m1fn_x2).
+std::string carrier_predicate(const TensorSpec& t, const std::string& var) {
+  std::string dt = var + "->dtype";
+  std::string out = "((" + dt + ".code == " + std::to_string(kDLInt) + " || " + dt +
+                    ".code == " + std::to_string(kDLUInt) + ") && " + dt + ".bits == 8 && " + dt + ".lanes == 1)";
+  for (const DTypeInfo& d : t.dtypes) {
+    if (8 % d.dl.bits != 0) continue;
+    out += " || (" + dt + ".code == " + std::to_string(d.dl.code) + " && " + dt +
+           ".bits == " + std::to_string(d.dl.bits) + " && " + dt + ".lanes == " + std::to_string(8 / d.dl.bits) + ")";
+  }
+  return out;
+}
+
+std::string expected_dtype_text(const TensorSpec& t) {
+  std::string out;
+  if (t.dtypes.size() == 1) {
+    out = t.dtypes[0].name;
+  } else {
+    out = "one of ";
+    for (size_t i = 0; i < t.dtypes.size(); ++i) out += (i ? ", " : "") + std::string(t.dtypes[i].name);
+  }
+  if (!is_packed(t)) return out;
+  int bits = packed_bits(t);
+  int group = std::lcm(8, bits);  // bits of the fewest whole bytes holding whole values
+  std::string per = 8 % bits == 0 ? std::to_string(8 / bits) + " per byte"
+                                  : std::to_string(group / bits) + " per " + std::to_string(group / 8) + " bytes";
+  return out + " (or int8/uint8 bytes packing its values, " + per + ")";
 }
 
 std::string element_type(const TensorSpec& t) {
@@ -226,12 +259,32 @@ class StubEmitter {
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
-        if (p->tensor.dtypes.size() > 1) pred = "(" + pred + ")";
+        if (is_packed(p->tensor)) pred += " || " + carrier_predicate(p->tensor, t);
+        if (p->tensor.dtypes.size() > 1 || is_packed(p->tensor)) pred = "(" + pred + ")";
         body += "  if (!" + pred + ")\n    return fail_dtype(kFn, " + idx + ", " + c_string(p->name) + ", " +
                 c_string(expected_dtype_text(p->tensor)) + ", " + t + "->dtype);\n";
+        body += packed_whole_check(*p, idx);
       }
       emit_guarded(*p, body);
     }
+  }
+
+  /// 6-bit values fill whole bytes only 4 to every 3 bytes: a byte carrier's last
+  /// dim must hold a whole number of them.
+  std::string packed_whole_check(const Param& p, const std::string& idx) const {
+    if (!is_packed(p.tensor) || 8 % packed_bits(p.tensor) == 0) return "";
+    std::string t = tensor_var(p);
+    int bits = packed_bits(p.tensor);
+    return "  if (" + t + "->ndim > 0 && !packed_whole(" + t + ", " + std::to_string(bits) +
+           ")) return fail_packed_bits(kFn, " + idx + ", " + c_string(p.name) + ", " + t + ", " + std::to_string(bits) +
+           ", " + c_string(packed_values(p.tensor)) + ", " + std::to_string(bits / 2) + ");\n";
+  }
+
+  /// Whether a step reads the last dim of a packed tensor, counted in values.
+  bool is_packed_dim(const BindingStep& s) const {
+    const Param& p = spec_.params[s.param];
+    return s.field == BindingStep::Field::kShape && is_packed(p.tensor) &&
+           static_cast<size_t>(s.dim) + 1 == p.tensor.shape.size();
   }
 
   void shapes_and_strides() {
@@ -275,6 +328,11 @@ class StubEmitter {
     std::string t = tensor_var(p);
     std::string head = "kFn, " + std::to_string(arg_index_[p.name]) + ", " + c_string(p.name);
     std::ostringstream b;
+    if (is_packed(ts)) {
+      b << "  if (" << t << "->ndim > 0 && " << t << "->strides != nullptr && " << t << "->shape[" << t
+        << "->ndim - 1] > 1 && " << t << "->strides[" << t << "->ndim - 1] != 1)\n"
+        << "    return fail_packed_stride(" << head << ", " << t << ", " << c_string(packed_values(ts)) << ");\n";
+    }
     if (!ts.strided && ts.strides.empty()) {
       b << "  { const int d = first_noncompact_dim(" << t << "); if (d >= 0) return fail_compact(" << head << ", " << t
         << ", d); }\n";
@@ -618,6 +676,8 @@ class StubEmitter {
     const Param& p = spec_.params[s.param];
     switch (s.field) {
       case BindingStep::Field::kShape:
+        if (is_packed_dim(s))
+          return "packed_extent(" + tensor_var(p) + ", " + std::to_string(packed_bits(p.tensor)) + ")";
         return tensor_var(p) + "->shape[" + std::to_string(s.dim) + "]";
       case BindingStep::Field::kStride:
         return "stride_of(" + tensor_var(p) + ", " + std::to_string(s.dim) + ")";
@@ -685,10 +745,19 @@ class StubEmitter {
     out_ << (indent_first ? ind : "") << "{\n";
     emit_value("expected", s.expr, head + step_field(s) + " must equal " + to_string(s.expr), syms, ind + "  ", skip);
     out_ << ind << "  if (" << skip << v << " != expected) {\n"
-         << syms << ind << "    return fail_field(kFn, " << arg_index_[p.name] << ", " << c_string(p.name) << ", "
-         << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", expected, syms, nsyms, " << v << ");\n"
+         << syms << ind << "    return " << (is_packed_dim(s) ? "fail_packed_field" : "fail_field") << "(kFn, "
+         << arg_index_[p.name] << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", "
+         << c_string(to_string(s.expr)) << ", expected, syms, nsyms, " << v << packed_tail(s) << ");\n"
          << ind << "  }\n"
          << ind << "}\n";
+  }
+
+  /// fail_packed_field's extra arguments: the tensor, the width and the values' name.
+  std::string packed_tail(const BindingStep& s) const {
+    if (!is_packed_dim(s)) return "";
+    const Param& p = spec_.params[s.param];
+    return ", " + tensor_var(p) + ", " + std::to_string(packed_bits(p.tensor)) + ", " +
+           c_string(packed_values(p.tensor));
   }
 
   void emit_solve(const BindingStep& s, const std::string& v, const std::string& ind) {

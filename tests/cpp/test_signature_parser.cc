@@ -249,5 +249,33 @@ TEST(SymbolParams, BuilderMarksASymbol) {
   EXPECT_THROW(SpecBuilder("f").tensor("x", "float32", {"n"}).symbol("k").build(), SpecError);
 }
 
+// ---- packed sub-byte tensors ----
+
+TEST(PackedTensors, SubByteDtypesArePacked) {
+  for (const char* name : {"int1", "int2", "int4", "uint1", "uint2", "uint4", "float4_e2m1fn", "float6_e2m3fn"}) {
+    ASSERT_NE(find_dtype(name), nullptr) << name;
+    EXPECT_TRUE(is_packed(*find_dtype(name))) << name;
+  }
+  for (const char* name : {"bool", "int8", "uint8", "float8_e4m3fn"})
+    EXPECT_FALSE(is_packed(*find_dtype(name))) << name;
+  FunctionSpec s = parse_signature("f", "w: uint4|int4[k, 2*m] strided, x: int4[...]");
+  EXPECT_TRUE(is_packed(s.params[0].tensor));
+  EXPECT_EQ(to_string(s), "w: uint4|int4[k, 2*m] strided, x: int4[...]");
+}
+
+TEST(PackedTensors, ValidationNamesTheProblem) {
+  EXPECT_NE(error_of("x: int4|int8[n]").find("packed dtype int4 cannot be listed with int8"), std::string::npos);
+  EXPECT_NE(error_of("x: uint1|int4[n]").find("packed dtype uint1 cannot be listed with int4"), std::string::npos);
+  EXPECT_NE(error_of("x: int4[]").find("needs rank >= 1"), std::string::npos);
+  EXPECT_NE(error_of("x: int4[m, n] strides[n, 1]").find("strides[...] would mix bytes and values"), std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], y: uint4[n] return").find("returned tensor 'y' is packed (uint4)"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: int4[n], y: dtype(x)[n] return").find("dtype(x) names packed tensor 'x'"), std::string::npos);
+  // The packed last dim counts values Python cannot see; outer dims are whole dims.
+  EXPECT_NE(error_of("x: int4[m, n], y: float32[n] return").find("symbol 'n' of its shape must be a whole dim"),
+            std::string::npos);
+  EXPECT_EQ(error_of("x: int4[m, n], y: float32[m] return"), "");
+}
+
 }  // namespace
 }  // namespace kjit
