@@ -27,6 +27,10 @@ struct DTypeInfo {
 const DTypeInfo* find_dtype(const std::string& name);
 /// Every dtype name the grammar accepts, for error messages.
 std::string known_dtype_names();
+/// Sub-byte storage as TileLang defines it (bits * lanes < 8, bool aside): int4,
+/// uint4, int1, float4_e2m1fn, float6_*. Such a tensor also accepts int8/uint8 bytes
+/// that pack its values, its last dim counted in values (docs/spec.md).
+bool is_packed(const DTypeInfo& d);
 
 /// Scalar parameter types. float16/bfloat16 reach the kernel as uint16_t raw bits
 /// (brainevent's convention); complex as std::complex<float|double>; str and bytes
@@ -92,6 +96,9 @@ struct TensorSpec {
   std::string dtype_of;
 };
 
+/// A tensor of packed dtypes (validation makes every alternative packed alike).
+bool is_packed(const TensorSpec& t);
+
 enum class ParamKind { kTensor, kScalar, kStream };
 
 struct Param {
@@ -102,6 +109,9 @@ struct Param {
   /// kScalar only: the canonical text of its default ("1.0", "-3", "true"); empty
   /// when the caller must pass it. Python binds it when the argument is left out.
   std::string default_value;
+  /// kScalar only ("n: int64 symbol"): kjit passes the value the tensors bound to the
+  /// shape symbol of this name; callers do not pass it.
+  bool symbol = false;
   SourceSpan span;
 };
 
@@ -122,7 +132,7 @@ struct FunctionSpec {
   /// How the stub calls the C++ function ("ns::f"); empty means `name` at global scope.
   std::string callee;
 
-  /// Parameters the caller passes (everything but the stream), in order.
+  /// Parameters the caller passes (everything but the stream and symbol scalars), in order.
   std::vector<const Param*> call_args() const;
 };
 
@@ -151,6 +161,8 @@ class SpecBuilder {
   /// Adds a tensor; `dtype` may be "float16|bfloat16" or "any"; dims are expressions.
   SpecBuilder& tensor(const std::string& name, const std::string& dtype, const std::vector<std::string>& dims);
   SpecBuilder& scalar(const std::string& name, const std::string& type);
+  /// A scalar kjit passes: the value of the shape symbol `name` ("n: int64 symbol").
+  SpecBuilder& symbol(const std::string& name, const std::string& type = "int64");
   /// The default of the last scalar added ("1.0", "true"); the grammar's "= 1.0".
   SpecBuilder& default_value(const std::string& text);
   SpecBuilder& stream(const std::string& name = "stream");

@@ -80,6 +80,12 @@ class Spec:
         self._params.append(param)
         return self
 
+    def symbol(self, name: str, type: str = "int64") -> "Spec":  # noqa: A002 (mirrors the grammar)
+        """A scalar kjit passes to the kernel: the value the shapes bind to symbol ``name``
+        (the grammar's ``n: int64 symbol``); callers do not pass it."""
+        self._params.append({"kind": "symbol", "name": name, "type": type})
+        return self
+
     def stream(self, name: str = "stream") -> "Spec":
         self._params.append({"kind": "stream", "name": name})
         return self

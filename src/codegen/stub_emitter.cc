@@ -4,6 +4,7 @@
 // shapes and strides (binding symbols), layout and placement, constraints, call.
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include "codegen/cpp_text.h"
@@ -43,11 +44,57 @@ std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
   return "(" + codes + " && " + dt + ".bits == " + std::to_string(d.dl.bits) + " && " + lanes + ")";
 }
 
-std::string expected_dtype_text(const TensorSpec& t) {
-  if (t.dtypes.size() == 1) return t.dtypes[0].name;
-  std::string out = "one of ";
-  for (size_t i = 0; i < t.dtypes.size(); ++i) out += (i ? ", " : "") + std::string(t.dtypes[i].name);
+/// The range of the integer types narrower than int64 ({lo, hi} as C text).
+const std::map<ScalarType, std::pair<std::string, std::string>>& int_ranges() {
+  static const std::map<ScalarType, std::pair<std::string, std::string>> kRanges = {
+      {ScalarType::kInt8, {"-128", "127"}},
+      {ScalarType::kInt16, {"-32768", "32767"}},
+      {ScalarType::kInt32, {"-2147483648", "2147483647"}},
+      {ScalarType::kUInt8, {"0", "255"}},
+      {ScalarType::kUInt16, {"0", "65535"}},
+      {ScalarType::kUInt32, {"0", "4294967295"}},
+      {ScalarType::kUInt64, {"0", "9223372036854775807"}},  // a symbol's int64 value, never above
+  };
+  return kRanges;
+}
+
+/// The values a packed tensor holds, for messages: "int4", "int4|uint4".
+std::string packed_values(const TensorSpec& t) {
+  std::string out;
+  for (const DTypeInfo& d : t.dtypes) out += (out.empty() ? "" : "|") + std::string(d.name);
   return out;
+}
+
+int packed_bits(const TensorSpec& t) { return t.dtypes[0].dl.bits * t.dtypes[0].dl.lanes; }
+
+/// Bytes that carry a packed tensor's values: int8/uint8, or its own code with
+/// lanes filling a byte (torch's float4_e2m1fn_x2).
+std::string carrier_predicate(const TensorSpec& t, const std::string& var) {
+  std::string dt = var + "->dtype";
+  std::string out = "((" + dt + ".code == " + std::to_string(kDLInt) + " || " + dt +
+                    ".code == " + std::to_string(kDLUInt) + ") && " + dt + ".bits == 8 && " + dt + ".lanes == 1)";
+  for (const DTypeInfo& d : t.dtypes) {
+    if (8 % d.dl.bits != 0) continue;
+    out += " || (" + dt + ".code == " + std::to_string(d.dl.code) + " && " + dt +
+           ".bits == " + std::to_string(d.dl.bits) + " && " + dt + ".lanes == " + std::to_string(8 / d.dl.bits) + ")";
+  }
+  return out;
+}
+
+std::string expected_dtype_text(const TensorSpec& t) {
+  std::string out;
+  if (t.dtypes.size() == 1) {
+    out = t.dtypes[0].name;
+  } else {
+    out = "one of ";
+    for (size_t i = 0; i < t.dtypes.size(); ++i) out += (i ? ", " : "") + std::string(t.dtypes[i].name);
+  }
+  if (!is_packed(t)) return out;
+  int bits = packed_bits(t);
+  int group = std::lcm(8, bits);  // bits of the fewest whole bytes holding whole values
+  std::string per = 8 % bits == 0 ? std::to_string(8 / bits) + " per byte"
+                                  : std::to_string(group / bits) + " per " + std::to_string(group / 8) + " bytes";
+  return out + " (or int8/uint8 bytes packing its values, " + per + ")";
 }
 
 std::string element_type(const TensorSpec& t) {
@@ -71,6 +118,7 @@ class StubEmitter {
     shapes_and_strides();
     layout_and_placement();
     constraints();
+    passed_symbols();
     call();
     return out_.str();
   }
@@ -185,16 +233,8 @@ class StubEmitter {
            << v << ");\n";
       return;
     }
-    static const std::map<ScalarType, std::pair<std::string, std::string>> kRanges = {
-        {ScalarType::kInt8, {"-128", "127"}},
-        {ScalarType::kInt16, {"-32768", "32767"}},
-        {ScalarType::kInt32, {"-2147483648", "2147483647"}},
-        {ScalarType::kUInt8, {"0", "255"}},
-        {ScalarType::kUInt16, {"0", "65535"}},
-        {ScalarType::kUInt32, {"0", "4294967295"}},
-    };
-    auto it = kRanges.find(p.scalar);
-    if (it == kRanges.end()) return;
+    auto it = int_ranges().find(p.scalar);
+    if (it == int_ranges().end()) return;
     const auto& [lo, hi] = it->second;
     std::string cond = v + " < INT64_C(" + lo + ") || " + v + " > INT64_C(" + hi + ")";
     std::string range = "[" + lo + ", " + hi + "]";
@@ -219,12 +259,32 @@ class StubEmitter {
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);
-        if (p->tensor.dtypes.size() > 1) pred = "(" + pred + ")";
+        if (is_packed(p->tensor)) pred += " || " + carrier_predicate(p->tensor, t);
+        if (p->tensor.dtypes.size() > 1 || is_packed(p->tensor)) pred = "(" + pred + ")";
         body += "  if (!" + pred + ")\n    return fail_dtype(kFn, " + idx + ", " + c_string(p->name) + ", " +
                 c_string(expected_dtype_text(p->tensor)) + ", " + t + "->dtype);\n";
+        body += packed_whole_check(*p, idx);
       }
       emit_guarded(*p, body);
     }
+  }
+
+  /// 6-bit values fill whole bytes only 4 to every 3 bytes: a byte carrier's last
+  /// dim must hold a whole number of them.
+  std::string packed_whole_check(const Param& p, const std::string& idx) const {
+    if (!is_packed(p.tensor) || 8 % packed_bits(p.tensor) == 0) return "";
+    std::string t = tensor_var(p);
+    int bits = packed_bits(p.tensor);
+    return "  if (" + t + "->ndim > 0 && !packed_whole(" + t + ", " + std::to_string(bits) +
+           ")) return fail_packed_bits(kFn, " + idx + ", " + c_string(p.name) + ", " + t + ", " + std::to_string(bits) +
+           ", " + c_string(packed_values(p.tensor)) + ", " + std::to_string(bits / 2) + ");\n";
+  }
+
+  /// Whether a step reads the last dim of a packed tensor, counted in values.
+  bool is_packed_dim(const BindingStep& s) const {
+    const Param& p = spec_.params[s.param];
+    return s.field == BindingStep::Field::kShape && is_packed(p.tensor) &&
+           static_cast<size_t>(s.dim) + 1 == p.tensor.shape.size();
   }
 
   void shapes_and_strides() {
@@ -268,6 +328,11 @@ class StubEmitter {
     std::string t = tensor_var(p);
     std::string head = "kFn, " + std::to_string(arg_index_[p.name]) + ", " + c_string(p.name);
     std::ostringstream b;
+    if (is_packed(ts)) {
+      b << "  if (" << t << "->ndim > 0 && " << t << "->strides != nullptr && " << t << "->shape[" << t
+        << "->ndim - 1] > 1 && " << t << "->strides[" << t << "->ndim - 1] != 1)\n"
+        << "    return fail_packed_stride(" << head << ", " << t << ", " << c_string(packed_values(ts)) << ");\n";
+    }
     if (!ts.strided && ts.strides.empty()) {
       b << "  { const int d = first_noncompact_dim(" << t << "); if (d >= 0) return fail_compact(" << head << ", " << t
         << ", d); }\n";
@@ -321,6 +386,25 @@ class StubEmitter {
       out_ << "    if (!(lhs " << cmp_op_text(c.op) << " rhs)) {\n"
            << syms << "      return fail_constraint(kFn, " << c_string(text) << ", syms, nsyms);\n    }\n  }\n";
     }
+  }
+
+  /// Symbols passed to the kernel ("n: int64 symbol"): bound (optional carriers may
+  /// all be None) and within the parameter's type.
+  void passed_symbols() {
+    std::string body;
+    for (const Param& p : spec_.params) {
+      if (p.kind != ParamKind::kScalar || !p.symbol) continue;
+      auto it = int_ranges().find(p.scalar);
+      if (it == int_ranges().end()) continue;
+      const auto& [lo, hi] = it->second;
+      body += "  if (s_" + p.name + " < INT64_C(" + lo + ") || s_" + p.name + " > INT64_C(" + hi +
+              ")) return fail_symbol_range(kFn, " + c_string(p.name) + ", " + c_string(scalar_type_name(p.scalar)) +
+              ", s_" + p.name + ", by_" + p.name + ", " + c_string("[" + lo + ", " + hi + "]") + ");\n";
+    }
+    if (body.empty() && plan_.passed_guards.empty()) return;
+    out_ << "\n  // 6b. symbols passed to the kernel\n";
+    for (const std::string& s : plan_.passed_guards) emit_unbound_guard(s, "  ");
+    out_ << body;
   }
 
   /// `const int64_t name = e;`, overflow-checked: on overflow the stub fails with
@@ -422,6 +506,8 @@ class StubEmitter {
         t = "TensorArg<" + element_type(p.tensor) + ">";
       } else if (p.kind == ParamKind::kStream) {
         t = "StreamArg";
+      } else if (p.symbol) {
+        t = "SymbolArg<" + std::string(scalar_cpp_type(p.scalar)) + ">";
       } else if (is_text(p.scalar)) {
         t = "TextArg";
       } else if (p.scalar == ScalarType::kBool) {
@@ -517,6 +603,8 @@ class StubEmitter {
                 "], kFn, " + std::to_string(i) + ", " + c_string(p.name) + "}";
       } else if (p.kind == ParamKind::kStream) {
         args += "StreamArg{stream}";
+      } else if (p.symbol) {
+        args += "SymbolArg<" + std::string(scalar_cpp_type(p.scalar)) + ">{s_" + p.name + "}";
       } else if (is_text(p.scalar)) {
         args += "TextArg{" + scalar_var(p) + ", &args[" + std::to_string(arg_index_.at(p.name)) + "]}";
       } else if (p.scalar == ScalarType::kBool) {
@@ -588,6 +676,8 @@ class StubEmitter {
     const Param& p = spec_.params[s.param];
     switch (s.field) {
       case BindingStep::Field::kShape:
+        if (is_packed_dim(s))
+          return "packed_extent(" + tensor_var(p) + ", " + std::to_string(packed_bits(p.tensor)) + ")";
         return tensor_var(p) + "->shape[" + std::to_string(s.dim) + "]";
       case BindingStep::Field::kStride:
         return "stride_of(" + tensor_var(p) + ", " + std::to_string(s.dim) + ")";
@@ -655,10 +745,19 @@ class StubEmitter {
     out_ << (indent_first ? ind : "") << "{\n";
     emit_value("expected", s.expr, head + step_field(s) + " must equal " + to_string(s.expr), syms, ind + "  ", skip);
     out_ << ind << "  if (" << skip << v << " != expected) {\n"
-         << syms << ind << "    return fail_field(kFn, " << arg_index_[p.name] << ", " << c_string(p.name) << ", "
-         << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", expected, syms, nsyms, " << v << ");\n"
+         << syms << ind << "    return " << (is_packed_dim(s) ? "fail_packed_field" : "fail_field") << "(kFn, "
+         << arg_index_[p.name] << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", "
+         << c_string(to_string(s.expr)) << ", expected, syms, nsyms, " << v << packed_tail(s) << ");\n"
          << ind << "  }\n"
          << ind << "}\n";
+  }
+
+  /// fail_packed_field's extra arguments: the tensor, the width and the values' name.
+  std::string packed_tail(const BindingStep& s) const {
+    if (!is_packed_dim(s)) return "";
+    const Param& p = spec_.params[s.param];
+    return ", " + tensor_var(p) + ", " + std::to_string(packed_bits(p.tensor)) + ", " +
+           c_string(packed_values(p.tensor));
   }
 
   void emit_solve(const BindingStep& s, const std::string& v, const std::string& ind) {

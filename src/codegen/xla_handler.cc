@@ -37,6 +37,7 @@ std::string emit_xla_handler(const FunctionSpec& spec) {
       (p.tensor.out ? results : inputs).push_back(&p);
       cuda = cuda || p.tensor.device == DeviceKind::kCUDA;
     } else if (p.kind == ParamKind::kScalar) {
+      if (p.symbol) continue;  // kjit passes it from the shapes, not an attr
       if (is_text(p.scalar)) {
         throw SpecError("function '" + spec.name + "': parameter '" + p.name + "' is " + scalar_type_name(p.scalar) +
                         ", which kjit's XLA FFI handlers do not pass (numeric attrs only); load it without jax=True");

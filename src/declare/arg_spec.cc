@@ -130,7 +130,8 @@ std::vector<std::string> to_arg_spec(const FunctionSpec& spec) {
         out.push_back("stream");
         break;
       case ParamKind::kScalar:
-        out.push_back("attr." + p.name + ":" + scalar_type_name(p.scalar));
+        // No token says "kjit passes this symbol": XLA never sees it, so none is listed.
+        if (!p.symbol) out.push_back("attr." + p.name + ":" + scalar_type_name(p.scalar));
         break;
     }
   }

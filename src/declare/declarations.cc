@@ -306,6 +306,22 @@ FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceK
   return spec;
 }
 
+/// A symbol scalar ("n: int64 symbol") goes to the C++ parameter of its name: the
+/// definition's parameter in its place must be called that.
+void check_symbol_names(const FunctionSpec& spec, const Located& cpp) {
+  if (!cpp.found || cpp.fn.params.size() != spec.params.size()) return;  // the compiler names a count mismatch
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const Param& p = spec.params[i];
+    const CppParam& cp = cpp.fn.params[i];
+    if (!p.symbol || cp.name.empty() || cp.name == p.name) continue;
+    throw SpecError("signature of '" + spec.name + "': parameter #" + std::to_string(i) + " '" + to_string(p) +
+                    "' passes symbol '" + p.name + "' to C++ parameter #" + std::to_string(i) + " '" + cp.type + " " +
+                    cp.name + "' of " + cpp.fn.qualified_name + " at " + cpp.where() +
+                    "; a symbol goes to the parameter of its name: rename the C++ parameter to '" + p.name +
+                    "', or name the symbol '" + cp.name + "' in the spec's shapes");
+  }
+}
+
 }  // namespace
 
 std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what, bool cuda) {
@@ -336,6 +352,7 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
       case FunctionDecl::Form::kSignature: {
         FunctionSpec spec = parse_signature(decl.name, decl.signature, device);
         if (cpp.found) spec.callee = cpp.fn.qualified_name;
+        check_symbol_names(spec, cpp);
         specs.push_back(std::move(spec));
         break;
       }

@@ -53,17 +53,19 @@ void add_tensor(Fields* f, SpecBuilder* b) {
   if (std::optional<String> device = f->maybe<String>("device")) b->device(std::string(*device));
 }
 
-/// One parameter of Python's kjit.Spec: {"kind": "tensor" | "scalar" | "stream", ...}.
+/// One parameter of Python's kjit.Spec: {"kind": "tensor" | "scalar" | "symbol" | "stream", ...}.
 void add_param(const FieldMap& param, SpecBuilder* b) {
   Fields f("kjit.Spec", param, /*user_values=*/true);
   std::string kind = f.required_text("kind");
   if (kind == "tensor") {
     add_tensor(&f, b);
+  } else if (kind == "symbol") {
+    b->symbol(f.required_text("name"), f.required_text("type"));
   } else if (kind == "scalar") {
     b->scalar(f.required_text("name"), f.required_text("type"));
     if (std::optional<String> value = f.maybe<String>("default")) b->default_value(std::string(*value));
   } else {
-    internal_check(kind == "stream", "a kjit.Spec parameter is a tensor, a scalar or a stream");
+    internal_check(kind == "stream", "a kjit.Spec parameter is a tensor, a scalar, a symbol or a stream");
     b->stream(f.required_text("name"));
   }
   f.expect_all_read();

@@ -20,6 +20,7 @@ class PlanBuilder {
     collect_carriers();
     for (size_t i = 0; i < spec_.params.size(); ++i) add_param_steps(i);
     resolve_deferred();
+    check_passed_symbols();
     check_constraints();
     return std::move(plan_);
   }
@@ -50,6 +51,8 @@ class PlanBuilder {
       for (size_t d = 0; d < p.tensor.strides.size(); ++d) {
         consider(make_step(i, BindingStep::Field::kStride, static_cast<int>(d), p.tensor.strides[d]), false);
       }
+    } else if (p.kind == ParamKind::kScalar && p.symbol) {
+      return;  // passed to the kernel, not read from the caller: check_passed_symbols()
     } else if (p.kind == ParamKind::kScalar && carriers_.count(p.name)) {
       if (!is_integer(p.scalar)) {
         fail(p, "scalar '" + p.name + "' names the shape symbol '" + p.name + "' but has type " +
@@ -203,6 +206,33 @@ class PlanBuilder {
     for (const std::string& sym : plan_.symbols) {
       plan_.carriers.push_back(carriers_[sym]);
     }
+  }
+
+  /// A symbol scalar ("n: int64 symbol") is an integer some tensor binds; one bound
+  /// only by optional tensors is checked at run time.
+  void check_passed_symbols() {
+    for (const Param& p : spec_.params) {
+      if (p.kind != ParamKind::kScalar || !p.symbol) continue;
+      std::string head =
+          "parameter '" + p.name + "' is a symbol (kjit passes the value the shapes bind to '" + p.name + "')";
+      if (!is_integer(p.scalar)) {
+        fail(p, head + " but has type " + scalar_type_name(p.scalar) + "; symbols are integers: write '" + p.name +
+                    ": int64 symbol' (or another integer type)");
+      }
+      SymState st = state(p.name);
+      if (st == SymState::kUnbound) {
+        fail(p, head + ", but no tensor's shape or strides bind a symbol '" + p.name + "'" + symbol_list() +
+                    "; name it after one of them, or drop 'symbol' to have the caller pass '" + p.name + "'");
+      }
+      if (st == SymState::kMaybe) plan_.passed_guards.push_back(p.name);
+    }
+  }
+
+  /// " (its symbols: m, n)", or " (it has none)".
+  std::string symbol_list() const {
+    std::string list;
+    for (const std::string& s : plan_.symbols) list += (list.empty() ? "" : ", ") + s;
+    return list.empty() ? " (the spec has no shape symbols)" : " (its symbols: " + list + ")";
   }
 
   [[noreturn]] void fail(const Param& p, const std::string& what) const { fail_at(p.span, what); }

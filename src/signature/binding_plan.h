@@ -41,6 +41,8 @@ struct BindingPlan {
   std::vector<std::string> symbols;
   /// Symbols used by constraints that may be unbound at run time.
   std::vector<std::string> constraint_guards;
+  /// Symbols passed to the kernel ("n: int64 symbol") that may be unbound at run time.
+  std::vector<std::string> passed_guards;
   /// For each symbol, the tensor parameters that carry it (for "all were None").
   std::vector<std::vector<std::string>> carriers;
 };

@@ -70,6 +70,12 @@ SpecBuilder& SpecBuilder::scalar(const std::string& name, const std::string& typ
   return *this;
 }
 
+SpecBuilder& SpecBuilder::symbol(const std::string& name, const std::string& type) {
+  scalar(name, type);
+  spec_.params.back().symbol = true;
+  return *this;
+}
+
 SpecBuilder& SpecBuilder::default_value(const std::string& text) {
   if (spec_.params.empty() || spec_.params.back().kind != ParamKind::kScalar) {
     throw SpecError("builder of '" + spec_.name + "': default_value('" + spec_detail::printable(text) +

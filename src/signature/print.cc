@@ -31,6 +31,7 @@ std::string to_string(const Param& p) {
   if (p.kind == ParamKind::kStream) return out + "stream";
   if (p.kind == ParamKind::kScalar) {
     out += scalar_type_name(p.scalar);
+    if (p.symbol) out += " symbol";
     return p.default_value.empty() ? out : out + " = " + p.default_value;
   }
   const TensorSpec& t = p.tensor;

@@ -115,6 +115,10 @@ class SignatureParser {
       fail(v, "parameter '" + p->name + "' is a " + (p->kind == ParamKind::kTensor ? "tensor" : "stream") +
                   ": only scalars take a default");
     }
+    if (p->symbol) {
+      fail(v, "parameter '" + p->name + "' is a symbol (kjit passes the value the shapes bind, the caller never does)" +
+                  ": it takes no default; write '" + p->name + ": " + scalar_type_name(p->scalar) + " symbol'");
+    }
     std::string why;
     std::optional<std::string> value = canonical_default(p->scalar, v.text, &why);
     if (!value) fail(v, "bad default '" + v.text + "' of '" + p->name + "': " + why);
@@ -133,6 +137,7 @@ class SignatureParser {
       if (scalar) {
         p->kind = ParamKind::kScalar;
         p->scalar = *scalar;
+        parse_scalar_attr(p);
         return;
       }
       if (find_dtype(first.text) || first.text == "any") {
@@ -156,6 +161,18 @@ class SignatureParser {
       expect("]", "to close the shape");
     }
     parse_attrs(p);
+  }
+
+  /// "symbol" after a scalar type: kjit passes the shape symbol's value. Any other
+  /// word there is a mistake worth naming (tensor attributes do not apply).
+  void parse_scalar_attr(Param* p) {
+    if (peek().kind != Tok::kName) return;
+    const Token& a = next();
+    if (a.text != "symbol") {
+      fail(a, "unknown attribute '" + a.text + "' of scalar '" + p->name +
+                  "': a scalar takes 'symbol' (kjit passes the shape symbol's value) or '= default'");
+    }
+    p->symbol = true;
   }
 
   void parse_dtypes(const Token& first, TensorSpec* t) {

@@ -37,6 +37,13 @@ constexpr DTypeInfo kDTypes[] = {
     // TileLang's tfloat32: float32 storage (DLPack has no tf32 code), so a
     // float32 tensor is accepted and the kernel reads floats.
     {"tfloat32", {kDLFloat, 32, 1}, "float"},
+    // Sub-byte integers: packed storage (docs/spec.md, "Packed sub-byte tensors").
+    {"int1", {kDLInt, 1, 1}, nullptr},
+    {"int2", {kDLInt, 2, 1}, nullptr},
+    {"int4", {kDLInt, 4, 1}, nullptr},
+    {"uint1", {kDLUInt, 1, 1}, nullptr},
+    {"uint2", {kDLUInt, 2, 1}, nullptr},
+    {"uint4", {kDLUInt, 4, 1}, nullptr},
 };
 
 struct ScalarInfo {
@@ -80,6 +87,10 @@ const DTypeInfo* find_dtype(const std::string& name) {
   }
   return nullptr;
 }
+
+bool is_packed(const DTypeInfo& d) { return d.dl.code != kDLBool && d.dl.bits * d.dl.lanes < 8; }
+
+bool is_packed(const TensorSpec& t) { return !t.dtypes.empty() && is_packed(t.dtypes[0]); }
 
 std::string known_dtype_names() {
   std::string out;
@@ -137,7 +148,7 @@ const char* cmp_op_text(CmpOp op) {
 std::vector<const Param*> FunctionSpec::call_args() const {
   std::vector<const Param*> out;
   for (const Param& p : params) {
-    if (p.kind != ParamKind::kStream) out.push_back(&p);
+    if (p.kind != ParamKind::kStream && !p.symbol) out.push_back(&p);
   }
   return out;
 }

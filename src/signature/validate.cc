@@ -31,10 +31,12 @@ const Param* find_param(const FunctionSpec& spec, const std::string& name) {
 /// kjit does not allocate, or an integer parameter of that name.
 bool is_read_before_call(const FunctionSpec& spec, const std::string& symbol) {
   for (const Param& q : spec.params) {
-    if (q.kind == ParamKind::kScalar && q.name == symbol && is_integer(q.scalar)) return true;
+    if (q.kind == ParamKind::kScalar && q.name == symbol && is_integer(q.scalar) && !q.symbol) return true;
     if (q.kind != ParamKind::kTensor || q.tensor.returned) continue;
-    for (const Expr& e : q.tensor.shape) {
-      if (to_string(e) == symbol) return true;
+    // A packed tensor's last dim counts values, not the elements Python sees.
+    size_t dims = q.tensor.shape.size() - (is_packed(q.tensor) && !q.tensor.shape.empty() ? 1 : 0);
+    for (size_t d = 0; d < dims; ++d) {
+      if (to_string(q.tensor.shape[d]) == symbol) return true;
     }
   }
   return false;
@@ -53,11 +55,22 @@ void check_returned(const FunctionSpec& spec, const std::string& signature, cons
                      "' is " +
                      (src ? (src->kind == ParamKind::kTensor ? "returned too" : "not a tensor") : "no parameter"));
     }
+    if (src && src->kind == ParamKind::kTensor && is_packed(src->tensor)) {
+      fail_param(spec, signature, p,
+                 what + ": dtype(" + t.dtype_of + ") names packed tensor '" + t.dtype_of +
+                     "', whose storage dtype says nothing of its values; write the returned dtype");
+    }
   } else if (t.dtypes.size() != 1) {
     fail_param(spec, signature, p,
                what + " needs exactly one dtype (kjit allocates it), got " +
                    (t.dtypes.empty() ? std::string("any") : std::to_string(t.dtypes.size()) + " alternatives") +
                    "; write dtype(x) to take input x's");
+  }
+  if (is_packed(t)) {
+    fail_param(spec, signature, p,
+               what + " is packed (" + t.dtypes[0].name +
+                   "), which kjit cannot allocate (NumPy and torch have no such dtype); pass it as an out tensor of " +
+                   "uint8 bytes");
   }
   if (t.any_rank) fail_param(spec, signature, p, what + " needs a shape (kjit allocates it), not [...]");
   if (t.optional || t.strided || !t.strides.empty()) {
@@ -71,6 +84,40 @@ void check_returned(const FunctionSpec& spec, const std::string& signature, cons
                  what + ": symbol '" + s + "' of its shape must be a whole dim of an input tensor (like x: float32[" +
                      s + "]) or an integer parameter named '" + s + "', so kjit knows it before the call");
     }
+  }
+}
+
+/// A packed tensor's last dim counts values held in bytes: its alternatives share
+/// one width (else a uint8 tensor would be both bytes and values), it has a last dim,
+/// and its layout is compact or `strided` (explicit strides would mix units).
+void check_packed(const FunctionSpec& spec, const std::string& signature, const Param& p) {
+  const TensorSpec& t = p.tensor;
+  std::string head = "tensor '" + p.name + "'";
+  const DTypeInfo* packed = nullptr;
+  const DTypeInfo* other = nullptr;
+  for (const DTypeInfo& d : t.dtypes) {
+    if (!is_packed(d)) {
+      other = &d;
+    } else if (!packed) {
+      packed = &d;
+    } else if (d.dl.bits != packed->dl.bits) {
+      other = &d;
+    }
+  }
+  if (!packed) return;
+  if (other) {
+    fail_param(spec, signature, p,
+               head + ": packed dtype " + packed->name + " cannot be listed with " + other->name +
+                   " (a uint8/int8 tensor would hold either); list packed dtypes of one width only");
+  }
+  if (!t.any_rank && t.shape.empty()) {
+    fail_param(spec, signature, p,
+               head + " is packed (" + packed->name + ") and needs rank >= 1: its last dim counts the packed values");
+  }
+  if (!t.strides.empty()) {
+    fail_param(spec, signature, p,
+               head + " is packed (" + packed->name +
+                   "): strides[...] would mix bytes and values; declare it 'strided' (its last dim stays contiguous)");
   }
 }
 
@@ -96,6 +143,7 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
                "tensor '" + p.name + "': dtype(" + t.dtype_of +
                    ") is for returned tensors (kjit allocates them with that dtype); write the dtypes it accepts");
   }
+  check_packed(spec, signature, p);
   if (t.returned) check_returned(spec, signature, p);
 }
 
@@ -114,6 +162,21 @@ void check_default_order(const FunctionSpec& spec, const std::string& signature)
                      first_default->name + "')");
     }
   }
+}
+
+/// A second parameter of the name; when one of the two is a symbol scalar, say
+/// which one to keep.
+[[noreturn]] void fail_duplicate(const FunctionSpec& spec, const std::string& signature, const Param& second) {
+  const Param* first = find_param(spec, second.name);
+  std::string what = "duplicate parameter name '" + second.name + "'";
+  if (first->symbol != second.symbol) {
+    const Param& symbol = first->symbol ? *first : second;
+    const Param& passed = first->symbol ? second : *first;
+    what += ": '" + to_string(symbol) + "' is passed by kjit (the value the shapes bind), so the caller cannot pass '" +
+            to_string(passed) + "' too; keep one: the symbol to have kjit pass it, or drop 'symbol' to have the " +
+            "caller pass it (checked against the shapes)";
+  }
+  fail_param(spec, signature, second, what);
 }
 
 }  // namespace
@@ -170,9 +233,7 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
           spec, signature, p,
           "parameter name '" + spec_detail::printable(p.name) + "' is not a C identifier" + first_bad_char(p.name));
     }
-    if (!names.insert(p.name).second) {
-      fail_param(spec, signature, p, "duplicate parameter name '" + p.name + "'");
-    }
+    if (!names.insert(p.name).second) fail_duplicate(spec, signature, p);
     if (p.kind == ParamKind::kStream) {
       if (stream)
         fail_param(spec, signature, p,

@@ -181,6 +181,37 @@ TEST(Toolchain, MissingCompilerIsAToolchainErrorNamingTheSearch) {
   }
 }
 
+// Packed sub-byte storage: an int4 tensor arrives as the sub-byte dtype itself
+// (shape in values) or as bytes packing two values each (shape in bytes).
+const char* kPacked = R"(
+#include <kjit/kernel.h>
+int64_t count(const kjit::TensorView x, int64_t n) { return n * 100 + x.dtype().bits; }
+)";
+
+struct Bytes {
+  std::vector<uint8_t> data;
+  int64_t shape[1];
+  DLTensor t{};
+  Bytes(size_t n, DLDataType dtype, int64_t extent) : data(n) {
+    shape[0] = extent;
+    t.data = data.data();
+    t.ndim = 1;
+    t.shape = shape;
+    t.dtype = dtype;
+    t.device = {kDLCPU, 0};
+  }
+};
+
+TEST(LoadInline, PackedTensorsTakeTheSubByteDtypeOrBytes) {
+  Module m = load_inline("cpp_packed", {kPacked}, SignatureList{{"count", "x: int4[n], n: int64 symbol"}});
+  Bytes exact(3, {kDLInt, 4, 1}, 5), bytes(3, {kDLUInt, 8, 1}, 3), wrong(3, {kDLFloat, 8, 1}, 3);
+  EXPECT_EQ(m.function("count")(&exact.t).cast<int64_t>(), 504);  // 5 values, shape in values
+  EXPECT_EQ(m.function("count")(&bytes.t).cast<int64_t>(), 608);  // 3 bytes hold 6 values
+  EXPECT_EQ(error_of(m.function("count"), &wrong.t),
+            "TypeError: count: argument #0 'x': dtype must be int4 (or int8/uint8 bytes packing its values, 2 per "
+            "byte), got float8");
+}
+
 // Every generated stub compiles warning-free under -Wall -Wextra -Werror, with the
 // compiler CXX names (the default one when `cxx` is empty).
 void compile_stubs_with_werror(const std::string& module, const char* cxx) {
@@ -193,6 +224,8 @@ void k4(const kjit::TensorView, const kjit::TensorView, const kjit::TensorView) 
 void k5(const kjit::TensorView, kjit::TensorView) {}
 int64_t k6(const int8_t*, const float*) { return 0; }
 void k7(const kjit::TensorView, const kjit::TensorView) {}
+void k8(const float*, float*, int64_t n, int m, uint64_t ld) { (void)n, (void)m, (void)ld; }
+void k9(const uint8_t*, const kjit::TensorView, kjit::TensorView) {}
 )";
   SignatureList sigs = {
       {"k1", "a: float16|bfloat16[m, n] align(16), b: any[] out optional, x: float32, y: float64, f: bool"},
@@ -204,6 +237,10 @@ void k7(const kjit::TensorView, const kjit::TensorView) {}
       {"k5", "a: int32[m] optional, b: int32[m] optional; m > 0"},
       {"k6", "a: int8[n], b: float32[n]"},
       {"k7", "a: float64[m + n], b: float64[m]"},
+      {"k8",
+       "a: float32[n, m] strides[ld, 1], b: float32[n, m] out optional, n: int64 symbol, m: int32 symbol, "
+       "ld: uint64 symbol"},
+      {"k9", "a: int4[m, 2*k], b: float6_e2m3fn[n] strided, c: uint4|int4[m, n] out optional"},
   };
   InlineOptions opts;
   opts.extra_cflags = {"-Wall", "-Wextra", "-Werror"};

@@ -198,5 +198,84 @@ TEST(SpecBuilder, ModifiersApplyToTheLastTensor) {
   EXPECT_THROW(SpecBuilder("f").tensor("a", "float32", {"m + n"}).build(), SpecError);
 }
 
+// ---- symbols passed to the kernel ("n: int64 symbol") ----
+
+TEST(SymbolParams, ParseRoundTripAndLeaveTheCallerArguments) {
+  FunctionSpec s = parse_signature("f", "x: float32[n], y: float32[n] out, n: int64 symbol, alpha: float32 = 1");
+  EXPECT_TRUE(s.params[2].symbol);
+  EXPECT_EQ(s.params[2].scalar, ScalarType::kInt64);
+  EXPECT_EQ(to_string(s), "x: float32[n], y: float32[n] out, n: int64 symbol, alpha: float32 = 1");
+  std::vector<std::string> passed;
+  for (const Param* p : s.call_args()) passed.push_back(p->name);
+  EXPECT_EQ(passed, (std::vector<std::string>{"x", "y", "alpha"}));
+  // Bound by a stride, by a solved dim, or only by optional tensors: all fine.
+  EXPECT_EQ(error_of("x: float32[m, k] strides[ld, 1], ld: int64 symbol"), "");
+  EXPECT_EQ(error_of("x: float32[2*k + 1], k: int32 symbol"), "");
+  EXPECT_EQ(error_of("x: float32[n] optional, n: int64 symbol"), "");
+}
+
+TEST(SymbolParams, ErrorsSayWhatToWriteInstead) {
+  EXPECT_EQ(error_of("x: float32[n], n: float32 symbol"),
+            "signature of 'f': parameter 'n' is a symbol (kjit passes the value the shapes bind to 'n') but has "
+            "type float32; symbols are integers: write 'n: int64 symbol' (or another integer type)\n"
+            "  x: float32[n], n: float32 symbol\n"
+            "                 ^~~~~~~~~~~~~~~~~");
+  EXPECT_NE(error_of("x: float32[n], m: int64 symbol")
+                .find("parameter 'm' is a symbol (kjit passes the value the shapes bind to 'm'), but no tensor's "
+                      "shape or strides bind a symbol 'm' (its symbols: n); name it after one of them, or drop "
+                      "'symbol' to have the caller pass 'm'"),
+            std::string::npos);
+  EXPECT_NE(error_of("k: int64 symbol; k > 0").find("(the spec has no shape symbols)"), std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], n: int64 symbol, n: int64")
+                .find("duplicate parameter name 'n': 'n: int64 symbol' is passed by kjit (the value the shapes "
+                      "bind), so the caller cannot pass 'n: int64' too; keep one"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], n: int64 symbol = 3")
+                .find("parameter 'n' is a symbol (kjit passes the value the shapes bind, the caller never does): it "
+                      "takes no default; write 'n: int64 symbol'"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("x: float32[n], n: int64 out").find("unknown attribute 'out' of scalar 'n': a scalar takes 'symbol'"),
+      std::string::npos);
+  // A returned tensor's dims must be known before the call: a symbol scalar is not.
+  EXPECT_NE(error_of("x: float32[n + 1], n: int64 symbol, y: float32[n] return")
+                .find("returned tensor 'y': symbol 'n' of its shape must be a whole dim"),
+            std::string::npos);
+}
+
+TEST(SymbolParams, BuilderMarksASymbol) {
+  FunctionSpec s = SpecBuilder("f").tensor("x", "float32", {"n", "m"}).symbol("n").symbol("m", "int32").build();
+  EXPECT_EQ(to_string(s), "x: float32[n, m], n: int64 symbol, m: int32 symbol");
+  EXPECT_THROW(SpecBuilder("f").tensor("x", "float32", {"n"}).symbol("k").build(), SpecError);
+}
+
+// ---- packed sub-byte tensors ----
+
+TEST(PackedTensors, SubByteDtypesArePacked) {
+  for (const char* name : {"int1", "int2", "int4", "uint1", "uint2", "uint4", "float4_e2m1fn", "float6_e2m3fn"}) {
+    ASSERT_NE(find_dtype(name), nullptr) << name;
+    EXPECT_TRUE(is_packed(*find_dtype(name))) << name;
+  }
+  for (const char* name : {"bool", "int8", "uint8", "float8_e4m3fn"})
+    EXPECT_FALSE(is_packed(*find_dtype(name))) << name;
+  FunctionSpec s = parse_signature("f", "w: uint4|int4[k, 2*m] strided, x: int4[...]");
+  EXPECT_TRUE(is_packed(s.params[0].tensor));
+  EXPECT_EQ(to_string(s), "w: uint4|int4[k, 2*m] strided, x: int4[...]");
+}
+
+TEST(PackedTensors, ValidationNamesTheProblem) {
+  EXPECT_NE(error_of("x: int4|int8[n]").find("packed dtype int4 cannot be listed with int8"), std::string::npos);
+  EXPECT_NE(error_of("x: uint1|int4[n]").find("packed dtype uint1 cannot be listed with int4"), std::string::npos);
+  EXPECT_NE(error_of("x: int4[]").find("needs rank >= 1"), std::string::npos);
+  EXPECT_NE(error_of("x: int4[m, n] strides[n, 1]").find("strides[...] would mix bytes and values"), std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], y: uint4[n] return").find("returned tensor 'y' is packed (uint4)"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: int4[n], y: dtype(x)[n] return").find("dtype(x) names packed tensor 'x'"), std::string::npos);
+  // The packed last dim counts values Python cannot see; outer dims are whole dims.
+  EXPECT_NE(error_of("x: int4[m, n], y: float32[n] return").find("symbol 'n' of its shape must be a whole dim"),
+            std::string::npos);
+  EXPECT_EQ(error_of("x: int4[m, n], y: float32[m] return"), "");
+}
+
 }  // namespace
 }  // namespace kjit

@@ -97,5 +97,28 @@ TEST(StubEmitter, PassesTheStreamFromTheEnvironment) {
   EXPECT_NE(s.find("StreamArg{stream}"), std::string::npos);
 }
 
+TEST(StubEmitter, PassesSymbolsByValueWithRangeChecks) {
+  std::string s = stub_of("a: float32[n, k] optional, n: int64 symbol, k: int32 symbol");
+  EXPECT_NE(s.find("if (num_args != 1)"), std::string::npos);  // the caller passes a only
+  EXPECT_NE(s.find("SymbolArg<int64_t>{s_n}, SymbolArg<int32_t>{s_k}"), std::string::npos);
+  // Bound only by an optional tensor: checked before the call.
+  EXPECT_NE(s.find("if (by_n == nullptr) return fail_unbound(kFn, \"n\", \"a\");"), std::string::npos);
+  EXPECT_NE(s.find("s_k < INT64_C(-2147483648) || s_k > INT64_C(2147483647)) return fail_symbol_range(kFn, \"k\""),
+            std::string::npos);
+  EXPECT_EQ(s.find("s_n < INT64_C("), std::string::npos);  // int64 holds every symbol
+}
+
+TEST(StubEmitter, PackedTensorsAcceptBytesAndCountValues) {
+  std::string s = stub_of("a: float32[n], x: int4[k, n]");
+  EXPECT_NE(s.find("t_x->dtype.code == 0 || t_x->dtype.code == 1) && t_x->dtype.bits == 8"), std::string::npos);
+  EXPECT_NE(s.find("packed_extent(t_x, 4)"), std::string::npos);
+  EXPECT_NE(s.find("fail_packed_field(kFn, 1, \"x\", \"shape[1]\", \"n\""), std::string::npos);
+  EXPECT_NE(s.find("fail_packed_stride(kFn, 1, \"x\", t_x, \"int4\")"), std::string::npos);
+  EXPECT_EQ(s.find("packed_whole("), std::string::npos);  // 4-bit values always fill whole bytes
+  std::string six = stub_of("x: float6_e3m2fn[n]");
+  EXPECT_NE(six.find("!packed_whole(t_x, 6)) return fail_packed_bits(kFn, 0, \"x\", t_x, 6, \"float6_e3m2fn\", 3)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kjit

@@ -11,7 +11,8 @@ from conftest import build
 KNOWN_DTYPES = (
     "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
     "complex64, complex128, float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, "
-    "float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, tfloat32, any"
+    "float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, tfloat32, int1, int2, int4, "
+    "uint1, uint2, uint4, any"
 )
 
 

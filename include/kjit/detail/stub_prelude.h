@@ -120,6 +120,28 @@ namespace {
 
 [[maybe_unused]] inline int64_t element_bytes(DLDataType d) { return (static_cast<int64_t>(d.bits) * d.lanes + 7) / 8; }
 
+/// Whether a packed tensor (declared `bits`-wide values) arrived as bytes holding
+/// them (uint8/int8, or float4_e2m1fn x2) rather than as its sub-byte dtype itself.
+[[maybe_unused]] inline bool is_byte_carrier(DLDataType d, int bits) { return !(d.bits == bits && d.lanes == 1); }
+
+/// The last dim of a packed tensor counted in values: a byte carrier's extent times
+/// 8 / bits (INT64_MAX, which no check accepts, if that overflows).
+[[maybe_unused]] inline int64_t packed_extent(const DLTensor* t, int bits) {
+  const int64_t n = t->shape[t->ndim - 1];
+  if (!is_byte_carrier(t->dtype, bits)) return n;
+  int64_t total_bits = 0;
+  if (__builtin_mul_overflow(n, int64_t{8}, &total_bits)) return INT64_MAX;
+  return total_bits / bits;
+}
+
+/// Whether a packed tensor's last dim holds a whole number of values (6-bit types
+/// fill whole bytes every 3 bytes); an extent whose bits overflow int64 does not.
+[[maybe_unused]] inline bool packed_whole(const DLTensor* t, int bits) {
+  if (!is_byte_carrier(t->dtype, bits)) return true;
+  int64_t total_bits = 0;
+  return !__builtin_mul_overflow(t->shape[t->ndim - 1], int64_t{8}, &total_bits) && total_bits % bits == 0;
+}
+
 /// Why a DLTensor cannot describe memory (nullptr when it can): every later check
 /// and the kernel rely on ndim >= 0, extents >= 0, a real element type, and a size
 /// in bytes that fits in int64. A producer bug, not a caller's shape mistake.
@@ -229,6 +251,31 @@ struct TensorArg {
   template <typename T, typename std::enable_if<FfiArg<T>::value, int>::type = 0>
   operator T() const {
     return FfiArg<T>::from_tensor(t, any, fn, index, name);
+  }
+};
+
+/// Whether every value of integer type T fits in integer type U.
+template <typename U, typename T>
+constexpr bool holds_every_value() {
+  if (std::is_signed<U>::value == std::is_signed<T>::value) return sizeof(U) >= sizeof(T);
+  return std::is_signed<U>::value && sizeof(U) > sizeof(T);  // unsigned U cannot hold a negative T
+}
+
+/// A shape symbol the spec passes to the kernel ("n: int64 symbol", T its type):
+/// convertible to an integer parameter that holds every value of T.
+template <typename T>
+struct SymbolArg {
+  int64_t value;
+  template <typename U>
+  operator U() const {
+    static_assert(std::is_integral<U>::value && !std::is_same<U, bool>::value,
+                  "kjit: a kernel parameter that receives a shape symbol ('n: int64 symbol' in the spec) must be an "
+                  "integer type: declare it int64_t (or the integer type the spec names)");
+    static_assert(!std::is_integral<U>::value || holds_every_value<U, T>(),
+                  "kjit: a kernel parameter that receives a shape symbol is narrower than the symbol's type in the "
+                  "spec: declare the parameter with that type, or name its type in the spec ('n: int32 symbol' for "
+                  "an int parameter)");
+    return static_cast<U>(value);
   }
 };
 
@@ -484,6 +531,14 @@ KJIT_COLD int fail_int_range(const char* fn, int i, const char* name, const char
                range);
 }
 
+KJIT_COLD int fail_symbol_range(const char* fn, const char* name, const char* type, int64_t value, const char* bound_by,
+                                const char* range) {
+  return raise("ValueError",
+               "%s: symbol '%s' = %" PRId64
+               " (bound by %s) is out of range for %s %s, the type the kernel's parameter '%s: %s symbol' has",
+               fn, name, value, bound_by, type, range, name, type);
+}
+
 KJIT_COLD int fail_bool_value(const char* fn, int i, const char* name, int64_t value) {
   return raise("ValueError", "%s: argument #%d '%s': expected a bool (True/False or 0/1), got int %" PRId64, fn, i,
                name, value);
@@ -521,21 +576,72 @@ KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* ex
                dtype_name(got, buf, sizeof(buf)));
 }
 
-/// A field that had to equal an expression of bound symbols (or a literal).
-KJIT_COLD int fail_field(const char* fn, int i, const char* name, const char* field, const char* expr, int64_t expected,
-                         const SymVal* syms, int nsyms, int64_t got) {
+/// What a field had to equal: "128 (fixed by the signature)", "n = 4 (bound by
+/// a.shape[0])" or "m + n = 12 with m = 4 (bound by ...), n = 8 (bound by ...)".
+KJIT_COLD const char* describe_expected(const char* expr, int64_t expected, const SymVal* syms, int nsyms, char* buf,
+                                        size_t n) {
   char bound[512];
   if (nsyms == 0) {
-    return raise("ValueError",
-                 "%s: argument #%d '%s': %s must equal %" PRId64 " (fixed by the signature), got %" PRId64, fn, i, name,
-                 field, expected, got);
+    std::snprintf(buf, n, "%" PRId64 " (fixed by the signature)", expected);
+    return buf;
   }
   describe_syms(syms, nsyms, bound, sizeof(bound));
   if (nsyms == 1 && std::strcmp(syms[0].name, expr) == 0) {
-    return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64, fn, i, name, field, bound, got);
+    std::snprintf(buf, n, "%s", bound);
+  } else {
+    std::snprintf(buf, n, "%s = %" PRId64 " with %s", expr, expected, bound);
   }
-  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s = %" PRId64 " with %s, got %" PRId64, fn, i, name,
-               field, expr, expected, bound, got);
+  return buf;
+}
+
+/// A field that had to equal an expression of bound symbols (or a literal).
+KJIT_COLD int fail_field(const char* fn, int i, const char* name, const char* field, const char* expr, int64_t expected,
+                         const SymVal* syms, int nsyms, int64_t got) {
+  char want[768];
+  return raise("ValueError", "%s: argument #%d '%s': %s must equal %s, got %" PRId64, fn, i, name, field,
+               describe_expected(expr, expected, syms, nsyms, want, sizeof(want)), got);
+}
+
+/// The last dim of a packed tensor (`bits`-wide values of `values`): as fail_field
+/// when the tensor has the sub-byte dtype itself; for bytes holding the values, the
+/// count is in values and the message says how many bits arrived.
+KJIT_COLD int fail_packed_field(const char* fn, int i, const char* name, const char* field, const char* expr,
+                                int64_t expected, const SymVal* syms, int nsyms, int64_t got, const DLTensor* t,
+                                int bits, const char* values) {
+  if (!is_byte_carrier(t->dtype, bits)) return fail_field(fn, i, name, field, expr, expected, syms, nsyms, got);
+  char want[768];
+  char carrier[64];
+  const int64_t bytes = t->shape[t->ndim - 1];
+  int64_t got_bits = 0, expected_bits = 0;  // INT64_MAX past int64, never a wrapped value
+  if (__builtin_mul_overflow(got, int64_t{bits}, &got_bits)) got_bits = INT64_MAX;
+  if (__builtin_mul_overflow(expected, int64_t{bits}, &expected_bits)) expected_bits = INT64_MAX;
+  return raise("ValueError",
+               "%s: argument #%d '%s': %s counts %s values and must equal %s, got %" PRId64 ": %" PRId64
+               " bytes of %s hold %" PRId64 " bits, not the %" PRId64 " bits of %" PRId64 " %s values",
+               fn, i, name, field, values, describe_expected(expr, expected, syms, nsyms, want, sizeof(want)), got,
+               bytes, dtype_name(t->dtype, carrier, sizeof(carrier)), got_bits, expected_bits, expected, values);
+}
+
+/// A byte carrier whose last dim is not a whole number of values (6-bit types).
+KJIT_COLD int fail_packed_bits(const char* fn, int i, const char* name, const DLTensor* t, int bits, const char* values,
+                               int bytes_per_group) {
+  char carrier[64];
+  const int64_t bytes = t->shape[t->ndim - 1];
+  int64_t total_bits = 0;
+  if (__builtin_mul_overflow(bytes, int64_t{8}, &total_bits)) total_bits = INT64_MAX;
+  return raise("ValueError",
+               "%s: argument #%d '%s': its last dim of %" PRId64 " bytes of %s holds %" PRId64
+               " bits, not a whole number of %d-bit %s values (pass a multiple of %d bytes)",
+               fn, i, name, bytes, dtype_name(t->dtype, carrier, sizeof(carrier)), total_bits, bits, values,
+               bytes_per_group);
+}
+
+/// A packed tensor's values must be contiguous along the last dim.
+KJIT_COLD int fail_packed_stride(const char* fn, int i, const char* name, const DLTensor* t, const char* values) {
+  return raise("ValueError",
+               "%s: argument #%d '%s': strides[%d] must be 1: the last dim packs %s values and must be contiguous, "
+               "got %" PRId64 " (pass a contiguous copy)",
+               fn, i, name, t->ndim - 1, values, t->strides[t->ndim - 1]);
 }
 
 /// A dim that should have determined one unknown symbol but fits no valid value.
