@@ -17,7 +17,7 @@ variants write into preallocated outputs (out=), so the comparison is the loop,
 not the allocator. Each case is timed as the best of
 several rounds of a fixed number of calls; the order of the variants rotates.
 
-Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 5] [--sizes]
+Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 7] [--sizes]
      (--sizes: only the size sweep)
      (--smoke: tiny sizes and one round, for the test suite: checks that every
      case runs and computes the right values; its timings mean nothing)
@@ -166,7 +166,7 @@ def size_sweep(add, torch, rounds: int, smoke: bool) -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round: a test that every case runs")
     ap.add_argument("--sizes", action="store_true", help="only the size sweep")
     args = ap.parse_args()
@@ -183,8 +183,11 @@ def main() -> int:
     except ImportError:
         torch = None
     add = kjit.elementwise(ADD)
+    with open("/proc/self/maps") as maps:
+        gomp = "libgomp" in maps.read() and os.environ.get("KJIT_OPENMP") != "0"
     print(f"threads: kjit {kjit.get_num_threads()}, torch {torch.get_num_threads() if torch else '-'}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; kjit's parallel loops run on "
+          + ("the libgomp torch loaded" if gomp else "kjit's own pool") + " (docs/elementwise.md)")
     ok = size_sweep(add, torch, args.rounds, args.smoke)
     if args.sizes:
         return 0
