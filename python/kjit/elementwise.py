@@ -411,7 +411,9 @@ def _python_function(engine: _Engine):
     functions, checked_call = engine.functions, engine.checked_call
     num_outputs = engine.num_outputs
     single = num_outputs == 1
-    numpy_wrap, torch_wrap = (_numpy_result, None) if single else (_numpy_results, _torch_results)
+    # How a new result is returned: None for the single NumPy output, which the call
+    # unwraps in place (a function call costs about 0.05 us of a 1 us call).
+    numpy_wrap, torch_wrap = (None, None) if single else (_numpy_results, _torch_results)
 
     def call(*inputs, out=None, **extras):
         first = type(inputs[0]) if inputs else _NO_INPUTS
@@ -433,7 +435,12 @@ def _python_function(engine: _Engine):
             if out is None:
                 result = functions[cls](*inputs, *extras.values()) if extras else functions[cls](*inputs)
                 if result is not None:
-                    return result if wrap is None else wrap(result)
+                    if wrap is not None:
+                        return wrap(result)
+                    if first is not _NDARRAY:
+                        return result
+                    a = _from_dlpack(result)  # _numpy_result, inlined
+                    return a if a.ndim else a[()]
             elif single and type(out) is first:
                 cls += _INTO
                 if (functions[cls](*inputs, out, *extras.values()) if extras else functions[cls](*inputs, out)) \
