@@ -23,7 +23,10 @@ cmake -S "$ROOT" -B "$BUILD" \
   -DKJIT_BUILD_BENCH=ON \
   -DPython_EXECUTABLE="$PY" \
   -Dtvm_ffi_ROOT="$TVM_FFI_CMAKEDIR" >/dev/null
-cmake --build "$BUILD" -j"$JOBS" --target bench_stub_call bench_elementwise_call
+cmake --build "$BUILD" -j"$JOBS" --target kjit kjit_call bench_stub_call bench_elementwise_call
+# The Python benchmarks measure this tree's build, not whatever kjit the venv holds.
+export KJIT_LIBRARY="${KJIT_LIBRARY:-$BUILD/libkjit.so}"
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 "$BUILD/bench/cpp/bench_stub_call" --benchmark_color=false
 echo "-- the C++ side of a 1-element kjit.elementwise call --"
 "$BUILD/bench/cpp/bench_elementwise_call" --benchmark_color=false
