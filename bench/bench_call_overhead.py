@@ -151,7 +151,11 @@ def main() -> int:
             ("numpy: fn(a, b, c, alpha=2.0)", "kkw(a_np, b_np, c_np, alpha=2.0)", "kkw(a_np, b_np, c_np, 1.0)"),
             ("numpy: c = fn(a, b) (returned)", "kret(a_np, b_np)", "kfn(a_np, b_np, c_np)"),
             ("torch: fn(a, b, c=c)", "kfn(a_t, b_t, c=c_t)", "kfn(a_t, b_t, c_t)"),
+            ("torch: fn(a, b, c) alpha defaulted", "kkw(a_t, b_t, c_t)", "kkw(a_t, b_t, c_t, 1.0)"),
+            ("torch: fn(a, b, c, alpha=2.0)", "kkw(a_t, b_t, c_t, alpha=2.0)", "kkw(a_t, b_t, c_t, 1.0)"),
             ("torch: c = fn(a, b) (returned)", "kret(a_t, b_t)", "kfn(a_t, b_t, c_t)"),
+            ("tvm_ffi: fn(a, b, c=c)", "kfn(a_f, b_f, c=c_f)", "kfn(a_f, b_f, c_f)"),
+            ("tvm_ffi: c = fn(a, b) (returned)", "kret(a_f, b_f)", "kfn(a_f, b_f, c_f)"),
         ]
         if torch is None:
             rows = [r for r in rows if "torch" not in r[0]]
