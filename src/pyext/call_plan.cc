@@ -73,7 +73,7 @@ bool apply(int64_t op, int64_t a, int64_t b, int64_t& out) {
 }
 
 /// A dim program's value; false where the binder must decide (overflow, zero divisor).
-bool evaluate(const std::vector<int64_t>& program, const std::vector<int64_t>& symbols, int64_t& value) {
+bool evaluate(const std::vector<int64_t>& program, const Int64s& symbols, int64_t& value) {
   int64_t stack[64];
   size_t top = 0;
   for (size_t pc = 0; pc < program.size(); ++pc) {
@@ -115,23 +115,12 @@ ScalarSymbol scalar_symbol(PyObject* x, int64_t& value) {
   return ScalarSymbol::kUnusual;
 }
 
-/// shape[dim] of a known tensor; kNone when its rank is shorter (the stub names that).
-ScalarSymbol dim_symbol(PyObject* x, Py_ssize_t dim, int64_t& value) {
-  PyObject* shape = shape_of(x);
-  if (shape == nullptr) {
-    PyErr_Clear();
-    return ScalarSymbol::kUnusual;
-  }
-  ScalarSymbol got = ScalarSymbol::kUnusual;
-  if (PyTuple_Check(shape)) {
-    got = ScalarSymbol::kNone;
-    if (dim < PyTuple_GET_SIZE(shape)) {
-      got = scalar_symbol(PyTuple_GET_ITEM(shape, dim), value);
-      if (got != ScalarSymbol::kValue) got = ScalarSymbol::kUnusual;  // an extent that is no int
-    }
-  }
-  Py_DECREF(shape);
-  return got;
+/// shape[dim] of a tensor's shape tuple; kNone when its rank is shorter (the stub names that).
+ScalarSymbol dim_symbol(PyObject* shape, Py_ssize_t dim, int64_t& value) {
+  if (!PyTuple_Check(shape)) return ScalarSymbol::kUnusual;
+  if (dim >= PyTuple_GET_SIZE(shape)) return ScalarSymbol::kNone;
+  ScalarSymbol got = scalar_symbol(PyTuple_GET_ITEM(shape, dim), value);
+  return got == ScalarSymbol::kValue ? got : ScalarSymbol::kUnusual;  // an extent that is no int
 }
 
 }  // namespace
@@ -255,9 +244,9 @@ bool CallPlan::bind(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, 
   return true;
 }
 
-/// Each symbol from its first available source, as the binder's setdefault order.
-bool CallPlan::symbol_values(PyObject* const* values, std::vector<int64_t>& out) const {
-  out.clear();
+/// Each symbol from its first available source, as the binder's setdefault order;
+/// shapes[i] keeps x.shape of caller argument i once read (owned, nullptr until then).
+bool CallPlan::symbol_values(PyObject* const* values, PyObject** shapes, Int64s& out) const {
   for (const auto& sources : symbols_) {
     bool found = false;
     for (const SymbolSource& src : sources) {
@@ -267,7 +256,12 @@ bool CallPlan::symbol_values(PyObject* const* values, std::vector<int64_t>& out)
       if (src.dim < 0) {
         got = scalar_symbol(x, v);
       } else if (x != Py_None) {
-        got = dim_symbol(x, src.dim, v);
+        PyObject*& shape = shapes[src.param];
+        if (shape == nullptr && (shape = shape_of(x)) == nullptr) {
+          PyErr_Clear();
+          return false;
+        }
+        got = dim_symbol(shape, src.dim, v);
       }
       if (got == ScalarSymbol::kUnusual) return false;
       if (got == ScalarSymbol::kValue) {
@@ -279,6 +273,13 @@ bool CallPlan::symbol_values(PyObject* const* values, std::vector<int64_t>& out)
     if (!found) return false;  // the binder raises (NameError) for an unbound symbol
   }
   return true;
+}
+
+bool CallPlan::symbol_values(PyObject* const* values, Int64s& out) const {
+  SmallVector<PyObject*, 16> shapes(names_.size(), nullptr);
+  bool ok = symbol_values(values, shapes.data(), out);
+  for (PyObject* shape : shapes) Py_XDECREF(shape);
+  return ok;
 }
 
 /// The returned tensors in the framework of the first tensor argument (None: NumPy);
@@ -293,9 +294,9 @@ bool CallPlan::allocate_outputs(PyObject* const* values, PyObject** outputs) {
   }
   Framework framework = framework_of(template_);
   if (framework == Framework::kOther) return false;
-  std::vector<int64_t> symbols;
+  Int64s symbols;
   if (!symbol_values(values, symbols)) return false;
-  std::vector<int64_t> shape;
+  Int64s shape;
   for (size_t r = 0; r < returned_.size(); ++r) {
     ReturnedOutput& out = returned_[r];
     shape.clear();
@@ -305,7 +306,7 @@ bool CallPlan::allocate_outputs(PyObject* const* values, PyObject** outputs) {
       shape.push_back(extent);
     }
     PyObject* source = out.dtype_of >= 0 ? values[out.dtype_of] : nullptr;
-    outputs[r] = allocate_output(framework, template_, out, source, shape);
+    outputs[r] = allocate_output(framework, template_, out, source, shape.data(), shape.size());
     if (outputs[r] == nullptr) return false;
   }
   return true;
@@ -361,17 +362,11 @@ bool CallPlan::binder_answers(PyObject* const* values) const {
 Outcome CallPlan::call(PyObject* stub, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** result) {
   size_t n = names_.size(), nret = returned_.size(), nslots = slots_.size();
   // values (caller order), then the returned outputs, then the stub's arguments.
-  PyObject* small[48];
-  std::vector<PyObject*> large;
-  PyObject** values = small;
-  if (n + nret + nslots > 48) {
-    large.resize(n + nret + nslots);
-    values = large.data();
-  }
+  SmallVector<PyObject*, 48> buffer(n + nret + nslots, nullptr);
+  PyObject** values = buffer.data();
   PyObject** outputs = values + n;
   PyObject** stub_args = outputs + nret;
   if (!bind(args, nargs, kwnames, values)) return Outcome::kFallBack;
-  for (size_t r = 0; r < nret; ++r) outputs[r] = nullptr;
   auto release = [&] {
     for (size_t r = 0; r < nret; ++r) Py_XDECREF(outputs[r]);
   };

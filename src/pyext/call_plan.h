@@ -13,7 +13,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "small_vector.h"
+
 namespace kjit::pyext {
+
+using Int64s = SmallVector<int64_t, 16>;  ///< symbol values, a shape
 
 /// Where a shape symbol's value comes from, first available first (the binder's order).
 struct SymbolSource {
@@ -57,7 +61,8 @@ class CallPlan {
   bool parse(PyObject* plan);
   Py_ssize_t index_of(PyObject* name) const;
   bool bind(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** values) const;
-  bool symbol_values(PyObject* const* values, std::vector<int64_t>& out) const;
+  bool symbol_values(PyObject* const* values, PyObject** shapes, Int64s& out) const;
+  bool symbol_values(PyObject* const* values, Int64s& out) const;
   bool allocate_outputs(PyObject* const* values, PyObject** outputs);
   PyObject* assemble(PyObject* kernel_result, PyObject** outputs) const;
   bool read_only_array_among(PyObject* const* values) const;

@@ -1,6 +1,7 @@
 #include "frameworks.h"
 
 #include "call_plan.h"
+#include "small_vector.h"
 
 namespace kjit::pyext {
 namespace {
@@ -57,10 +58,10 @@ bool resolve_torch() {
   return true;
 }
 
-PyObject* tuple_of(const std::vector<int64_t>& shape) {
-  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(shape.size()));
+PyObject* tuple_of(const int64_t* shape, size_t rank) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(rank));
   if (t == nullptr) return nullptr;
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < rank; ++i) {
     PyObject* v = PyLong_FromLongLong(shape[i]);
     if (v == nullptr) {
       Py_DECREF(t);
@@ -83,10 +84,10 @@ PyObject* numpy_dtype(ReturnedOutput& out, PyObject* source) {
   return mapped;
 }
 
-PyObject* allocate_numpy(ReturnedOutput& out, PyObject* source, const std::vector<int64_t>& shape) {
+PyObject* allocate_numpy(ReturnedOutput& out, PyObject* source, const int64_t* shape, size_t rank) {
   PyObject* dtype = numpy_dtype(out, source);
   if (dtype == nullptr) return nullptr;
-  PyObject* dims = tuple_of(shape);
+  PyObject* dims = tuple_of(shape, rank);
   if (dims == nullptr) return nullptr;
   PyObject* argv[] = {dims, dtype};
   PyObject* array = PyObject_Vectorcall(cache.numpy_empty, argv, 2, nullptr);
@@ -107,8 +108,8 @@ PyObject* torch_dtype(ReturnedOutput& out, PyObject* source) {
 
 /// torch.empty(*shape, dtype=..., device=template.device): sizes as separate ints
 /// parse ~0.5 us faster than a tuple; a 0-d tensor needs the empty tuple.
-PyObject* allocate_torch(PyObject* template_, ReturnedOutput& out, PyObject* source,
-                         const std::vector<int64_t>& shape) {
+PyObject* allocate_torch(PyObject* template_, ReturnedOutput& out, PyObject* source, const int64_t* shape,
+                         size_t rank) {
   PyObject* dtype = torch_dtype(out, source);
   if (dtype == nullptr) return nullptr;
   PyObject* device = PyObject_GetAttr(template_, cache.s_device);
@@ -116,24 +117,23 @@ PyObject* allocate_torch(PyObject* template_, ReturnedOutput& out, PyObject* sou
     Py_DECREF(dtype);
     return nullptr;
   }
-  std::vector<PyObject*> argv;
-  argv.reserve(shape.size() + 3);
+  SmallVector<PyObject*, 12> argv;
   bool ok = true;
-  if (shape.empty()) {
+  if (rank == 0) {
     argv.push_back(PyTuple_New(0));
-    ok = argv.back() != nullptr;
+    ok = argv[0] != nullptr;
   }
-  for (size_t i = 0; ok && i < shape.size(); ++i) {
+  for (size_t i = 0; ok && i < rank; ++i) {
     argv.push_back(PyLong_FromLongLong(shape[i]));
-    ok = argv.back() != nullptr;
+    ok = argv[i] != nullptr;
   }
   PyObject* tensor = nullptr;
   if (ok) {
-    Py_ssize_t npos = static_cast<Py_ssize_t>(argv.size());
+    size_t npos = argv.size();
     argv.push_back(dtype);
     argv.push_back(device);
-    tensor = PyObject_Vectorcall(cache.torch_empty, argv.data(), static_cast<size_t>(npos), cache.torch_kwnames);
-    argv.resize(static_cast<size_t>(npos));
+    tensor = PyObject_Vectorcall(cache.torch_empty, argv.data(), npos, cache.torch_kwnames);
+    argv.resize(npos);
   }
   for (PyObject* a : argv) Py_XDECREF(a);
   Py_DECREF(dtype);
@@ -153,8 +153,8 @@ bool on_cpu(PyObject* tensor) {
   return cpu;
 }
 
-PyObject* allocate_tvm_ffi(PyObject* template_, ReturnedOutput& out, PyObject* source,
-                           const std::vector<int64_t>& shape) {
+PyObject* allocate_tvm_ffi(PyObject* template_, ReturnedOutput& out, PyObject* source, const int64_t* shape,
+                           size_t rank) {
   if (!on_cpu(template_)) return nullptr;  // the binder's TypeError names it
   PyObject* dtype = nullptr;
   if (out.dtype_of < 0) {
@@ -166,17 +166,11 @@ PyObject* allocate_tvm_ffi(PyObject* template_, ReturnedOutput& out, PyObject* s
     Py_XDECREF(d);
   }
   if (dtype == nullptr) return nullptr;
-  PyObject* dims = PyList_New(static_cast<Py_ssize_t>(shape.size()));  // the binder passes a list
+  PyObject* dims = tuple_of(shape, rank);  // tvm-ffi converts a tuple as the binder's list, a little faster
   PyObject* tensor = nullptr;
   if (dims != nullptr) {
-    bool ok = true;
-    for (size_t i = 0; ok && i < shape.size(); ++i) {
-      PyObject* v = PyLong_FromLongLong(shape[i]);
-      ok = v != nullptr;
-      if (ok) PyList_SET_ITEM(dims, static_cast<Py_ssize_t>(i), v);
-    }
     PyObject* argv[] = {dims, dtype};
-    if (ok) tensor = PyObject_Vectorcall(cache.ffi_empty, argv, 2, nullptr);
+    tensor = PyObject_Vectorcall(cache.ffi_empty, argv, 2, nullptr);
     Py_DECREF(dims);
   }
   Py_DECREF(dtype);
@@ -220,17 +214,17 @@ Framework framework_of(PyObject* x) {
 PyObject* shape_of(PyObject* x) { return PyObject_GetAttr(x, cache.s_shape); }
 
 PyObject* allocate_output(Framework framework, PyObject* template_, ReturnedOutput& out, PyObject* dtype_source,
-                          const std::vector<int64_t>& shape) {
+                          const int64_t* shape, size_t rank) {
   PyObject* tensor = nullptr;
   switch (framework) {
     case Framework::kNumpy:
-      tensor = allocate_numpy(out, dtype_source, shape);
+      tensor = allocate_numpy(out, dtype_source, shape, rank);
       break;
     case Framework::kTorch:
-      tensor = allocate_torch(template_, out, dtype_source, shape);
+      tensor = allocate_torch(template_, out, dtype_source, shape, rank);
       break;
     case Framework::kTvmFfi:
-      tensor = allocate_tvm_ffi(template_, out, dtype_source, shape);
+      tensor = allocate_tvm_ffi(template_, out, dtype_source, shape, rank);
       break;
     case Framework::kOther:
       break;

@@ -8,8 +8,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstddef>
 #include <cstdint>
-#include <vector>
 
 namespace kjit::pyext {
 
@@ -32,7 +32,7 @@ PyObject* shape_of(PyObject* x);
 /// error set when the binder must do it (an unusual dtype source, a device kjit does
 /// not allocate on, or an allocation that failed: the binder repeats it and reports).
 PyObject* allocate_output(Framework framework, PyObject* template_, ReturnedOutput& out, PyObject* dtype_source,
-                          const std::vector<int64_t>& shape);
+                          const int64_t* shape, size_t rank);
 
 /// Whether x is a read-only NumPy array (the error path only: an attribute lookup).
 bool is_read_only_ndarray(PyObject* x);
