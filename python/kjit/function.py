@@ -248,7 +248,8 @@ _OP_CONST, _OP_SYMBOL, _OP_NEG = 0, 1, 7
 _BIN_OPS = {ast.Add: 2, ast.Sub: 3, ast.Mult: 4, ast.FloorDiv: 5, ast.Mod: 6}
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # The NumPy dtypes a dtype(x) output copies in C (np.dtype(x.dtype.name) is the same
-# dtype for these); any other dtype goes to the binder. Shared with kjit._call.
+# dtype for these); any other dtype goes to the binder (bfloat16 arrays do not pass
+# DLPack at all). Read by kjit._call.
 _NUMPY_DTYPES = {np.dtype(n): np.dtype(n) for n in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
     "float64", "complex64", "complex128")}
@@ -324,8 +325,6 @@ def _call_plan(params: List[_Param]) -> Optional[tuple]:
             return None
         dtype_of = index[p.dtype_of] if p.dtype_of else -1
         outputs.append((dims, dtype_of, None if p.dtype_of else _fixed_numpy_dtype(p.dtype), p.dtype or ""))
-    if "ml_dtypes" in sys.modules:  # bfloat16 arrays exist only once ml_dtypes is imported
-        _NUMPY_DTYPES.setdefault(_numpy_dtype("bfloat16"), _numpy_dtype("bfloat16"))
     slots, k = [], 0
     for p in params:
         if p.returned:

@@ -131,6 +131,8 @@ PyObject* kjit_function_repr(PyObject* self) {
 PyMemberDef kMembers[] = {
     {"ffi_function", T_OBJECT, offsetof(KjitFunction, fast), READONLY,
      "the tvm_ffi.Function of the generated stub (positional arguments only)"},
+    {"_binder", T_OBJECT, offsetof(KjitFunction, binder), READONLY,
+     "the Python binder every call the C paths do not cover goes to (tests compare the two)"},
     {"_direct_calls", T_PYSSIZET, offsetof(KjitFunction, direct_calls), READONLY,
      "calls that went straight to ffi_function (a debug counter)"},
     {"_bound_calls", T_PYSSIZET, offsetof(KjitFunction, bound_calls), READONLY,
