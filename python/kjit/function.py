@@ -1,11 +1,15 @@
 """What ``mod.fn`` is: a ``kjit._call.Function`` over the generated stub.
 
 A positional call with every argument goes straight to the stub's tvm-ffi function
-(C, no Python in between). Keyword arguments, left-out defaults and read-only NumPy
-arrays take the binder below: it binds by the spec's names, fills defaults, passes
-read-only inputs through versioned DLPack (which can say "read-only") and refuses
-them for tensors the kernel writes. ``repr``, ``__doc__`` and ``inspect.signature``
-come from the spec; ``stub_text`` writes a ``.pyi`` of a module's functions.
+(C, no Python in between). Keyword arguments, left-out defaults and returned outputs
+are bound in C too, from the table ``_call_plan`` computes once per function
+(src/pyext/call_plan.h). Whatever that table does not cover takes the binder below,
+which owns every message: it binds by the spec's names, fills defaults, passes
+read-only inputs through versioned DLPack (which can say "read-only"), refuses them
+for tensors the kernel writes, and allocates returned outputs. The C path must
+answer exactly as the binder (tests/python/test_call_paths.py compares the two).
+``repr``, ``__doc__`` and ``inspect.signature`` come from the spec; ``stub_text``
+writes a ``.pyi`` of a module's functions.
 """
 
 from __future__ import annotations
@@ -92,7 +96,8 @@ def _return_type(cpp: str) -> str:
 
 
 class _Binder:
-    """The Python path of a call (keywords, defaults, read-only arrays, returned outputs)."""
+    """The Python path of a call: the reference behaviour of keywords, defaults,
+    read-only arrays and returned outputs, and every mistake's message."""
 
     def __init__(self, fn_name: str, fast, params: List[_Param]) -> None:
         self.fn_name = fn_name
@@ -372,8 +377,8 @@ def make_function(module_name: str, fields, fast) -> Any:
     params = [_Param(p) for p in fields["params"]]
     has_defaults = any(p.default is not _REQUIRED for p in params)
     # Without defaults every positional call is the stub's (it names a wrong count);
-    # with defaults only the full count is, the binder fills the rest; returned
-    # outputs are always allocated by the binder.
+    # with defaults only the full count is, the call plan fills the rest; returned
+    # outputs are always allocated (by the call plan, or the binder).
     fast_arity = len(params) if has_defaults else -1
     if any(p.returned for p in params):
         fast_arity = _NEVER_FAST
