@@ -303,3 +303,25 @@ def test_wrong_count_of_a_returning_function_falls_back(mod):
     assert _check(mod.split, "binder", x) == ("raises", TypeError, "split() missing required argument: 'k'")
     assert _check(mod.split, "binder", x, 1, 2) == ("raises", TypeError,
                                                     "split() takes 2 arguments (x, k) but 3 were given")
+
+
+def test_premise_the_stub_refuses_a_read_only_array_before_the_kernel_runs():
+    # The bound path hands a failed call with a read-only array to the binder, which
+    # calls the kernel again: only right while DLPack export refuses such arrays.
+    src = r"""
+#include <kjit/kernel.h>
+static int64_t g_runs = 0;
+void bump(const kjit::TensorView x, kjit::TensorView y, float alpha) { ++g_runs; }
+int64_t runs(bool) { return g_runs; }
+"""
+    m = build("call_paths_premise", src, {"bump": "x: float32[n], y: float32[n] out, alpha: float32 = 1.0",
+                                           "runs": "unused: bool = false"})
+    x, y = _xy()
+    x.setflags(write=False)
+    with pytest.raises(BufferError):
+        m.bump.ffi_function(x, y, 1.0)
+    assert m.runs() == 0
+    _check(m.bump, "binder", x, y)  # bound first, then the binder: the kernel runs twice here
+    assert m.runs() == 2
+    m.bump(x, y=y)
+    assert m.runs() == 3
