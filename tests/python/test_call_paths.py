@@ -11,6 +11,8 @@ device; or exception type and message)."""
 import numpy as np
 import pytest
 import tvm_ffi
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import build
 
@@ -325,3 +327,43 @@ int64_t runs(bool) { return g_runs; }
     assert m.runs() == 2
     m.bump(x, y=y)
     assert m.runs() == 3
+
+
+# ---- the bound path against the binder on random calls (hypothesis) ----
+
+_SCALE_VALUES = {"alpha": 0.5, "shift": 3}
+_SETTINGS = settings(max_examples=150, derandomize=True, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@_SETTINGS
+@given(n_positional=st.integers(0, 4), keywords=st.sets(st.sampled_from(["x", "y", "alpha", "shift", "beta"])),
+       extra_positional=st.booleans())
+def test_random_bindings_answer_as_the_binder(mod, n_positional, keywords, extra_positional):
+    def call(fn):
+        x, y = _xy()
+        values = {"x": x, "y": y, **_SCALE_VALUES, "beta": 1.0}
+        names = ["x", "y", "alpha", "shift"]
+        args = [values[k] for k in names[:n_positional]] + ([7] if extra_positional else [])
+        return _answer(lambda: fn(*args, **{k: values[k] for k in keywords})), y.tolist()
+
+    assert call(mod.scale) == call(mod.scale._binder)
+
+
+@_SETTINGS
+@given(m=st.integers(0, 12), n=st.integers(0, 12), k=st.integers(-20, 20),
+       k_form=st.sampled_from(["int", "keyword", "np.int64", "bool", "float"]),
+       framework=st.sampled_from(["numpy", "torch", "tvm_ffi"]))
+def test_random_returned_shapes_answer_as_the_binder(mod, m, n, k, k_form, framework):
+    x = np.zeros((m, n), dtype=np.float32)
+    if framework == "torch":
+        x = pytest.importorskip("torch").zeros((m, n), dtype=pytest.importorskip("torch").float32)
+    elif framework == "tvm_ffi":
+        x = tvm_ffi.from_dlpack(x)
+    kwargs = {}
+    if k_form == "keyword":
+        kwargs, args = {"k": k}, (x,)
+    else:
+        value = {"int": k, "np.int64": np.int64(k), "bool": k > 0, "float": float(k)}[k_form]
+        args = (x, value)
+    assert _answer(lambda: mod.shapes(*args, **kwargs)) == _answer(lambda: mod.shapes._binder(*args, **kwargs))
