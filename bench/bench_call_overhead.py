@@ -11,8 +11,10 @@ N calls (timeit), repeats interleaved across cases, best of R reported.
 
 A second table times kjit's other call forms against its positional out= call
 (same kernel, same checks): keyword arguments, a left-out default, and a returned
-output that kjit allocates (TileLang's out_idx), each through the Python binder
-of python/kjit/function.py.
+output that kjit allocates (TileLang's out_idx), each bound in C from the function's
+call plan (src/pyext/call_plan.cc), with NumPy, torch and tvm_ffi.Tensor inputs. Two
+reference rows pass an output the caller allocates in the call (numpy.empty,
+torch.empty): the framework's own allocation cost, which a returned output pays too.
 
 Run: /work/main/.venv/bin/python bench/bench_call_overhead.py [--number N] [--repeat R]
 """
@@ -127,6 +129,9 @@ def main() -> int:
             kmod=kmod, tmod=tmod, kfn=kfn, tfn=tfn, py_noop=py_noop, np_add=np_add, torch_add=torch_add,
             a_np=a_np, b_np=b_np, c_np=c_np, a_t=a_t, b_t=b_t, c_t=c_t, a_f=a_f, b_f=b_f, c_f=c_f,
             x1=x1, y1=y1, z1=z1, tx1=tx1, ty1=ty1, tz1=tz1, kkw=kkw, kret=kret,
+            np_empty=np.empty, np_f32=np.dtype(np.float32),
+            torch_empty=torch.empty if torch is not None else None,
+            t_f32=torch.float32 if torch is not None else None,
         )  # fmt: skip
         # (row label, kjit statement, tvm-ffi statement, counts for the target);
         # a reference anchor has one statement. The target rows call the function
@@ -150,8 +155,16 @@ def main() -> int:
             ("numpy: fn(a, b, c) alpha defaulted", "kkw(a_np, b_np, c_np)", "kkw(a_np, b_np, c_np, 1.0)"),
             ("numpy: fn(a, b, c, alpha=2.0)", "kkw(a_np, b_np, c_np, alpha=2.0)", "kkw(a_np, b_np, c_np, 1.0)"),
             ("numpy: c = fn(a, b) (returned)", "kret(a_np, b_np)", "kfn(a_np, b_np, c_np)"),
+            ("numpy: fn(a, b, np.empty(...)) (ref.)", "kfn(a_np, b_np, np_empty((64, 64), np_f32))",
+             "kfn(a_np, b_np, c_np)"),
             ("torch: fn(a, b, c=c)", "kfn(a_t, b_t, c=c_t)", "kfn(a_t, b_t, c_t)"),
+            ("torch: fn(a, b, c) alpha defaulted", "kkw(a_t, b_t, c_t)", "kkw(a_t, b_t, c_t, 1.0)"),
+            ("torch: fn(a, b, c, alpha=2.0)", "kkw(a_t, b_t, c_t, alpha=2.0)", "kkw(a_t, b_t, c_t, 1.0)"),
             ("torch: c = fn(a, b) (returned)", "kret(a_t, b_t)", "kfn(a_t, b_t, c_t)"),
+            ("torch: fn(a, b, torch.empty(...)) (ref.)",
+             "kfn(a_t, b_t, torch_empty(64, 64, dtype=t_f32, device=a_t.device))", "kfn(a_t, b_t, c_t)"),
+            ("tvm_ffi: fn(a, b, c=c)", "kfn(a_f, b_f, c=c_f)", "kfn(a_f, b_f, c_f)"),
+            ("tvm_ffi: c = fn(a, b) (returned)", "kret(a_f, b_f)", "kfn(a_f, b_f, c_f)"),
         ]
         if torch is None:
             rows = [r for r in rows if "torch" not in r[0]]
@@ -195,12 +208,12 @@ def main() -> int:
             print(f"{label:34s} {k:13.3f} {t:16.3f} {ratio:7.3f}  {verdict}")
         print(f"\ntarget (kjit fn within 10% of the tvm-ffi export's fn, every argument kind): {'MET' if all_met else 'NOT MET'}")
         print("\n== kjit call forms vs the positional out= call, us (same kernel and checks) ==")
-        hdr = f"{'call form':40s} {'form us/call':>13s} {'positional':>11s} {'ratio':>7s}"
+        hdr = f"{'call form':42s} {'form us/call':>13s} {'positional':>11s} {'ratio':>7s} {'diff us':>8s}"
         print(hdr)
         print("-" * len(hdr))
         for label, _fs, _ps in forms:
             f, p = best[(label, "form")] * 1e6, best[(label, "pos")] * 1e6
-            print(f"{label:40s} {f:13.3f} {p:11.3f} {f / p:7.2f}")
+            print(f"{label:42s} {f:13.3f} {p:11.3f} {f / p:7.2f} {f - p:+8.3f}")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,15 +1,20 @@
 """What ``mod.fn`` is: a ``kjit._call.Function`` over the generated stub.
 
 A positional call with every argument goes straight to the stub's tvm-ffi function
-(C, no Python in between). Keyword arguments, left-out defaults and read-only NumPy
-arrays take the binder below: it binds by the spec's names, fills defaults, passes
-read-only inputs through versioned DLPack (which can say "read-only") and refuses
-them for tensors the kernel writes. ``repr``, ``__doc__`` and ``inspect.signature``
-come from the spec; ``stub_text`` writes a ``.pyi`` of a module's functions.
+(C, no Python in between). Keyword arguments, left-out defaults and returned outputs
+are bound in C too, from the table ``_call_plan`` computes once per function
+(src/pyext/call_plan.h). Whatever that table does not cover takes the binder below,
+which owns every message: it binds by the spec's names, fills defaults, passes
+read-only inputs through versioned DLPack (which can say "read-only"), refuses them
+for tensors the kernel writes, and allocates returned outputs. The C path must
+answer exactly as the binder (tests/python/test_call_paths.py compares the two).
+``repr``, ``__doc__`` and ``inspect.signature`` come from the spec; ``stub_text``
+writes a ``.pyi`` of a module's functions.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import sys
 from typing import Any, Dict, List, Optional, Protocol, Sequence
@@ -91,7 +96,8 @@ def _return_type(cpp: str) -> str:
 
 
 class _Binder:
-    """The Python path of a call (keywords, defaults, read-only arrays, returned outputs)."""
+    """The Python path of a call: the reference behaviour of keywords, defaults,
+    read-only arrays and returned outputs, and every mistake's message."""
 
     def __init__(self, fn_name: str, fast, params: List[_Param]) -> None:
         self.fn_name = fn_name
@@ -240,6 +246,102 @@ def _numpy_dtype(name: str):
     return np.dtype(name)
 
 
+# The C path of non-positional calls (src/pyext/call_plan.h) -------------------------
+
+# Opcodes of a dim program: call_plan.h's DimOp uses the same numbers.
+_OP_CONST, _OP_SYMBOL, _OP_NEG = 0, 1, 7
+_BIN_OPS = {ast.Add: 2, ast.Sub: 3, ast.Mult: 4, ast.FloorDiv: 5, ast.Mod: 6}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# The NumPy dtypes a dtype(x) output copies in C (np.dtype(x.dtype.name) is the same
+# dtype for these); any other dtype goes to the binder (bfloat16 arrays do not pass
+# DLPack at all). Read by kjit._call.
+_NUMPY_DTYPES = {np.dtype(n): np.dtype(n) for n in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+    "float64", "complex64", "complex128")}
+
+
+def _configure_call_type() -> None:
+    call_type.configure(np.ndarray, np.empty, _NUMPY_DTYPES, tvm_ffi.Tensor, api.ew_empty)
+
+
+def _dim_program(text: str, symbols: Dict[str, int]) -> Optional[tuple]:
+    """A dim of the grammar (+ - * / %, unary minus) as the postfix program C evaluates;
+    None for what it cannot (a literal outside int64): the binder evaluates that."""
+    out: List[int] = []
+
+    def emit(node) -> bool:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BIN_OPS:
+            if not (emit(node.left) and emit(node.right)):
+                return False
+            out.append(_BIN_OPS[type(node.op)])
+            return True
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            if isinstance(node.operand, ast.Constant):  # "-5" is the literal -5
+                return emit(ast.Constant(-node.operand.value))
+            if not emit(node.operand):
+                return False
+            out.append(_OP_NEG)
+            return True
+        if isinstance(node, ast.Constant) and type(node.value) is int and _INT64_MIN <= node.value <= _INT64_MAX:
+            out.extend((_OP_CONST, node.value))
+            return True
+        if isinstance(node, ast.Name):
+            out.extend((_OP_SYMBOL, symbols.setdefault(node.id, len(symbols))))
+            return True
+        return False
+
+    return tuple(out) if emit(ast.parse(text.replace("/", "//"), mode="eval").body) else None
+
+
+def _symbol_sources(callers: List[_Param], symbol: str) -> tuple:
+    """(param, dim) pairs flattened, in the order the binder's setdefault reads them;
+    dim -1 is an integer scalar parameter."""
+    sources: List[int] = []
+    for i, p in enumerate(callers):
+        if p.kind == "scalar":
+            if p.name == symbol:
+                sources.extend((i, -1))
+            continue
+        for d, dim in enumerate(p.dims):
+            if dim == symbol:
+                sources.extend((i, d))
+    return tuple(sources)
+
+
+def _fixed_numpy_dtype(name: str):
+    """The NumPy dtype the binder allocates for a fixed dtype; None where it raises (C falls back)."""
+    try:
+        return _numpy_dtype(name)
+    except (TypeError, ImportError):
+        return None
+
+
+def _call_plan(params: List[_Param]) -> Optional[tuple]:
+    """The table kjit._call binds keywords and defaults and allocates returned outputs
+    by (src/pyext/call_plan.h); None when a returned shape does not fit it."""
+    callers = [p for p in params if not p.returned]
+    returned = [p for p in params if p.returned]
+    index = {p.name: i for i, p in enumerate(callers)}
+    symbols: Dict[str, int] = {}
+    outputs = []
+    for p in returned:
+        dims = tuple(_dim_program(d, symbols) for d in p.dims)
+        if any(d is None for d in dims):
+            return None
+        dtype_of = index[p.dtype_of] if p.dtype_of else -1
+        outputs.append((dims, dtype_of, None if p.dtype_of else _fixed_numpy_dtype(p.dtype), p.dtype or ""))
+    slots, k = [], 0
+    for p in params:
+        if p.returned:
+            slots.append(-1 - k)
+            k += 1
+        else:
+            slots.append(index[p.name])
+    return (tuple(sys.intern(p.name) for p in callers), tuple(p.default for p in callers), _REQUIRED, tuple(slots),
+            tuple(i for i, p in enumerate(callers) if p.kind == "tensor"),
+            tuple(_symbol_sources(callers, s) for s in symbols), tuple(outputs))
+
+
 def _signature_object(params: List[_Param]) -> inspect.Signature:
     params = [p for p in params if not p.returned]
     return inspect.Signature([
@@ -275,13 +377,13 @@ def make_function(module_name: str, fields, fast) -> Any:
     params = [_Param(p) for p in fields["params"]]
     has_defaults = any(p.default is not _REQUIRED for p in params)
     # Without defaults every positional call is the stub's (it names a wrong count);
-    # with defaults only the full count is, the binder fills the rest; returned
-    # outputs are always allocated by the binder.
+    # with defaults only the full count is, the call plan fills the rest; returned
+    # outputs are always allocated (by the call plan, or the binder).
     fast_arity = len(params) if has_defaults else -1
     if any(p.returned for p in params):
         fast_arity = _NEVER_FAST
     fn = call_type.Function(fast, _Binder(fn_name, fast, params),
-                            f"<kjit function {module_name}.{fn_name}({signature})>", fast_arity)
+                            f"<kjit function {module_name}.{fn_name}({signature})>", fast_arity, _call_plan(params))
     fn.__name__ = fn.__qualname__ = fn_name
     fn.__module__ = module_name
     fn.__doc__ = _doc(module_name, fn_name, signature, params, str(fields["location"]))
@@ -331,5 +433,7 @@ def write_stub(module_name: str, functions: Dict[str, Any], path: Optional[str] 
             f.write(text)
     return text
 
+
+_configure_call_type()
 
 __all__: Sequence[str] = ["SupportsDLPack", "make_function", "stub_text"]

@@ -1,0 +1,47 @@
+// A vector that keeps its first N elements inline: the per-call buffers of a bound
+// call (values, symbols, shapes) then cost no heap allocation in the common case.
+#ifndef KJIT_PYEXT_SMALL_VECTOR_H_
+#define KJIT_PYEXT_SMALL_VECTOR_H_
+
+#include <cstddef>
+#include <vector>
+
+namespace kjit::pyext {
+
+template <typename T, size_t N>
+class SmallVector {
+ public:
+  SmallVector() = default;
+  explicit SmallVector(size_t n, T fill = T()) { resize(n, fill); }
+  SmallVector(const SmallVector&) = delete;
+  SmallVector& operator=(const SmallVector&) = delete;
+
+  void resize(size_t n, T fill = T()) {
+    if (n > N && large_.empty()) large_.assign(small_, small_ + size_);
+    if (n > N || !large_.empty()) large_.resize(n, fill);
+    for (size_t i = size_; i < n && large_.empty(); ++i) small_[i] = fill;
+    size_ = n;
+  }
+  void push_back(T v) {
+    resize(size_ + 1);
+    data()[size_ - 1] = v;
+  }
+  void clear() { resize(0); }
+  T* data() { return large_.empty() ? small_ : large_.data(); }
+  const T* data() const { return large_.empty() ? small_ : large_.data(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+
+ private:
+  T small_[N] = {};
+  std::vector<T> large_;  ///< in use once more than N elements were needed
+  size_t size_ = 0;
+};
+
+}  // namespace kjit::pyext
+
+#endif  // KJIT_PYEXT_SMALL_VECTOR_H_
