@@ -210,6 +210,11 @@ def _allocate(fn_name: str, p: _Param, template, symbols: dict, by_name: dict):
         except ZeroDivisionError:
             raise ValueError(f"{fn_name}: returned tensor '{p.name}': shape[{d}] divides by zero with "
                              f"{_symbol_text(symbols)}") from None
+        except NameError as e:  # its symbol's argument is not an integer (or its tensor is None)
+            given = by_name.get(e.name)
+            what = "None" if given is None else f"{type(given).__name__} {given!r}"
+            raise TypeError(f"{fn_name}: returned tensor '{p.name}': shape[{d}] needs symbol '{e.name}', but "
+                            f"argument '{e.name}' is {what}; it must be an integer") from None
         if extent < 0:
             raise ValueError(f"{fn_name}: returned tensor '{p.name}': shape[{d}] is {extent} with "
                              f"{_symbol_text(symbols)}; it must not be negative")

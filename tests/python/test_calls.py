@@ -338,6 +338,13 @@ def test_returned_negative_extent_is_a_value_error(ret):
     assert str(err.value) == "split: returned tensor 'hi': shape[0] is -1 with n = 2, k = 3; it must not be negative"
 
 
+def test_returned_shape_symbol_given_a_float_is_a_type_error(ret):
+    with pytest.raises(TypeError) as err:
+        ret.split(np.arange(5, dtype=np.float32), 2.0)
+    assert str(err.value) == ("split: returned tensor 'lo': shape[0] needs symbol 'k', but argument 'k' is "
+                              "float 2.0; it must be an integer")
+
+
 def test_returned_is_not_a_caller_parameter(ret):
     assert list(inspect.signature(ret.split).parameters) == ["x", "k"]
     assert "Returns (allocated by kjit): lo: float32[k] return, hi: float32[n - k] return" in ret.split.__doc__
