@@ -254,8 +254,12 @@ class StubEmitter {
         body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) + ") return fail_ndim(kFn, " + idx +
                ", " + c_string(p->name) + ", " + c_string(type_text(*p)) + ", " +
                std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
-      body += "  if (const char* why = malformed_tensor(" + t + ")) return fail_malformed(kFn, " + idx + ", " +
-              c_string(p->name) + ", " + t + ", why);\n";
+      // A fixed rank, checked just above, lets the check run without a loop.
+      const std::string check = p->tensor.any_rank
+                                    ? "malformed_tensor(" + t + ")"
+                                    : "malformed_ranked<" + std::to_string(p->tensor.shape.size()) + ">(" + t + ")";
+      body += "  if (const char* why = " + check + ") return fail_malformed(kFn, " + idx + ", " + c_string(p->name) +
+              ", " + t + ", why);\n";
       if (!p->tensor.dtypes.empty()) {
         std::string pred;
         for (const DTypeInfo& d : p->tensor.dtypes) pred += (pred.empty() ? "" : " || ") + dtype_predicate(d, t);

@@ -160,6 +160,21 @@ namespace {
   return nullptr;
 }
 
+/// malformed_tensor for a tensor whose ndim was checked to be R: the usual case is
+/// one test without a loop, since extents that are all below 2^(40/R) (their OR
+/// tells, a negative one being huge as unsigned) multiply with any element size
+/// (at most 2^21 bytes) to below 2^61. Anything else takes the exact check.
+KJIT_COLD inline const char* malformed_exact(const DLTensor* t) { return malformed_tensor(t); }
+
+template <int R>
+[[maybe_unused]] inline const char* malformed_ranked(const DLTensor* t) {
+  uint64_t all = 0;
+  for (int i = 0; i < R; ++i) all |= static_cast<uint64_t>(t->shape[i]);
+  const bool usual = (R == 0 || t->shape != nullptr) && t->dtype.bits != 0 && t->dtype.lanes != 0 &&
+                     (R == 0 || all < (uint64_t{1} << (40 / (R == 0 ? 1 : R))));
+  return __builtin_expect(usual, 1) ? nullptr : malformed_exact(t);
+}
+
 /// One bound symbol, for messages: "n = 1024 (bound by a.shape[0])".
 struct SymVal {
   const char* name;
