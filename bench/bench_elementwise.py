@@ -18,7 +18,7 @@ not the allocator. Each case is timed as the best of
 several rounds of a fixed number of calls; the order of the variants rotates.
 
 Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 7] [--sizes]
-     (--sizes: only the size sweep)
+     (--sizes: only the size sweep; --paired: kjit and its anchor alone, alternating)
      (--smoke: tiny sizes and one round, for the test suite: checks that every
      case runs and computes the right values; its timings mean nothing)
 """
@@ -164,11 +164,42 @@ def size_sweep(add, torch, rounds: int, smoke: bool) -> bool:
     return ok
 
 
+def paired(add, torch, rounds: int) -> None:
+    """kjit against its anchor alone, out=, at 2^16, 2^18 and 2^20: the two alternate
+    call block by call block for `rounds` rounds (no other variant between them, so
+    no third library's threads interfere); prints min and median ratios."""
+    import statistics  # noqa: PLC0415
+
+    print(f"paired out= calls, {rounds} alternating rounds (ratio = kjit / anchor, min and median):")
+    for log2 in (16, 18, 20):
+        n = 1 << log2
+        a, b = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32)
+        c = np.empty_like(a)
+        pairs = {"numpy": (lambda: add(a, b, out=c), lambda: np.add(a, b, out=c))}
+        if torch is not None:
+            ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty(n)
+            pairs["torch"] = (lambda: add(ta, tb, out=tc), lambda: torch.add(ta, tb, out=tc))
+        calls = max(5, (1 << 24) // n)
+        row = f"  2^{log2:<3}"
+        for anchor, (k, t) in pairs.items():
+            rk, rt = [], []
+            for r in range(rounds):
+                first, second = ((k, rk), (t, rt)) if r % 2 else ((t, rt), (k, rk))
+                for fn, acc in (first, second):
+                    acc.append(best_time(fn, calls, 1))
+            row += (f" | vs {anchor}: kjit {statistics.median(rk) * 1e6:8.2f} us, {anchor} "
+                    f"{statistics.median(rt) * 1e6:8.2f} us, ratio min {min(rk) / min(rt):.3f} "
+                    f"median {statistics.median(rk) / statistics.median(rt):.3f}")
+        print(row)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round: a test that every case runs")
     ap.add_argument("--sizes", action="store_true", help="only the size sweep")
+    ap.add_argument("--paired", action="store_true",
+                    help="only kjit against NumPy / torch alone, alternating, out=, 2^16 to 2^20 (21 rounds)")
     args = ap.parse_args()
     if args.smoke:
         args.rounds = 1
@@ -188,6 +219,9 @@ def main() -> int:
     print(f"threads: kjit {kjit.get_num_threads()}, torch {torch.get_num_threads() if torch else '-'}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; kjit's parallel loops run on "
           + ("the libgomp torch loaded" if gomp else "kjit's own pool") + " (docs/elementwise.md)")
+    if args.paired:
+        paired(add, torch, 3 if args.smoke else 21)
+        return 0
     ok = size_sweep(add, torch, args.rounds, args.smoke)
     if args.sizes:
         return 0

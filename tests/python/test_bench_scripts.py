@@ -30,6 +30,13 @@ def test_bench_elementwise_smoke(tmp_path):
         assert heading in out, out
 
 
+def test_bench_elementwise_paired_smoke(tmp_path):
+    out = _run("bench_elementwise.py", "--smoke", "--paired", tmp_path=tmp_path)
+    assert "paired out= calls, 3 alternating rounds" in out, out
+    for size in ("2^16", "2^18", "2^20"):
+        assert f"  {size}" in out and "vs numpy: kjit" in out, out
+
+
 def test_bench_call_overhead_smoke(tmp_path):
     out = _run("bench_call_overhead.py", "--number", "200", "--repeat", "1", tmp_path=tmp_path)
     assert "target (kjit fn within 10% of the tvm-ffi export's fn" in out, out
