@@ -23,7 +23,7 @@ namespace {
 std::atomic<GompParallelFn> g_found{nullptr};
 std::atomic<bool> g_forked{false};
 std::mutex g_search_mu;
-unsigned long long g_searched_adds = ~0ULL;  // dlpi_adds at the last search (under g_search_mu)
+std::atomic<unsigned long long> g_searched_adds{~0ULL};  // dlpi_adds at the last search
 
 bool disabled_by_env() {
   const char* v = std::getenv("KJIT_OPENMP");
@@ -67,13 +67,15 @@ GompParallelFn loaded_openmp_runtime() {
   if (disabled) return nullptr;
   unsigned long long adds = 0;
   dl_iterate_phdr(count_adds, &adds);
+  // Nothing loaded since the last search: no lock on the usual path of a process without libgomp.
+  if (adds == g_searched_adds.load(std::memory_order_acquire)) return g_found.load(std::memory_order_acquire);
   std::lock_guard<std::mutex> lock(g_search_mu);
-  if (adds == g_searched_adds) return g_found.load();
-  g_searched_adds = adds;
+  if (adds == g_searched_adds.load()) return g_found.load();
   static const int registered = pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); });
   (void)registered;
   GompParallelFn found = search();
   g_found.store(found, std::memory_order_release);
+  g_searched_adds.store(adds, std::memory_order_release);  // after g_found: a reader that sees it sees the result
   return found;
 }
 
