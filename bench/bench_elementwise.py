@@ -15,7 +15,8 @@ Targets, every comparison in the same run:
 Apart from the size sweep's new-output columns and the 1-element case, the
 variants write into preallocated outputs (out=), so the comparison is the loop,
 not the allocator. Each case is timed as the best of
-several rounds of a fixed number of calls; the order of the variants rotates.
+several rounds of a fixed number of calls, the variants in a new seeded order
+each round.
 
 Run: /work/main/.venv/bin/python bench/bench_elementwise.py [--rounds 7] [--sizes]
      (--sizes: only the size sweep; --paired: kjit and its anchor alone, alternating)
@@ -29,6 +30,7 @@ import argparse
 import ctypes
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -83,10 +85,16 @@ def compile_c_loop(work: str):
 
 
 def rotate(variants: dict, rounds: int, calls: int) -> dict:
+    """Best time of each variant over `rounds` rounds, in a new seeded order each
+    round. A fixed order (even rotated) lets the same variant always follow the
+    same one, and the call after a single-threaded NumPy block pays for waking
+    the sleeping OpenMP workers: 4-10% of a 2^18-2^20 call, measured here."""
     times = {k: float("inf") for k in variants}
     names = list(variants)
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+    order = random.Random(len(names))
+    for _ in range(rounds):
+        order.shuffle(names)
+        for name in names:
             times[name] = min(times[name], best_time(variants[name], calls, 1))
     return times
 

