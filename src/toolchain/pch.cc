@@ -175,11 +175,12 @@ std::string shadowed(const Stamp& s, const std::vector<std::string>& include_pat
   return "";
 }
 
-/// The parsed stamp of `dir`, re-read only when the file changes.
-bool load_stamp(const std::string& dir, Stamp* out) {
+/// The parsed stamp of `dir`, re-read only when the file changes; "" or why there
+/// is none.
+std::string load_stamp(const std::string& dir, Stamp* out) {
   std::string path = dir + "/" + kStampName;
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return false;
+  if (stat(path.c_str(), &st) != 0) return "no precompiled header in " + dir + " (" + path + " is missing)";
   std::string key = path + '\0' + std::to_string(st.st_ino) + ' ' + std::to_string(st.st_size) + ' ' +
                     std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec);
   static std::mutex mu;
@@ -189,11 +190,11 @@ bool load_stamp(const std::string& dir, Stamp* out) {
   if (it == parsed.end()) {
     std::string text;
     Stamp s;
-    if (!read_file(path, &text) || !parse_stamp(text, &s)) return false;
+    if (!read_file(path, &text) || !parse_stamp(text, &s)) return "its stamp " + path + " is damaged";
     it = parsed.emplace(key, std::move(s)).first;
   }
   *out = it->second;
-  return true;
+  return "";
 }
 
 std::string pch_directory() {
@@ -313,11 +314,8 @@ PchChoice choose_stub_pch(const BuildRequest& r) {
   }
   std::string dir = pch_directory();
   Stamp s;
-  if (!load_stamp(dir, &s)) {
-    c.why_not = "no stamped precompiled header in " + dir;
-    return c;
-  }
-  c.why_not = stamp_mismatch(s, dir, r.include_paths);
+  c.why_not = load_stamp(dir, &s);
+  if (c.why_not.empty()) c.why_not = stamp_mismatch(s, dir, r.include_paths);
   if (!c.why_not.empty()) return c;
   c.dir = dir;
   for (const Header& h : s.headers) {
