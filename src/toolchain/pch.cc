@@ -253,13 +253,26 @@ bool parse_stamp(const std::string& text, Stamp* out) {
   return true;
 }
 
-void build_stub_pch(const std::string& dir) {
+bool is_gcc(const std::vector<std::string>& compiler) {
+  std::vector<std::string> argv = compiler;
+  for (const char* a : {"-x", "c++", "-dM", "-E", "/dev/null"}) argv.push_back(a);
+  ProcessResult p = run_process(argv);
+  return p.exit_code == 0 && p.output.find("#define __GNUC__ ") != std::string::npos &&
+         p.output.find("#define __clang__ ") == std::string::npos;
+}
+
+std::string build_stub_pch(const std::string& dir) {
   const Toolchain& tc = find_toolchain();
   const SystemPaths& paths = system_paths();
   fs::path gch = fs::path(dir) / kGchName;
   fs::path deps = fs::path(dir) / "stub_includes.d";
-  fs::remove(fs::path(dir) / kStampName);  // no stamp: no PCH, until this one is whole
   fs::create_directories(gch.parent_path());
+  fs::remove(fs::path(dir) / kStampName);  // no stamp: no PCH, until this one is whole
+  fs::remove(gch);
+  if (!is_gcc(tc.compiler)) {
+    return "no precompiled stub headers: the JIT's compiler " + tc.identity +
+           " is not GCC (only GCC takes a .gch through #include)";
+  }
   std::vector<std::string> argv = tc.compiler;
   argv.insert(argv.end(), default_host_cflags().begin(), default_host_cflags().end());
   for (const std::string& a :
@@ -284,6 +297,7 @@ void build_stub_pch(const std::string& dir) {
   internal_check(read_file(deps, &rule), "the PCH's dependency file cannot be read");
   for (const std::string& header : cd::parse_make_dependencies(rule)) s.headers.push_back(classify(header));
   write_atomically(fs::path(dir) / kStampName, format_stamp(s));
+  return "precompiled stub headers for " + tc.identity + " (" + join(s.flags) + "): " + gch.string();
 }
 
 std::string stamp_mismatch(const Stamp& s, const std::string& dir, const std::vector<std::string>& include_paths) {

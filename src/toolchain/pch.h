@@ -40,10 +40,12 @@ std::string format_stamp(const Stamp& s);
 /// false if `text` is not a whole, self-consistent stamp.
 bool parse_stamp(const std::string& text, Stamp* out);
 
-/// Compiles the PCH into `dir` with find_toolchain() and default_host_cflags(),
-/// then writes its stamp (last, so a failed build leaves none). Run at kjit build
-/// time (src/toolchain/pch_main.cc). Throws CompileError or ToolchainError.
-void build_stub_pch(const std::string& dir);
+/// Compiles the PCH into `dir` with the compiler the JIT finds (find_toolchain())
+/// and default_host_cflags(), then writes its stamp (last, so a failed build leaves
+/// none). Run at kjit build time (src/toolchain/pch_main.cc). Removes the old PCH
+/// and makes none when that compiler is not GCC. Returns what it did; throws
+/// CompileError or ToolchainError.
+std::string build_stub_pch(const std::string& dir);
 
 /// Why the PCH in `dir` described by `s` does not fit a build now ("" if it fits):
 /// another compiler or flags, a changed header, a damaged .gch, or an extra include

@@ -1,9 +1,12 @@
 // kjit_pch OUT_DIR: precompiles include/kjit/detail/stub_includes.h for the JIT at
-// kjit build time (CMakeLists.txt runs it with CXX set to the build's compiler and
-// KJIT_INCLUDE_DIR to the source headers). It uses the library's own compiler
-// search and default flags, so the PCH cannot drift from what the JIT runs.
+// kjit build time (CMakeLists.txt runs it with CXX unset, so it finds the compiler
+// the JIT finds by default, and KJIT_INCLUDE_DIR set to the source headers). It
+// uses the library's own compiler search and default flags, so the PCH cannot
+// drift from what the JIT runs. Writes what it did to OUT_DIR/kjit_pch.log.
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <string>
 
 #include "toolchain/pch.h"
 
@@ -13,7 +16,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    kjit::pch_detail::build_stub_pch(argv[1]);
+    std::string what = kjit::pch_detail::build_stub_pch(argv[1]);
+    std::printf("kjit_pch: %s\n", what.c_str());
+    std::ofstream(std::string(argv[1]) + "/kjit_pch.log") << what << "\n";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kjit_pch: %s\n", e.what());
     return 1;

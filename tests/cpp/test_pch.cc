@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kjit/build.h"
+#include "toolchain/paths.h"
 #include "toolchain/pch.h"
 
 namespace kjit {
@@ -165,6 +166,21 @@ TEST_F(PchTest, AnIncludePathHoldingASystemHeaderTurnsItOff) {
   write(inc / "stdio.h", "#include_next <stdio.h>\n");
   EXPECT_EQ(why_not(), "the include path " + inc.string() +
                            " has stdio.h, which would replace the system header /usr/include/stdio.h");
+}
+
+// clang does not take a .gch through #include: kjit_pch leaves no PCH (and removes
+// an old one) rather than one GCC-built stubs could not use.
+TEST_F(PchTest, KjitPchMakesNoneForClang) {
+  if (build_detail::which("clang++").empty()) GTEST_SKIP() << "no clang++ on PATH";
+  const char* old = std::getenv("CXX");
+  std::string saved = old ? old : "";
+  setenv("CXX", "clang++", 1);
+  std::string what = build_stub_pch(dir_.string());
+  old ? setenv("CXX", saved.c_str(), 1) : unsetenv("CXX");
+  EXPECT_EQ(what.rfind("no precompiled stub headers: the JIT's compiler ", 0), 0u) << what;
+  EXPECT_NE(what.find(" is not GCC (only GCC takes a .gch through #include)"), std::string::npos) << what;
+  EXPECT_FALSE(fs::exists(dir_ / kGchName));
+  EXPECT_FALSE(fs::exists(dir_ / kStampName));
 }
 
 }  // namespace
