@@ -338,6 +338,8 @@ void seal_build(const fs::path& tmp, const fs::path& library, const std::vector<
   cd::sync_path(tmp);
 }
 
+/// With verbose: whether the compile takes the precompiled stub headers, or why not
+/// (nothing for sources that do not start with them).
 void announce_pch(const BuildRequest& r, const pch_detail::PchChoice& pch) {
   if (!r.verbose || (pch.dir.empty() && pch.why_not.empty())) return;
   if (!pch.dir.empty()) {
