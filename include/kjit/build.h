@@ -61,6 +61,7 @@ std::vector<CudaArch> select_cuda_archs(const std::string& explicit_archs, std::
 /// Include directories a stub needs: kjit's own and tvm-ffi's (which has dlpack).
 struct SystemPaths {
   std::string kjit_include;
+  std::string kjit_lib;  ///< the directory of libkjit (or of the program kjit is linked into)
   std::string tvm_ffi_include;
   std::string tvm_ffi_lib;
 };
@@ -77,6 +78,15 @@ std::string default_cache_dir();
 /// KJIT_HOST_ISA=baseline. The flags are part of the cache key, so a cache shared
 /// between machines keeps one entry per instruction set.
 const std::vector<std::string>& host_isa_cflags();
+
+/// The flags of every host translation unit before the request's own: the JIT's
+/// defaults, and the flags the stub precompiled header is built with (one list).
+const std::vector<std::string>& default_host_cflags();
+
+/// The first line of every generated module source. It stands for the headers of
+/// the stub prelude (include/kjit/detail/stub_includes.h); a build with the default
+/// flags gets them from a precompiled header when a valid one was built with kjit.
+inline constexpr char kStubIncludesLine[] = "#include <kjit/detail/stub_includes.h>\n";
 
 struct BuildRequest {
   std::string name;    ///< module name (a C identifier; long names get shortened file names)
@@ -100,6 +110,12 @@ struct BuildResult {
   std::string key;           ///< content hash: sources, flags, compiler, versions
   bool cache_hit = false;
 };
+
+/// Whether a build of `request` would use the stub precompiled header: its
+/// directory (for `-I`) if so, else "" and `why_not` says why (empty when the
+/// source does not start with kStubIncludesLine). KJIT_PCH=0 turns it off;
+/// KJIT_PCH_DIR overrides where it is looked for (default: `pch/` next to libkjit).
+std::string stub_pch_dir(const BuildRequest& request, std::string* why_not = nullptr);
 
 /// The cache key of a request: what decides whether two builds are the same.
 std::string build_key(const BuildRequest& request);

@@ -77,7 +77,7 @@ struct ModuleSourceOptions {
   std::vector<SourceText> cuda_sources;  ///< device code: a separate .cu translation unit
 };
 
-/// kernel.h, the prelude, the user's sources (each under #line 1 "<file>")
+/// kStubIncludesLine (first), the prelude, the user's sources (each under #line 1 "<file>")
 /// and every stub; `generated_name` is the file the stubs' line numbers refer to.
 ModuleSource emit_module_source(const std::vector<SourceText>& sources, const std::vector<FunctionSpec>& specs,
                                 const std::string& generated_name, const ModuleSourceOptions& options = {});

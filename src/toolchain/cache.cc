@@ -22,6 +22,7 @@
 #include "kjit/errors.h"
 #include "kjit/version.h"
 #include "toolchain/cache_files.h"
+#include "toolchain/pch.h"
 
 namespace kjit {
 namespace fs = std::filesystem;
@@ -105,13 +106,19 @@ void add_link_flags(const BuildRequest& r, std::vector<std::string>* argv) {
 }
 
 /// Host translation unit: straight to the shared library, or to an object when
-/// device code is linked in too.
+/// device code is linked in too. `pch_dir` (if not empty) goes first on the include
+/// path: GCC takes stub_includes.h.gch from there, or reads the header as usual
+/// when the .gch does not fit (-Winvalid-pch says why in the log).
 std::vector<std::string> host_command(const BuildRequest& r, const fs::path& source, const fs::path& output,
-                                      bool object_only) {
+                                      bool object_only, const std::string& pch_dir) {
   std::vector<std::string> argv = find_toolchain().compiler;
-  for (const char* f : {"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"}) argv.push_back(f);
+  argv.insert(argv.end(), default_host_cflags().begin(), default_host_cflags().end());
   argv.push_back(object_only ? "-c" : "-shared");
   add_dependency_output(source.string() + ".d", &argv);
+  if (!pch_dir.empty()) {
+    argv.push_back("-I" + pch_dir);
+    argv.push_back("-Winvalid-pch");
+  }
   add_include_paths(r, &argv);
   argv.insert(argv.end(), r.extra_cflags.begin(), r.extra_cflags.end());
   argv.push_back(source.string());
@@ -276,7 +283,9 @@ void announce_rebuild(const BuildRequest& r, const EntryPaths& p, const EntryChe
 
 /// The headers named by the compile's `-MMD` files, as they are now; the
 /// translation units themselves (in the build directory) are covered by the key.
-std::vector<cd::Dependency> record_dependencies(const fs::path& tmp, const std::vector<fs::path>& dep_files) {
+/// `extra` are headers read through the precompiled header, which -MMD leaves out.
+std::vector<cd::Dependency> record_dependencies(const fs::path& tmp, const std::vector<fs::path>& dep_files,
+                                                const std::vector<std::string>& extra) {
   std::vector<cd::Dependency> out;
   std::vector<std::string> seen;
   std::error_code ec;
@@ -285,7 +294,9 @@ std::vector<cd::Dependency> record_dependencies(const fs::path& tmp, const std::
     std::string text;
     std::ifstream in(file, std::ios::binary);
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    for (const std::string& name : cd::parse_make_dependencies(text)) {
+    std::vector<std::string> names = cd::parse_make_dependencies(text);
+    if (file == dep_files.front()) names.insert(names.end(), extra.begin(), extra.end());
+    for (const std::string& name : names) {
       fs::path abs = (fs::path(name).is_absolute() ? fs::path(name) : cwd / name).lexically_normal();
       std::string path = abs.string();
       if (path.rfind(tmp.string() + "/", 0) == 0) continue;
@@ -312,10 +323,11 @@ void require_library(const BuildRequest& r, const fs::path& library, const StepL
 
 /// Makes the finished build private and durable: files 0600 (the library 0700),
 /// the integrity record written, everything flushed before the publishing rename.
-void seal_build(const fs::path& tmp, const fs::path& library, const std::vector<fs::path>& dep_files) {
+void seal_build(const fs::path& tmp, const fs::path& library, const std::vector<fs::path>& dep_files,
+                const std::vector<std::string>& pch_headers) {
   cd::Manifest m;
   internal_check(cd::hash_owned_file(library, &m.library_size, &m.library_hash), "the library vanished");
-  m.dependencies = record_dependencies(tmp, dep_files);
+  m.dependencies = record_dependencies(tmp, dep_files, pch_headers);
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(tmp)) {
     if (!e.is_regular_file(ec)) continue;
@@ -324,6 +336,17 @@ void seal_build(const fs::path& tmp, const fs::path& library, const std::vector<
   cd::write_private_file(tmp / "manifest", cd::format_manifest(m));
   cd::sync_path(library);
   cd::sync_path(tmp);
+}
+
+/// With verbose: whether the compile takes the precompiled stub headers, or why not
+/// (nothing for sources that do not start with them).
+void announce_pch(const BuildRequest& r, const pch_detail::PchChoice& pch) {
+  if (!r.verbose || (pch.dir.empty() && pch.why_not.empty())) return;
+  if (!pch.dir.empty()) {
+    std::fprintf(stderr, "[kjit] module '%s': stub headers precompiled in %s\n", r.name.c_str(), pch.dir.c_str());
+  } else {
+    std::fprintf(stderr, "[kjit] module '%s': no precompiled stub headers: %s\n", r.name.c_str(), pch.why_not.c_str());
+  }
 }
 
 /// Compiles into a fresh private directory `.tmp-<stem>-<key>-XXXXXX` (the name
@@ -341,9 +364,11 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
   try {
     cd::write_private_file(source, r.source);
     std::vector<fs::path> dep_files{source.string() + ".d"};
+    pch_detail::PchChoice pch = pch_detail::choose_stub_pch(r);
+    announce_pch(r, pch);
     StepLog last;
     if (r.cuda_source.empty()) {
-      last = run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, false)});
+      last = run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, false, pch.dir)});
     } else {
       // nvcc and the host compiler run side by side, then one link.
       fs::path cu = tmp / (p.stem + ".cu");
@@ -351,11 +376,11 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
       dep_files.push_back(cu.string() + ".d");
       fs::path host_o = tmp / (p.stem + ".host.o"), device_o = tmp / (p.stem + ".cuda.o");
       run_steps(r, tmp, {"compiling the host code of", "compiling the CUDA code (nvcc) of"},
-                {host_command(r, source, host_o, true), device_command(r, cu, device_o)});
+                {host_command(r, source, host_o, true, pch.dir), device_command(r, cu, device_o)});
       last = run_steps(r, tmp, {"linking"}, {link_command(r, {host_o, device_o}, library)});
     }
     require_library(r, library, last);
-    seal_build(tmp, library, dep_files);
+    seal_build(tmp, library, dep_files, pch.headers);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -112,6 +112,7 @@ std::string first_existing(const std::vector<std::string>& dirs, const std::stri
 SystemPaths make_system_paths() {
   SystemPaths p;
   std::string self = dir_of_symbol(reinterpret_cast<const void*>(&default_cache_dir));
+  p.kjit_lib = self;
   const char* env = std::getenv("KJIT_INCLUDE_DIR");
   p.kjit_include = first_existing({env ? env : "", self + "/../include", self + "/include",
 #ifdef KJIT_SOURCE_INCLUDE_DIR

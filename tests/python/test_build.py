@@ -189,6 +189,11 @@ def test_host_source(mod):
     assert full == mod.source
     assert stub in full and mod.get_host_source("twice") in full
     assert "tvm/ffi/function.h" not in full
+    # The stub headers come first, through stub_includes.h (precompiled when it can be).
+    assert full.startswith("#include <kjit/detail/stub_includes.h>\n")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "include")
+    with open(os.path.join(root, "kjit", "detail", "stub_includes.h")) as f:
+        full += f.read()
     tvm_includes = re.findall(r"#include\s*[<\"](tvm/[^>\"]+)[>\"]", full)
     assert "tvm/ffi/c_api.h" in tvm_includes
     assert set(tvm_includes) <= {"tvm/ffi/c_api.h", "tvm/ffi/extra/c_env_api.h"}, tvm_includes  # C headers only

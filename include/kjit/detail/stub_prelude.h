@@ -5,22 +5,11 @@
 #define KJIT_DETAIL_STUB_PRELUDE_H_
 
 // ---- kjit stub prelude: decoding helpers and cold error paths ----
-#include <kjit/kernel.h>
-#include <tvm/ffi/c_api.h>
-#include <tvm/ffi/extra/c_env_api.h>
-
-#include <cinttypes>
-#include <cmath>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <new>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
+// Generated code includes stub_includes.h as its first line (a precompiled header
+// when one is valid), so here it is skipped.
+#ifndef KJIT_DETAIL_STUB_INCLUDES_H_
+#include <kjit/detail/stub_includes.h>
+#endif
 
 // Generated code embeds float16_conversions.h just before this text, so there the
 // include is skipped and no kjit/detail header is read at JIT time.
