@@ -23,6 +23,24 @@ std::string type_text(const Param& p) {
 std::string tensor_var(const Param& p) { return "t_" + p.name; }
 std::string scalar_var(const Param& p) { return "v_" + p.name; }
 
+/// `d` with one lane as the word the prelude's dtype_word() makes of it.
+std::string dtype_word_text(const DTypeInfo& d) {
+  return "dtype_word(DLDataType{" + std::to_string(d.dl.code) + ", " + std::to_string(d.dl.bits) + ", 1})";
+}
+
+/// The DLPack codes a dtype check accepts for `d`: float8 formats accept their
+/// relatives' codes (one set of bits, several names across frameworks).
+std::vector<int> accepted_codes(const DTypeInfo& d) {
+  if (d.dl.code == kDLFloat8_e4m3 || d.dl.code == kDLFloat8_e4m3fn || d.dl.code == kDLFloat8_e4m3fnuz)
+    return {kDLFloat8_e4m3, kDLFloat8_e4m3fn, kDLFloat8_e4m3fnuz};
+  if (d.dl.code == kDLFloat8_e5m2 || d.dl.code == kDLFloat8_e5m2fnuz) return {kDLFloat8_e5m2, kDLFloat8_e5m2fnuz};
+  return {d.dl.code};
+}
+
+/// Whether exactly one DLDataType passes `d`'s dtype check (bool and the float8
+/// formats accept several).
+bool is_one_dtype(const DTypeInfo& d) { return d.dl.code != kDLBool && accepted_codes(d).size() == 1; }
+
 std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
   std::string dt = t + "->dtype";
   std::string lanes = dt + ".lanes == 1";
@@ -32,16 +50,10 @@ std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
     return "(" + lanes + " && ((" + code_is(kDLBool) + " && (" + dt + ".bits == 8 || " + dt + ".bits == 1)) || ((" +
            code_is(kDLInt) + " || " + code_is(kDLUInt) + ") && " + dt + ".bits == 8) || " + dt + ".bits == 1))";
   }
-  std::vector<int> family = {d.dl.code};
-  if (d.dl.code == kDLFloat8_e4m3 || d.dl.code == kDLFloat8_e4m3fn || d.dl.code == kDLFloat8_e4m3fnuz) {
-    family = {kDLFloat8_e4m3, kDLFloat8_e4m3fn, kDLFloat8_e4m3fnuz};
-  } else if (d.dl.code == kDLFloat8_e5m2 || d.dl.code == kDLFloat8_e5m2fnuz) {
-    family = {kDLFloat8_e5m2, kDLFloat8_e5m2fnuz};
-  }
+  if (is_one_dtype(d)) return "(dtype_word(" + dt + ") == " + dtype_word_text(d) + ")";
   std::string codes;
-  for (int c : family) codes += (codes.empty() ? "" : " || ") + code_is(c);
-  if (family.size() > 1) codes = "(" + codes + ")";
-  return "(" + codes + " && " + dt + ".bits == " + std::to_string(d.dl.bits) + " && " + lanes + ")";
+  for (int c : accepted_codes(d)) codes += (codes.empty() ? "" : " || ") + code_is(c);
+  return "((" + codes + ") && " + dt + ".bits == " + std::to_string(d.dl.bits) + " && " + lanes + ")";
 }
 
 /// The range of the integer types narrower than int64 ({lo, hi} as C text).
@@ -79,6 +91,13 @@ std::string carrier_predicate(const TensorSpec& t, const std::string& var) {
            ".bits == " + std::to_string(d.dl.bits) + " && " + dt + ".lanes == " + std::to_string(8 / d.dl.bits) + ")";
   }
   return out;
+}
+
+/// The dtype_word a tensor must hold when its dtype check accepts exactly one
+/// DLDataType, else "".
+std::string single_dtype_word(const TensorSpec& t) {
+  if (t.dtypes.size() != 1 || is_packed(t) || !is_one_dtype(t.dtypes[0])) return "";
+  return dtype_word_text(t.dtypes[0]);
 }
 
 std::string expected_dtype_text(const TensorSpec& t) {
@@ -255,9 +274,12 @@ class StubEmitter {
                ", " + c_string(p->name) + ", " + c_string(type_text(*p)) + ", " +
                std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
       // A fixed rank, checked just above, lets the check run without a loop.
-      const std::string check = p->tensor.any_rank
-                                    ? "malformed_tensor(" + t + ")"
-                                    : "malformed_ranked<" + std::to_string(p->tensor.shape.size()) + ">(" + t + ")";
+      // With one dtype to match, the fast test compares the dtype word the dtype
+      // check below compares too, instead of testing bits and lanes for zero.
+      const std::string word = single_dtype_word(p->tensor);
+      const std::string check = p->tensor.any_rank ? "malformed_tensor(" + t + ")"
+                                                   : "malformed_ranked<" + std::to_string(p->tensor.shape.size()) +
+                                                         ">(" + t + (word.empty() ? "" : ", " + word) + ")";
       body += "  if (const char* why = " + check + ") return fail_malformed(kFn, " + idx + ", " + c_string(p->name) +
               ", " + t + ", why);\n";
       if (!p->tensor.dtypes.empty()) {

@@ -164,6 +164,27 @@ template <int R>
   return __builtin_expect(usual, 1) ? nullptr : malformed_exact(t);
 }
 
+/// A DLDataType's code, bits and lanes as one word: one compare tests all three.
+[[maybe_unused]] inline uint32_t dtype_word(DLDataType d) {
+  static_assert(sizeof(DLDataType) == sizeof(uint32_t), "DLDataType is code, bits and lanes");
+  uint32_t w;
+  std::memcpy(&w, &d, sizeof w);
+  return w;
+}
+
+/// malformed_ranked<R> for a tensor whose dtype must be `expected` (a dtype_word
+/// of nonzero bits and lanes): when it is, bits and lanes need no test of their
+/// own, and the dtype check after this one compares the same word. Any other
+/// dtype takes the exact check, then fails the dtype check if it is well formed.
+template <int R>
+[[maybe_unused]] inline const char* malformed_ranked(const DLTensor* t, uint32_t expected) {
+  uint64_t all = 0;
+  for (int i = 0; i < R; ++i) all |= static_cast<uint64_t>(t->shape[i]);
+  const bool usual = (R == 0 || t->shape != nullptr) && dtype_word(t->dtype) == expected &&
+                     (R == 0 || all < (uint64_t{1} << (40 / (R == 0 ? 1 : R))));
+  return __builtin_expect(usual, 1) ? nullptr : malformed_exact(t);
+}
+
 /// One bound symbol, for messages: "n = 1024 (bound by a.shape[0])".
 struct SymVal {
   const char* name;
