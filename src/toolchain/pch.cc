@@ -17,11 +17,6 @@ namespace kjit {
 namespace fs = std::filesystem;
 namespace cd = cache_detail;
 
-const std::vector<std::string>& default_host_cflags() {
-  static const std::vector<std::string> flags{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"};
-  return flags;
-}
-
 namespace pch_detail {
 namespace {
 
@@ -131,6 +126,14 @@ std::string changed(const cd::Dependency& d, const std::string& path) {
   return cd::changed_dependency({now});
 }
 
+/// What changes when a file is replaced or rewritten in place: its path, inode,
+/// size and times (for caches of what was read from it).
+std::string file_version(const std::string& path, const struct stat& st) {
+  return path + '\0' + std::to_string(st.st_ino) + ' ' + std::to_string(st.st_size) + ' ' +
+         std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec) + ' ' +
+         std::to_string(st.st_ctim.tv_sec) + '.' + std::to_string(st.st_ctim.tv_nsec);
+}
+
 /// The whole .gch hashed once per process and file version: a flipped byte GCC
 /// would load without noticing, even when the file's time was kept.
 std::string damaged_gch(const Stamp& s, const std::string& path) {
@@ -142,9 +145,7 @@ std::string damaged_gch(const Stamp& s, const std::string& path) {
   }
   static std::mutex mu;
   static std::map<std::string, bool> verified;
-  std::string key = path + '\0' + std::to_string(st.st_ino) + ' ' + std::to_string(st.st_mtim.tv_sec) + '.' +
-                    std::to_string(st.st_mtim.tv_nsec) + ' ' + std::to_string(st.st_ctim.tv_sec) + '.' +
-                    std::to_string(st.st_ctim.tv_nsec) + ' ' + s.gch.hash;
+  std::string key = file_version(path, st) + ' ' + s.gch.hash;
   std::lock_guard<std::mutex> lock(mu);
   auto it = verified.find(key);
   if (it == verified.end()) {
@@ -181,8 +182,7 @@ std::string load_stamp(const std::string& dir, Stamp* out) {
   std::string path = dir + "/" + kStampName;
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return "no precompiled header in " + dir + " (" + path + " is missing)";
-  std::string key = path + '\0' + std::to_string(st.st_ino) + ' ' + std::to_string(st.st_size) + ' ' +
-                    std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec);
+  std::string key = file_version(path, st);
   static std::mutex mu;
   static std::map<std::string, Stamp> parsed;
   std::lock_guard<std::mutex> lock(mu);

@@ -151,6 +151,11 @@ const Toolchain& find_toolchain() {
   return it->second;
 }
 
+const std::vector<std::string>& default_host_cflags() {
+  static const std::vector<std::string> flags{"-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"};
+  return flags;
+}
+
 const SystemPaths& system_paths() {
   static const SystemPaths paths = make_system_paths();
   return paths;
