@@ -99,8 +99,26 @@ bool child_succeeds(bool (*child)()) {
   return false;
 }
 
+/// Whether a chunk of a 2-thread region ran on a pool worker within 5 s. Once it
+/// has, the worker is past its start-up: ASan's runtime (GCC 12) allocates while a
+/// thread starts and does not hold its allocator locks across fork(), so a fork
+/// during that start-up hands the child a lock that is never released. glibc's
+/// malloc is fork-safe; the tests fork only once the parent is quiet in this sense.
+bool worker_took_a_chunk() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::atomic<bool> other{false};
+  const std::thread::id caller = std::this_thread::get_id();
+  while (!other.load() && std::chrono::steady_clock::now() < deadline) {
+    parallel_for(8, 2, [&](int) {
+      if (std::this_thread::get_id() != caller) other.store(true);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+  }
+  return other.load();
+}
+
 TEST(ThreadPool, ForkedChildStartsANewPool) {
-  ASSERT_EQ(chunk_runs(8, 2), std::vector<int>(8, 1));  // the parent's pool has a worker
+  ASSERT_TRUE(worker_took_a_chunk());  // the parent's pool has a running worker
   ASSERT_GE(kjit::ew::pool_worker_count(), 1);
   EXPECT_TRUE(child_succeeds([] {
     if (kjit::ew::pool_worker_count() != 0) return false;  // the parent's workers do not exist here
@@ -117,10 +135,13 @@ TEST(ThreadPool, ForkedChildStartsANewPool) {
 }
 
 TEST(ThreadPool, ForkDuringAnotherThreadsRegion) {
+  ASSERT_TRUE(worker_took_a_chunk());
   std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    while (!stop.load()) chunk_runs(16, 2);
+  std::atomic<long> runs{0};
+  std::thread busy([&] {  // regions that do not allocate (see worker_took_a_chunk)
+    while (!stop.load()) parallel_for(16, 2, [&](int) { runs.fetch_add(1); });
   });
+  while (runs.load() == 0) std::this_thread::yield();  // the busy thread is past its start-up
   bool ok = true;
   for (int i = 0; i < 5 && ok; ++i) ok = child_succeeds([] { return chunk_runs(16, 2) == std::vector<int>(16, 1); });
   stop.store(true);
