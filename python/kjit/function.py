@@ -15,6 +15,7 @@ writes a ``.pyi`` of a module's functions.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import sys
 from typing import Any, Dict, List, Optional, Protocol, Sequence
@@ -48,6 +49,12 @@ def _default_value(scalar_type: str, text: str):
     return float(text)
 
 
+@functools.lru_cache(maxsize=1024)
+def _dim_code(text: str):
+    """A dim text compiled for eval: Python's // is the grammar's floor division; % is the same in both."""
+    return compile(text.replace("/", "//"), "<dim>", "eval")
+
+
 class _Param:
     __slots__ = ("name", "kind", "type", "written", "optional", "default", "returned", "dims", "shape", "dtype",
                  "dtype_of")
@@ -61,9 +68,8 @@ class _Param:
         self.optional: bool = bool(fields["optional"])
         self.default = _default_value(self.type, str(fields["default"])) if self.kind == "scalar" else _REQUIRED
         self.returned: bool = bool(fields["returned"])
-        # Python's // is the grammar's floor division; % is the same in both.
         self.dims = [str(d) for d in fields["shape"]]
-        self.shape = [compile(str(d).replace("/", "//"), "<dim>", "eval") for d in fields["shape"]]
+        self.shape = [_dim_code(d) for d in self.dims]
         self.dtype: str = str(fields["dtype"])
         self.dtype_of: str = str(fields["dtype_of"])
 

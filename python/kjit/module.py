@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
@@ -37,28 +38,30 @@ class Module:
     """
 
     def __init__(self, res, options: dict):
-        """``res``: the fields the C++ kjit.load_inline returns; ``options``: what it took."""
-        functions = res["functions"]
-        names = [str(f["name"]) for f in functions]
+        """``res``: the fields the C++ kjit.load_inline returns (objects and long texts,
+        and the short plain fields as one JSON "record"); ``options``: what it took."""
+        record = json.loads(str(res["record"]))
+        functions = record["functions"]
+        names = [f["name"] for f in functions]
         self.name: str = options["name"]
-        self.path: str = str(res["path"])
+        self.path: str = record["path"]
         self.ffi_module = res["module"]
         #: function name -> canonical signature string (docs/spec.md)
-        self.functions: Dict[str, str] = {n: str(f["signature"]) for n, f in zip(names, functions)}
+        self.functions: Dict[str, str] = {n: f["signature"] for n, f in zip(names, functions)}
         #: function name -> arg_spec tokens (arg, ret, attr.<name>:<type>, stream)
-        self.arg_specs: Dict[str, List[str]] = {n: [str(t) for t in f["arg_spec"]] for n, f in zip(names, functions)}
+        self.arg_specs: Dict[str, List[str]] = {n: f["arg_spec"] for n, f in zip(names, functions)}
         #: function name -> device kind of its tensors ("cpu", "cuda", or "none")
-        self.devices: Dict[str, str] = {n: str(f["device"]) for n, f in zip(names, functions)}
+        self.devices: Dict[str, str] = {n: f["device"] for n, f in zip(names, functions)}
         self.source: str = str(res["source"])
-        self.cache_hit: bool = bool(res["cache_hit"])
+        self.cache_hit: bool = record["cache_hit"]
         #: content hash of the build (same sources, specs, flags and compiler: same key)
-        self.key: str = str(res["key"])
+        self.key: str = record["key"]
         #: whether the library also has XLA FFI handlers (load_inline(jax=True))
-        self.has_xla_handlers: bool = bool(res["has_xla_handlers"])
+        self.has_xla_handlers: bool = record["has_xla_handlers"]
         self._options = options
-        self._stubs = {n: str(f["stub"]) for n, f in zip(names, functions)}
+        self._stubs = {n: str(s) for n, s in zip(names, res["stubs"])}
         #: function name -> the tvm_ffi.Function of its stub (positional arguments only)
-        self.ffi_functions = {n: f["function"] for n, f in zip(names, functions)}
+        self.ffi_functions = dict(zip(names, res["functions"]))
         self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n]) for n, f in zip(names, functions)}
         for fn_name, fn in self._fns.items():
             if fn_name not in _RESERVED:
