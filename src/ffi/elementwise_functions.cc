@@ -365,6 +365,15 @@ bool decode_call(PackedArgs args, int n_in, int n_out, bool scalar_inputs, CallS
   return true;
 }
 
+/// Whether a call of these inputs makes a 0-d result: every input is a scalar or a
+/// 0-d tensor (broadcasting keeps any other rank).
+KJIT_INLINE bool zero_dim_result(const std::vector<EwOperand>& inputs) {
+  for (const EwOperand& x : inputs) {
+    if (x.tensor != nullptr && x.tensor->ndim != 0) return false;
+  }
+  return true;
+}
+
 /// ew_function(id, promotion, scalar_inputs, into, n_extra) -> the call function
 /// of one call class: f(*inputs, *extra) returns the new output (or an Array of
 /// them), and with `into` f(*inputs, *outs, *extra) computes into the num_outputs
@@ -377,31 +386,36 @@ bool decode_call(PackedArgs args, int n_in, int n_out, bool scalar_inputs, CallS
 /// them, so torch calls pass `scalar_inputs`; under NumPy's rules they are strong,
 /// and only Python can tell them from its own scalars, so NumPy calls pass
 /// `scalar_inputs` only after checking. Extras travel as bool, int64 or double
-/// either way (ew::extra_travel_type).
+/// either way (ew::extra_travel_type). A NumPy call with new outputs also declines
+/// a 0-d result, which NumPy returns as a NumPy scalar: the checked path makes it,
+/// so the hot path need not look at every result's rank.
 tvm::ffi::Function ew_function(int64_t id, int64_t promotion, bool scalar_inputs, bool into, int64_t n_extra) {
   return at_ffi_boundary([&] {
     std::shared_ptr<Elementwise> ew = engine_of(id);
     Promotion p = promotion_of(promotion);
     const int n_out = into ? ew->num_outputs() : 0, n_ex = static_cast<int>(n_extra);
     internal_check(n_extra >= 0, "ew_function with a negative count of extra scalars");
-    return tvm::ffi::Function::FromPacked([ew, p, scalar_inputs, n_out, n_ex](PackedArgs args, Any* rv) {
-      const int n_in = args.size() - n_out - n_ex;
-      CallScratch& s = thread_scratch<CallScratch>();
-      if (n_in >= 1 && !decode_call(args, n_in, n_out, scalar_inputs, &s)) {
-        *rv = nullptr;
-        return;
-      }
-      at_ffi_boundary([&] {
-        if (n_in < 1) throw_too_few_arguments(ew->name(), n_out, n_ex, args.size());
-        if (n_out > 0) {
-          ew->run(s.inputs, s.outputs, s.extra, p);
-          *rv = true;
-        } else {
-          run_into_new_outputs(*ew, p, s.inputs, s.extra, rv);
-        }
-        return 0;
-      });
-    });
+    const bool decline_zero_dim = p == Promotion::kNumPy && n_out == 0;
+    return tvm::ffi::Function::FromPacked(
+        [ew, p, scalar_inputs, n_out, n_ex, decline_zero_dim](PackedArgs args, Any* rv) {
+          const int n_in = args.size() - n_out - n_ex;
+          CallScratch& s = thread_scratch<CallScratch>();
+          if (n_in >= 1 &&
+              (!decode_call(args, n_in, n_out, scalar_inputs, &s) || (decline_zero_dim && zero_dim_result(s.inputs)))) {
+            *rv = nullptr;
+            return;
+          }
+          at_ffi_boundary([&] {
+            if (n_in < 1) throw_too_few_arguments(ew->name(), n_out, n_ex, args.size());
+            if (n_out > 0) {
+              ew->run(s.inputs, s.outputs, s.extra, p);
+              *rv = true;
+            } else {
+              run_into_new_outputs(*ew, p, s.inputs, s.extra, rv);
+            }
+            return 0;
+          });
+        });
   });
 }
 

@@ -442,6 +442,20 @@ def test_only_scalars_give_a_numpy_scalar(add):
     assert got.dtype == np.int64 and got == 5
 
 
+def test_zero_dim_arrays_give_a_numpy_scalar_and_others_arrays(add):
+    # 0-d arrays take the NumPy call function, which declines a 0-d result (the
+    # checked path makes the NumPy scalar), and a 0-d array broadcast against a
+    # 1-d one still gives an array
+    x, y = np.array(1.5, np.float32), np.array(2.0, np.float32)
+    for _ in range(3):  # the first call makes the call function; the others use it
+        got = add(x, y)
+        assert type(got) is np.float32 and got == 3.5
+        got = add(x, 1.0)
+        assert type(got) is np.float32 and got == 2.5
+        got = add(x, np.ones(1, np.float32))
+        assert type(got) is np.ndarray and got.shape == (1,) and got[0] == 2.5
+
+
 # ---------------------------------------------------------------------------------
 # out=
 # ---------------------------------------------------------------------------------
