@@ -196,3 +196,25 @@ def test_fork_after_torch_and_kjit_threaded_calls():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "child exit 0"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_long_rows_split_into_runs_compute_every_element(threads):
+    # Rows longer than the longest kernel run (4 MiB of output, when the operands
+    # fit in the last-level cache; loop_driver.cc's longest_run) are cut into runs
+    # within a row: contiguous, and column slices whose rows are not contiguous
+    # with each other. The result must be every element's sum either way.
+    add = kjit.elementwise(ADD)
+    rng = np.random.default_rng(7)
+    a = rng.random((2, 1_300_003), dtype=np.float32)
+    b = rng.random((2, 1_300_003), dtype=np.float32)
+    before = kjit.elementwise.get_num_threads()
+    kjit.elementwise.set_num_threads(threads)
+    try:
+        np.testing.assert_array_equal(add(a, b), a + b)
+        sliced_a, sliced_b = a[:, 3:1_250_000], b[:, 1:1_249_998]
+        out = np.empty_like(sliced_a)
+        add(sliced_a, sliced_b, out=out)
+        np.testing.assert_array_equal(out, sliced_a + sliced_b)
+    finally:
+        kjit.elementwise.set_num_threads(before)
