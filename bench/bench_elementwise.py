@@ -3,8 +3,8 @@
 Targets, every comparison in the same run:
   * float32 add, 2^24 elements, contiguous: at least NumPy's and torch's speed, and
     at least 85% of the bandwidth of a plain C OpenMP loop compiled here;
-  * float32 add at every fourth power of two from 1 element to 2^8, then every
-    second one to 2^26, with new outputs and with out=: NumPy inputs no slower
+  * float32 add at every fourth power of two from 1 element to 2^8, every second
+    one to 2^14 and every one to 2^26, with new outputs and with out=: NumPy inputs no slower
     than NumPy from 2^16 up, torch inputs no slower than torch at every size (the
     smaller NumPy sizes are shown: there a call is mostly its fixed cost);
   * broadcast (1,32,32,2) + (1024,1,1,2): at least 3x torch;
@@ -120,7 +120,9 @@ def report_speedup(title: str, t: dict, target: float, with_torch: bool) -> bool
     return r >= target
 
 
-SWEEP = (0, 4, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26)  # log2 sizes of the size sweep: 1 element to 2^26
+# log2 sizes of the size sweep: 1 element to 2^26, every power from 2^15 (odd ones too:
+# 2^21's operands fit a 32 MiB L3 and 2^22's do not, which decides streaming stores)
+SWEEP = (0, 4, 8, 10, 12, 14) + tuple(range(15, 27))
 SWEEP_TARGET_FROM = 16  # NumPy inputs: kjit/NumPy <= 1 from this size up
 
 
