@@ -11,6 +11,7 @@
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "toolchain/paths.h"
+#include "toolchain/version_probe.h"
 
 namespace kjit {
 namespace fs = std::filesystem;
@@ -48,7 +49,7 @@ CudaToolchain make_cuda_toolchain() {
     throw ToolchainError("kjit: cuda_sources need nvcc (the CUDA toolkit), and none was found (searched " + searched +
                          "); install the CUDA toolkit or set CUDA_HOME");
   }
-  ProcessResult v = run_process({nvcc, "--version"});
+  ProcessResult v = build_detail::probe_version({nvcc, "--version"});
   if (v.exit_code != 0) {
     throw ToolchainError("kjit: '" + nvcc + " --version' failed (exit status " + std::to_string(v.exit_code) +
                          "): " + build_detail::first_line(v.output));

@@ -13,6 +13,7 @@
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "toolchain/paths.h"
+#include "toolchain/version_probe.h"
 
 namespace kjit {
 namespace fs = std::filesystem;
@@ -82,7 +83,7 @@ Toolchain make_toolchain() {
   }
   std::vector<std::string> version_cmd = tc.compiler;
   version_cmd.push_back("--version");
-  ProcessResult v = run_process(version_cmd);
+  ProcessResult v = build_detail::probe_version(version_cmd);
   if (v.exit_code != 0) {
     throw ToolchainError("kjit: the C++ compiler '" + tc.compiler[0] + "' failed on --version (exit status " +
                          std::to_string(v.exit_code) + "): " + first_line(v.output));
