@@ -20,7 +20,8 @@ namespace kjit {
 namespace ew {
 namespace {
 
-std::atomic<GompParallelFn> g_found{nullptr};
+OpenMpRuntime g_runtime;  // written once, before g_found points at it
+std::atomic<const OpenMpRuntime*> g_found{nullptr};
 std::atomic<bool> g_forked{false};
 std::mutex g_search_mu;
 std::atomic<unsigned long long> g_searched_adds{~0ULL};  // dlpi_adds at the last search
@@ -48,21 +49,27 @@ int count_adds(dl_phdr_info* info, size_t, void* out) {
   return 1;
 }
 
-GompParallelFn search() {
+/// The loaded libgomp's entry points, or null. Called under g_search_mu, and only
+/// until one is found.
+const OpenMpRuntime* search() {
   std::string path;
   if (dl_iterate_phdr(find_libgomp, &path) == 0) return nullptr;
   // RTLD_NOLOAD: a handle to the object already there, never a new load.
   void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
   if (handle == nullptr) return nullptr;
-  void* sym = dlsym(handle, "GOMP_parallel");  // the handle stays open: the library is in use
-  return reinterpret_cast<GompParallelFn>(sym);
+  // The handle stays open: the library is in use.
+  void* parallel = dlsym(handle, "GOMP_parallel");
+  if (parallel == nullptr) return nullptr;
+  g_runtime.parallel = reinterpret_cast<GompParallelFn>(parallel);
+  g_runtime.thread_num = reinterpret_cast<int (*)()>(dlsym(handle, "omp_get_thread_num"));
+  return &g_runtime;
 }
 
 }  // namespace
 
-GompParallelFn loaded_openmp_runtime() {
+const OpenMpRuntime* loaded_openmp_runtime() {
   if (g_forked.load(std::memory_order_relaxed)) return nullptr;
-  if (GompParallelFn found = g_found.load(std::memory_order_acquire)) return found;
+  if (const OpenMpRuntime* found = g_found.load(std::memory_order_acquire)) return found;
   static const bool disabled = disabled_by_env();
   if (disabled) return nullptr;
   unsigned long long adds = 0;
@@ -73,7 +80,7 @@ GompParallelFn loaded_openmp_runtime() {
   if (adds == g_searched_adds.load()) return g_found.load();
   static const int registered = pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); });
   (void)registered;
-  GompParallelFn found = search();
+  const OpenMpRuntime* found = search();
   g_found.store(found, std::memory_order_release);
   g_searched_adds.store(adds, std::memory_order_release);  // after g_found: a reader that sees it sees the result
   return found;

@@ -11,10 +11,16 @@ namespace ew {
 /// num_threads - 1 team threads, and returns after all of them finished.
 using GompParallelFn = void (*)(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
 
-/// GOMP_parallel of a libgomp already loaded in the process, or null: when none
-/// is loaded, in a forked child (the parent's OpenMP threads do not exist there),
-/// and when KJIT_OPENMP=0. Looks again only after new objects were loaded.
-GompParallelFn loaded_openmp_runtime();
+/// The entry points of a loaded libgomp that parallel_for uses.
+struct OpenMpRuntime {
+  GompParallelFn parallel = nullptr;  ///< never null in a found runtime
+  int (*thread_num)() = nullptr;      ///< omp_get_thread_num; null if the library lacks it
+};
+
+/// The libgomp already loaded in the process, or null: when none is loaded, in a
+/// forked child (the parent's OpenMP threads do not exist there), and when
+/// KJIT_OPENMP=0. Looks again only after new objects were loaded.
+const OpenMpRuntime* loaded_openmp_runtime();
 
 }  // namespace ew
 }  // namespace kjit

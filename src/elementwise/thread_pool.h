@@ -22,8 +22,11 @@ class ChunkFn {
 };
 
 /// Runs fn(0) .. fn(chunks - 1) on up to `threads` threads: the caller and
-/// threads - 1 pool workers, each taking the next unclaimed chunk, so a worker
-/// that wakes late leaves its share to the others. Returns when all chunks are
+/// threads - 1 pool workers (or the team of a loaded OpenMP runtime). The chunks
+/// are cut into one block per thread; each thread runs its own block first, so a
+/// loop called again finds its part of the data in the same core's cache, then
+/// takes the chunks left in the others, so a worker that wakes late leaves its
+/// share to the others. Returns when all chunks are
 /// done and rethrows the first exception. Runs serially on the calling thread when
 /// threads or chunks is 1, from inside a chunk (no nested parallelism), and when
 /// another thread's region holds the pool (concurrent callers do not queue).

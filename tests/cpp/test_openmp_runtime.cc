@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "block_schedule.h"
 #include "elementwise/openmp_runtime.h"
 #include "elementwise/thread_pool.h"
 
@@ -56,6 +57,16 @@ TEST(OpenMpRuntime, RegionsRunOnTheRuntimesTeam) {
   }
   EXPECT_TRUE(second) << "no chunk ran on OpenMP team thread 1";
   EXPECT_EQ(kjit::ew::pool_worker_count(), 0) << "kjit's own pool started although OpenMP ran the region";
+}
+
+TEST(OpenMpRuntime, EachTeamThreadRunsItsOwnBlockFirst) {
+  auto thread_num = load_libgomp();
+  if (thread_num == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
+  ASSERT_NE(loaded_openmp_runtime(), nullptr);
+  ASSERT_NE(loaded_openmp_runtime()->thread_num, nullptr) << "omp_get_thread_num was not found";
+  for (int region = 0; region < 3; ++region) {  // OpenMP thread t gets block t on every call
+    EXPECT_EQ(kjit_test::run_block_region(thread_num), (std::vector<int>{0, 0, 1, 0})) << "region " << region;
+  }
 }
 
 TEST(OpenMpRuntime, FirstErrorReachesTheCaller) {

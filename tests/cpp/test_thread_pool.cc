@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "block_schedule.h"
 #include "elementwise/thread_pool.h"
 #include "kjit/elementwise.h"
 
@@ -44,6 +45,14 @@ TEST(ThreadPool, ChunksRunOnSeveralThreads) {
   bool other = false;
   for (const auto& id : ids) other = other || id != std::this_thread::get_id();
   EXPECT_TRUE(other) << "no chunk of 64 ran on a pool worker";
+}
+
+TEST(ThreadPool, EachThreadRunsItsOwnBlockFirstThenTakesWhatIsLeft) {
+  const std::thread::id caller = std::this_thread::get_id();
+  auto thread_of = [caller] { return std::this_thread::get_id() == caller ? 0 : 1; };
+  for (int region = 0; region < 3; ++region) {  // the same split on every call
+    EXPECT_EQ(kjit_test::run_block_region(thread_of), (std::vector<int>{0, 0, 1, 0})) << "region " << region;
+  }
 }
 
 TEST(ThreadPool, FirstErrorReachesTheCaller) {
