@@ -227,6 +227,16 @@ def _torch_results(results):
     return tuple(_as_torch(r) for r in results)
 
 
+def _filler(functions: list, engine_id, cls: int):
+    """The first occupant of slot `cls`: makes the call function of that class
+    (kjit.ew_function), puts it in the slot, and calls it."""
+    def fill(*args):
+        fn = functions[cls] = api.ew_function(engine_id, cls & _TORCH, bool(cls & _SCALAR_INPUTS), bool(cls & _INTO),
+                                              cls // _PER_EXTRA)
+        return fn(*args)
+    return fill
+
+
 class _Engine:
     """One kjit::Elementwise (by id), its call functions by call class, and the
     checked path; frees the engine when collected."""
@@ -235,13 +245,17 @@ class _Engine:
         self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose, compute)
         self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
-        self.functions: dict = {}  # call class -> call function, made on first use
+        # Call class -> call function. A list, not a dict (indexing one is the
+        # cheaper lookup on a 1 us call); each slot starts as a filler that makes
+        # its class's call function on first use.
+        self.functions: list = []
+        self.cover(_PER_EXTRA - 1)
 
-    def call_function(self, cls: int):
-        """Makes the call function of a call class (kjit.ew_function) and keeps it."""
-        fn = self.functions[cls] = api.ew_function(self.id, cls & _TORCH, bool(cls & _SCALAR_INPUTS),
-                                                   bool(cls & _INTO), cls // _PER_EXTRA)
-        return fn
+    def cover(self, cls: int) -> None:
+        """Makes the table long enough for class `cls` (classes with extras come later)."""
+        functions, engine_id = self.functions, self.id
+        while len(functions) <= cls:
+            functions.append(_filler(functions, engine_id, len(functions)))
 
     def checked_call(self, inputs, out, extras):
         """Any call, each argument converted and checked here: other frameworks,
@@ -425,32 +439,45 @@ def _python_function(engine: _Engine):
             cls = _TORCH_SCALAR_INPUTS
         else:
             return checked_call(inputs, out, extras)
-        if extras:
-            cls += _PER_EXTRA * len(extras)
         try:
-            if out is None:
-                result = functions[cls](*inputs, *extras.values()) if extras else functions[cls](*inputs)
+            if extras:
+                done = call_with_extras(cls, first, inputs, out, extras)
+                if done is not None:
+                    return done
+            elif out is None:
+                result = functions[cls](*inputs)
                 if result is not None:  # a single NumPy result is never 0-d: its call functions decline those
                     if single:  # unwrapped here: a function call costs about 0.05 us of a 1 us call
                         return _from_dlpack(result) if first is _NDARRAY else result
                     return _numpy_results(result) if first is _NDARRAY else _torch_results(result)
-            elif single and type(out) is first:
-                cls += _INTO
-                if (functions[cls](*inputs, out, *extras.values()) if extras else functions[cls](*inputs, out)) \
-                        is not None:
+            elif single:
+                if type(out) is first and functions[cls + _INTO](*inputs, out) is not None:
                     return out
-            elif not single and _tensors_of(out, first, num_outputs):
-                cls += _INTO
-                if functions[cls](*inputs, *out, *extras.values()) is not None:
-                    return out
-        except KeyError:
-            if cls in functions:
-                raise
-            engine.call_function(cls)  # the first call of its class
-            return call(*inputs, out=out, **extras)
+            elif _tensors_of(out, first, num_outputs) and functions[cls + _INTO](*inputs, *out) is not None:
+                return out
         except BufferError:
             pass  # a read-only or bfloat16 array: the checked path passes it by description
         return checked_call(inputs, out, extras)
+
+    def call_with_extras(cls, first, inputs, out, extras):
+        """The same with extra scalars (a class per count of them); None: declined."""
+        cls += _PER_EXTRA * len(extras)
+        if len(functions) <= cls + _INTO:
+            engine.cover(cls + _INTO)
+        if out is None:
+            result = functions[cls](*inputs, *extras.values())
+            if result is None:
+                return None
+            if single:
+                return _from_dlpack(result) if first is _NDARRAY else result
+            return _numpy_results(result) if first is _NDARRAY else _torch_results(result)
+        if single:
+            if type(out) is first and functions[cls + _INTO](*inputs, out, *extras.values()) is not None:
+                return out
+        elif _tensors_of(out, first, num_outputs) and functions[cls + _INTO](*inputs, *out, *extras.values()) \
+                is not None:
+            return out
+        return None
 
     return call
 

@@ -59,3 +59,27 @@ def test_bench_cuda_compile_smoke(tmp_path):
 def test_bench_jax_smoke(tmp_path):
     out = _run("bench_jax.py", "--rounds", "1", "--compiles", "1", tmp_path=tmp_path)
     assert "cold compile of a 2-function module" in out, out
+
+
+def test_ab_call_smoke(tmp_path):
+    out = _run("ab_call.py", "--smoke", tmp_path=tmp_path)
+    assert "2 pairs of fresh processes" in out, out
+    for case in ("numpy new", "numpy out="):
+        assert f"{case} |" in out, out
+
+
+def test_ab_call_median_interval():
+    spec = importlib.util.spec_from_file_location("ab_call", BENCH / "ab_call.py")
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    assert ab.median_interval([0.1] * 5) is None  # too few pairs for a 95% sign-test interval
+    diffs = [float(i) for i in range(16)]
+    assert ab.median_interval(diffs) == (3.0, 12.0)  # the 4th smallest and the 4th largest of 16
+    assert ab.median_interval([float(i) for i in range(6)]) == (0.0, 5.0)
+
+
+def test_ab_call_names_a_tree_without_a_library(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "ab_call.py"), "--a", str(tmp_path), "--b", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert f"ab_call: {tmp_path}/build/bench/libkjit.so does not exist; build that tree first" in proc.stderr
