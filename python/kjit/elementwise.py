@@ -447,9 +447,9 @@ def _python_function(engine: _Engine):
             elif out is None:
                 result = functions[cls](*inputs)
                 if result is not None:  # a single NumPy result is never 0-d: its call functions decline those
-                    if single:  # unwrapped here: a function call costs about 0.05 us of a 1 us call
+                    if single:  # new_results inlined: a function call costs about 0.05 us of a 1 us call
                         return _from_dlpack(result) if first is _NDARRAY else result
-                    return _numpy_results(result) if first is _NDARRAY else _torch_results(result)
+                    return new_results(result, first)
             elif single:
                 if type(out) is first and functions[cls + _INTO](*inputs, out) is not None:
                     return out
@@ -459,6 +459,12 @@ def _python_function(engine: _Engine):
             pass  # a read-only or bfloat16 array: the checked path passes it by description
         return checked_call(inputs, out, extras)
 
+    def new_results(result, first):
+        """A call function's new outputs in the inputs' framework."""
+        if single:
+            return _from_dlpack(result) if first is _NDARRAY else result
+        return _numpy_results(result) if first is _NDARRAY else _torch_results(result)
+
     def call_with_extras(cls, first, inputs, out, extras):
         """The same with extra scalars (a class per count of them); None: declined."""
         cls += _PER_EXTRA * len(extras)
@@ -466,11 +472,7 @@ def _python_function(engine: _Engine):
             engine.cover(cls + _INTO)
         if out is None:
             result = functions[cls](*inputs, *extras.values())
-            if result is None:
-                return None
-            if single:
-                return _from_dlpack(result) if first is _NDARRAY else result
-            return _numpy_results(result) if first is _NDARRAY else _torch_results(result)
+            return None if result is None else new_results(result, first)
         if single:
             if type(out) is first and functions[cls + _INTO](*inputs, out, *extras.values()) is not None:
                 return out

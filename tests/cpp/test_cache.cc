@@ -16,6 +16,7 @@
 #include "elementwise/cuda_cache.h"
 #include "kjit/build.h"
 #include "kjit/errors.h"
+#include "test_dirs.h"
 #include "toolchain/cache_files.h"
 
 namespace kjit {
@@ -25,11 +26,7 @@ namespace {
 /// A fresh directory under the test temp dir, removed afterwards.
 class CacheFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("kjit-cache-files-" + std::to_string(getpid()) + "-" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = kjit_test::fresh_test_dir("kjit-cache-files"); }
   void TearDown() override { fs::remove_all(dir_); }
   static mode_t mode_of(const fs::path& p) {
     struct stat st {};

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kjit/build.h"
+#include "test_dirs.h"
 #include "toolchain/paths.h"
 #include "toolchain/pch.h"
 
@@ -26,9 +27,7 @@ namespace fs = std::filesystem;
 class PchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("kjit-pch-" + std::to_string(getpid()) + "-" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = kjit_test::fresh_test_dir("kjit-pch");
     fs::create_directories(dir_ / "kjit/detail");
     write(dir_ / kGchName, std::string(4096, 'g'));
     stamp_.identity = find_toolchain().identity;

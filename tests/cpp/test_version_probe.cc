@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kjit/build.h"
+#include "test_dirs.h"
 #include "toolchain/version_probe.h"
 
 namespace kjit {
@@ -36,9 +37,7 @@ int main() {
 class VersionProbeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("kjit-probe-" + std::to_string(getpid()) + "-" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = kjit_test::fresh_test_dir("kjit-probe");
     fs::create_directories(dir_);
     std::ofstream(dir_ / "fakecc.cc") << kFakeCompiler;
     compiler_ = (dir_ / "fakecc").string();
