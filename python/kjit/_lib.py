@@ -57,6 +57,7 @@ class _Api:
             "ew_function",
             "ew_empty",
             "ew_free",
+            "ew_raise_pending",
             "get_num_threads",
             "set_num_threads",
         ):

@@ -2,8 +2,9 @@
 PyTorch TensorIterator semantics (broadcasting, type promotion, casts inside the
 kernel, out= checks, overlap checks), its kernels JIT-compiled per dtype
 combination and cached in memory and on disk. The planning and the loops are C++
-(libkjit); this module classifies a call, picks the framework of the result and,
-on the checked path, allocates it.
+(libkjit); a call's class and its common forms are C (kjit._call.Elementwise);
+this module is the checked path, which converts and checks any argument, picks the
+framework of the result and allocates it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._lib import api
-
-_NDARRAY = np.ndarray
-
+from ._lib import api, call_type
 
 def _torch():
     return sys.modules.get("torch")
@@ -26,15 +24,6 @@ def _torch():
 def _is_torch_tensor(x) -> bool:
     torch = _torch()
     return torch is not None and isinstance(x, torch.Tensor)
-
-
-_from_dlpack = np.from_dlpack  # kjit's own results (tvm_ffi.Tensor) as NumPy arrays
-
-
-def _numpy_result(result):
-    """A result for NumPy inputs: an array, or a NumPy scalar when 0-d (as ufuncs return)."""
-    a = _from_dlpack(result)
-    return a if a.ndim else a[()]
 
 
 def _as_torch(result):
@@ -110,11 +99,13 @@ def _described(x: np.ndarray, keep: list):
 
 def _numpy_array(x: np.ndarray, i: int, keep: list):
     """A NumPy array as DLPack takes it, or described by address (_described) when
-    DLPack cannot carry it (read-only arrays, ml_dtypes types such as bfloat16)."""
+    DLPack cannot carry it (read-only arrays, ml_dtypes types such as bfloat16, byte
+    strides that are not whole elements, which the C++ side rejects by name)."""
     kind = x.dtype.kind
     builtin = x.dtype.isbuiltin == 1  # 2: a user-defined type such as ml_dtypes' bfloat16
     if builtin and kind in "biufc":
-        return x if x.flags.writeable else _described(x, keep)
+        whole = all(s % x.itemsize == 0 for s in x.strides)  # DLPack strides count elements
+        return x if x.flags.writeable and whole else _described(x, keep)
     if x.dtype.isbuiltin == 2:
         return _described(x, keep)
     if x.dtype.byteorder not in "=|" and kind in "biufc":
@@ -178,63 +169,13 @@ def _framework(inputs) -> str:
     return "numpy"  # only scalars: NumPy results
 
 
-# A call's class (see _python_function) is an int: its framework, which is also the
-# promotion rules the C++ side takes (NumPy's 0, PyTorch's 1), plus _SCALAR_INPUTS
-# when Python scalars may be among its inputs, plus _INTO with out=, plus
-# _PER_EXTRA per extra scalar.
-_NUMPY, _TORCH = 0, 1
-_SCALAR_INPUTS, _INTO, _PER_EXTRA = 2, 4, 8
-_NUMPY_SCALAR_INPUTS, _TORCH_SCALAR_INPUTS = _NUMPY + _SCALAR_INPUTS, _TORCH + _SCALAR_INPUTS
-_NO_INPUTS = object()  # a call's first input type when it has none
+_NUMPY, _TORCH = 0, 1  # the promotion rules the C++ side takes: NumPy's, PyTorch's
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
-
-_torch_tensor = None  # torch.Tensor, once a call has met it (kjit never imports torch)
-
-
-def _is_torch_tensor_type(t) -> bool:
-    """Whether `t` is torch.Tensor; remembered for the next calls."""
-    global _torch_tensor  # noqa: PLW0603 (torch cannot be unloaded)
-    torch = _torch()
-    if torch is None or t is not torch.Tensor:
-        return False
-    _torch_tensor = t
-    return True
-
-
-def _arrays_and_python_scalars(inputs) -> bool:
-    for x in inputs:  # NumPy scalars would arrive as weak numbers, but are strong under NumPy's rules
-        tx = type(x)
-        if tx is not _NDARRAY and tx is not float and tx is not int and tx is not bool:
-            return False
-    return True
-
-
-def _tensors_of(out, tensor_type, num_outputs) -> bool:
-    """Whether out= of a multi-output call holds num_outputs tensors of one type."""
-    if type(out) is not tuple or len(out) != num_outputs:
-        return False
-    for o in out:
-        if type(o) is not tensor_type:
-            return False
-    return True
-
-
-def _numpy_results(results):
-    return tuple(_numpy_result(r) for r in results)
 
 
 def _torch_results(results):
+    """A multi-output torch call's new outputs as torch tensors."""
     return tuple(_as_torch(r) for r in results)
-
-
-def _filler(functions: list, engine_id, cls: int):
-    """The first occupant of slot `cls`: makes the call function of that class
-    (kjit.ew_function), puts it in the slot, and calls it."""
-    def fill(*args):
-        fn = functions[cls] = api.ew_function(engine_id, cls & _TORCH, bool(cls & _SCALAR_INPUTS), bool(cls & _INTO),
-                                              cls // _PER_EXTRA)
-        return fn(*args)
-    return fill
 
 
 class _Engine:
@@ -245,17 +186,11 @@ class _Engine:
         self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose, compute)
         self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
-        # Call class -> call function. A list, not a dict (indexing one is the
-        # cheaper lookup on a 1 us call); each slot starts as a filler that makes
-        # its class's call function on first use.
-        self.functions: list = []
-        self.cover(_PER_EXTRA - 1)
 
-    def cover(self, cls: int) -> None:
-        """Makes the table long enough for class `cls` (classes with extras come later)."""
-        functions, engine_id = self.functions, self.id
-        while len(functions) <= cls:
-            functions.append(_filler(functions, engine_id, len(functions)))
+    def make_function(self, torch: bool, scalar_inputs: bool, into: bool, n_extra: int):
+        """The call function of one call class (kjit.ew_function), which kjit._call
+        makes on a class's first call."""
+        return api.ew_function(self.id, _TORCH if torch else _NUMPY, scalar_inputs, into, n_extra)
 
     def checked_call(self, inputs, out, extras):
         """Any call, each argument converted and checked here: other frameworks,
@@ -412,76 +347,12 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
 
 
 def _python_function(engine: _Engine):
-    """The function kjit.elementwise returns, a plain function (Python calls one
-    faster than an object's __call__). It classifies a call once, by the first
-    input's framework: NumPy arrays (Python scalars among the inputs only after
-    checking that none is a NumPy scalar, strong under NumPy's rules, which a call
-    function cannot tell from a Python one) or torch tensors (any scalars, weak
-    under PyTorch's rules), with out= of that framework's tensors or without, and
-    with some extra scalars. It then calls the call function of that class from the
-    engine's table, made on first use, and wraps the result. A call function runs
-    unless an argument is not one it takes, and then returns None; that, and a
-    call of no class, takes the checked path."""
-    functions, checked_call = engine.functions, engine.checked_call
-    num_outputs = engine.num_outputs
-    single = num_outputs == 1
-
-    def call(*inputs, out=None, **extras):
-        first = type(inputs[0]) if inputs else _NO_INPUTS
-        if first is _NDARRAY:
-            if type(inputs[-1]) is _NDARRAY:
-                cls = _NUMPY  # a scalar in the middle: the call function declines it
-            elif _arrays_and_python_scalars(inputs):
-                cls = _NUMPY_SCALAR_INPUTS
-            else:
-                return checked_call(inputs, out, extras)
-        elif first is _torch_tensor or _is_torch_tensor_type(first):
-            cls = _TORCH_SCALAR_INPUTS
-        else:
-            return checked_call(inputs, out, extras)
-        try:
-            if extras:
-                done = call_with_extras(cls, first, inputs, out, extras)
-                if done is not None:
-                    return done
-            elif out is None:
-                result = functions[cls](*inputs)
-                if result is not None:  # a single NumPy result is never 0-d: its call functions decline those
-                    if single:  # new_results inlined: a function call costs about 0.05 us of a 1 us call
-                        return _from_dlpack(result) if first is _NDARRAY else result
-                    return new_results(result, first)
-            elif single:
-                if type(out) is first and functions[cls + _INTO](*inputs, out) is not None:
-                    return out
-            elif _tensors_of(out, first, num_outputs) and functions[cls + _INTO](*inputs, *out) is not None:
-                return out
-        except BufferError:
-            pass  # a read-only or bfloat16 array: the checked path passes it by description
-        return checked_call(inputs, out, extras)
-
-    def new_results(result, first):
-        """A call function's new outputs in the inputs' framework."""
-        if single:
-            return _from_dlpack(result) if first is _NDARRAY else result
-        return _numpy_results(result) if first is _NDARRAY else _torch_results(result)
-
-    def call_with_extras(cls, first, inputs, out, extras):
-        """The same with extra scalars (a class per count of them); None: declined."""
-        cls += _PER_EXTRA * len(extras)
-        if len(functions) <= cls + _INTO:
-            engine.cover(cls + _INTO)
-        if out is None:
-            result = functions[cls](*inputs, *extras.values())
-            return None if result is None else new_results(result, first)
-        if single:
-            if type(out) is first and functions[cls + _INTO](*inputs, out, *extras.values()) is not None:
-                return out
-        elif _tensors_of(out, first, num_outputs) and functions[cls + _INTO](*inputs, *out, *extras.values()) \
-                is not None:
-            return out
-        return None
-
-    return call
+    """The function kjit.elementwise returns: a kjit._call.Elementwise (src/pyext),
+    which classifies each call in C (framework, Python scalars, out=, count of extra
+    scalars), calls the call function of that class, made on first use, and sends
+    what a call function declines, and calls of no class, to engine.checked_call."""
+    return call_type.Elementwise(engine.make_function, engine.checked_call, api.ew_raise_pending, _numpy_dtype,
+                                 _torch_results, engine.num_outputs)
 
 
 def get_num_threads() -> int:

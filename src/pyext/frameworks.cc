@@ -211,6 +211,14 @@ Framework framework_of(PyObject* x) {
   return Framework::kOther;
 }
 
+PyTypeObject* torch_tensor_type() {
+  if (!intern(&cache.s_torch, "torch")) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return resolve_torch() ? reinterpret_cast<PyTypeObject*>(cache.torch_tensor) : nullptr;
+}
+
 PyObject* shape_of(PyObject* x) { return PyObject_GetAttr(x, cache.s_shape); }
 
 PyObject* allocate_output(Framework framework, PyObject* template_, ReturnedOutput& out, PyObject* dtype_source,

@@ -25,6 +25,9 @@ PyObject* configure_frameworks(PyObject* module, PyObject* const* args, Py_ssize
 /// binder's rule for calls without tensors). torch is looked up once it is imported.
 Framework framework_of(PyObject* x);
 
+/// torch.Tensor once torch is in sys.modules (borrowed); nullptr before, no error set.
+PyTypeObject* torch_tensor_type();
+
 /// x.shape of a NumPy, torch or tvm_ffi tensor (new reference); nullptr, error set.
 PyObject* shape_of(PyObject* x);
 

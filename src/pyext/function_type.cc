@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "call_plan.h"
+#include "elementwise_type.h"
 #include "frameworks.h"
 
 namespace {
@@ -175,7 +176,7 @@ PyMethodDef kMethods[] = {
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
                        "kjit._call",
-                       "The call type of kjit functions.",
+                       "The call types of kjit functions and kjit.elementwise functions.",
                        -1,
                        kMethods,
                        nullptr,
@@ -191,6 +192,10 @@ PyMODINIT_FUNC PyInit__call() {
   PyObject* type = PyType_FromSpec(&kSpec);
   if (type == nullptr || PyModule_AddObject(module, "Function", type) < 0) {
     Py_XDECREF(type);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  if (kjit::pyext::add_elementwise_type(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

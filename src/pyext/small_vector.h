@@ -35,6 +35,8 @@ class SmallVector {
   const T& operator[](size_t i) const { return data()[i]; }
   T* begin() { return data(); }
   T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
 
  private:
   T small_[N] = {};

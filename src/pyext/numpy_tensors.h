@@ -1,0 +1,40 @@
+// NumPy arrays as DLTensor views and tvm-ffi tensors as NumPy arrays, through NumPy's
+// C API: what the elementwise call type uses instead of DLPack capsules, which cost
+// ~0.13 us per array (a Python method call, a capsule and a tvm-ffi Tensor each).
+#ifndef KJIT_PYEXT_NUMPY_TENSORS_H_
+#define KJIT_PYEXT_NUMPY_TENSORS_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/c_api.h>
+
+#include <cstdint>
+
+namespace kjit::pyext {
+
+/// Imports NumPy's C API (numpy.core.multiarray); -1 with an ImportError set.
+int import_numpy_api();
+
+/// numpy.ndarray (borrowed; valid after import_numpy_api).
+PyTypeObject* ndarray_type();
+
+/// The most dims a NumPy array has (NPY_MAXDIMS of the headers kjit was built with).
+constexpr int kMaxNumpyDims = 64;
+
+/// Fills `t` (and `strides`, kMaxNumpyDims long, which `t` points to) with a view of
+/// the exact ndarray `a`, as NumPy's __dlpack__ would describe it. False, nothing
+/// set, when DLPack would refuse it (read-only, non-native byte order, strides that
+/// are not whole elements) or its dtype is not one of bool, int8..uint64,
+/// float16/32/64, complex64/128: the caller's checked path takes those.
+bool view_ndarray(PyObject* a, DLTensor* t, int64_t* strides);
+
+/// A new NumPy array over `tensor`'s CPU memory that owns the reference `tensor`
+/// (released when the array is collected, or here on failure). `dtype_named` maps a
+/// dtype name NumPy has no builtin type for ("bfloat16") to a numpy.dtype.
+/// nullptr with an error set on failure.
+PyObject* ndarray_owning(TVMFFIObjectHandle tensor, PyObject* dtype_named);
+
+}  // namespace kjit::pyext
+
+#endif  // KJIT_PYEXT_NUMPY_TENSORS_H_

@@ -1,0 +1,257 @@
+"""kjit._call.Elementwise, the object kjit.elementwise returns: which calls run in C
+(NumPy arrays straight into the call function's C ABI, torch tensors through tvm-ffi's
+call), which go to the checked path in Python, and what the C path must keep: the
+errors and their types, results that own their memory, the same values and dtypes.
+`_numpy_calls`, `_torch_calls` and `_checked_calls` count the paths."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import kjit
+from kjit._lib import call_type
+
+ADD = "template <typename T> T add(T a, T b) { return a + b; }"
+DIVMOD = "template <typename T> void dm(T a, T b, T& q, T& r) { q = a / b; r = a - q * b; }"
+AXPY = "template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }"
+
+
+@pytest.fixture(scope="module")
+def add():
+    return kjit.elementwise(ADD)
+
+
+@pytest.fixture(scope="module")
+def axpy():
+    return kjit.elementwise("template <typename T> T axpy(T x, T y, double alpha) { return T(alpha) * x + y; }")
+
+
+@pytest.fixture(scope="module")
+def divmod_kernel():
+    return kjit.elementwise(DIVMOD, num_outputs=2)
+
+
+def paths(f):
+    return f._numpy_calls, f._torch_calls, f._checked_calls
+
+
+def moved(f, before):
+    return tuple(b - a for a, b in zip(before, paths(f)))
+
+
+def test_the_function_is_the_c_call_type(add):
+    assert type(add) is call_type.Elementwise
+    assert add.name == "add" and add.__name__ == "add" and add.__qualname__ == "kjit.elementwise[add]"
+    assert repr(add) == "<function kjit.elementwise[add]>"
+
+
+@pytest.mark.parametrize("repeat", range(2))  # the first call makes the class's call function
+def test_common_numpy_calls_run_in_c(add, axpy, divmod_kernel, repeat):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.ones(3, np.float32)
+    before = paths(add)
+    np.testing.assert_array_equal(add(x, y), x + y)
+    out = np.empty_like(x)
+    assert add(x, y, out=out) is out
+    np.testing.assert_array_equal(out, x + y)
+    assert add(x, 2.5).dtype == np.float32  # a Python scalar stays weak
+    np.testing.assert_array_equal(add(x, y, out=None), x + y)
+    assert moved(add, before) == (4, 0, 0)
+
+    before = paths(axpy)
+    np.testing.assert_array_equal(axpy(x, y, alpha=2.0), 2 * x + y)
+    assert axpy(x, y, out=out, alpha=3) is out
+    np.testing.assert_array_equal(out, 3 * x + y)
+    assert moved(axpy, before) == (2, 0, 0)
+
+    a, b = np.arange(1, 7, dtype=np.int64), np.full(6, 4, np.int64)
+    before = paths(divmod_kernel)
+    q, r = divmod_kernel(a, b)
+    np.testing.assert_array_equal(q, a // b)
+    np.testing.assert_array_equal(r, a % b)
+    outs = (np.empty_like(a), np.empty_like(a))
+    assert divmod_kernel(a, b, out=outs) is outs
+    np.testing.assert_array_equal(outs[1], a % b)
+    assert moved(divmod_kernel, before) == (2, 0, 0)
+
+
+class Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize("case", ["read-only", "numpy scalar", "subclass", "big int", "uint64 int", "0-d",
+                                  "strided bytes", "list out", "str extra", "tuple out of one"])
+def test_calls_the_c_path_does_not_take_go_to_the_checked_path(add, axpy, case):
+    x = np.arange(4, dtype=np.float32)
+    before = paths(add)
+    if case == "read-only":
+        ro = x.copy()
+        ro.flags.writeable = False
+        np.testing.assert_array_equal(add(x, ro), x + x)
+    elif case == "numpy scalar":  # strong under NumPy's rules: float64
+        assert add(x, np.float64(1.0)).dtype == np.float64
+    elif case == "subclass":
+        got = add(x.view(Sub), x)
+        np.testing.assert_array_equal(got, x + x)
+    elif case == "big int":
+        with pytest.raises(OverflowError, match="Python integer 18446744073709551616 out of bounds for int64"):
+            add(np.arange(3), 2**64)
+    elif case == "uint64 int":
+        got = add(np.arange(3, dtype=np.uint64), 2**63)
+        assert got.dtype == np.uint64 and got[1] == 2**63 + 1
+    elif case == "0-d":  # NumPy returns a NumPy scalar for 0-d results
+        got = add(np.array(1.5), np.array(2.0))
+        assert type(got) is np.float64 and got == 3.5
+    elif case == "strided bytes":  # a record field: strides that are not whole elements
+        rec = np.zeros(4, dtype=[("a", "<f4"), ("b", "i1")])
+        with pytest.raises(ValueError, match="argument #0 has a byte stride 5 that is not a multiple of its element "
+                                             "size 4"):
+            add(rec["a"], x)
+    elif case == "list out":
+        out = [np.empty(4, np.float32)]
+        assert add(x, x, out=out) is out
+        np.testing.assert_array_equal(out[0], x + x)
+    elif case == "str extra":
+        before = paths(axpy)
+        with pytest.raises(TypeError, match="extra argument 'alpha' must be a scalar, got str"):
+            axpy(x, x, alpha="2")
+        assert moved(axpy, before)[2] == 1
+        return
+    elif case == "tuple out of one":
+        out = np.empty(4, np.float32)
+        assert add(x, x, out=(out,)) == (out,)
+        np.testing.assert_array_equal(out, x + x)
+    assert moved(add, before)[2] == 1
+
+
+def test_non_native_byte_order_is_named(add):
+    x = np.arange(3, dtype=">f4")
+    with pytest.raises(TypeError, match=r"input #0 has dtype >f4, a non-native byte order"):
+        add(x, x)
+
+
+@pytest.mark.parametrize("repeat", range(2))
+def test_errors_of_the_c_path_keep_their_types_and_messages(add, repeat):
+    x = np.arange(8, dtype=np.float32)
+    before = paths(add)
+    with pytest.raises(ValueError, match="partially overlaps"):
+        add(x[:4], x[:4], out=x[1:5])
+    with pytest.raises(ValueError, match=r"shapes \(3,\) and \(4,\) do not broadcast"):
+        add(np.ones(3, np.float32), np.ones(4, np.float32))
+    with pytest.raises(TypeError, match=r"add: the result type float64 cannot be cast safely to the output type "
+                                        r"int32 of out\[0\]"):
+        add(np.ones(3), np.ones(3), out=np.empty(3, np.int32))
+    assert moved(add, before) == (0, 0, 0)  # raised from the C path, not retried
+
+
+def test_a_compile_error_raised_from_the_c_path_carries_command_and_log():
+    f = kjit.elementwise("template <typename T> T bad(T a) { return a + undefined_name; }")
+    before = paths(f)
+    for _ in range(2):
+        with pytest.raises(kjit.CompileError) as info:
+            f(np.arange(3.0))
+        assert "undefined_name" in info.value.log and info.value.command
+        assert isinstance(info.value, RuntimeError)
+    assert moved(f, before) == (0, 0, 0)
+
+
+def test_new_results_own_their_memory():
+    f = kjit.elementwise(ADD)
+    x = np.arange(1 << 16, dtype=np.float64)
+    got = f(x, x)
+    assert got.flags.writeable and got.flags.c_contiguous and got.flags.aligned
+    assert got.base is not None  # the capsule that holds kjit's tensor
+    del f
+    gc.collect()
+    got += 1  # still writable memory of its own after the function is gone
+    np.testing.assert_array_equal(got, 2 * x + 1)
+
+
+def test_new_results_are_freed(add):
+    def rss_mb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 / 2**20
+
+    x = np.ones(1 << 20, np.float64)  # 8 MiB results
+    add(x, x)
+    start = rss_mb()
+    for _ in range(200):  # 1.6 GB in all if none were freed
+        add(x, x)
+    assert rss_mb() - start < 200
+
+
+def test_permuted_results_keep_numpy_layout(add):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    got = add(a.T, a.T)
+    want = a.T + a.T
+    np.testing.assert_array_equal(got, want)
+    assert got.strides == want.strides
+
+
+def test_bfloat16_results_of_numpy_inputs_are_ml_dtypes_arrays():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    f = kjit.elementwise(ADD, compute="bfloat16")
+    x = np.arange(4, dtype=np.float32)
+    got = f(x, x)
+    assert got.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.astype(np.float32), x + x)
+
+
+@pytest.mark.parametrize("value", [-(2**63), 2**63 - 1, 0, -1, True, 1e308, float("nan")])
+def test_python_scalars_at_their_limits(add, value):
+    x = np.zeros(2, np.float64)
+    got = add(x, value)
+    np.testing.assert_array_equal(got, x + value)
+
+
+def test_empty_and_high_rank_arrays(add):
+    e = np.empty((0, 3), np.float32)
+    assert add(e, e).shape == (0, 3)
+    hi = np.ones((1,) * 32 + (2,), np.float32)
+    got = add(hi, hi)
+    assert got.shape == hi.shape and got.sum() == 4
+
+
+def test_calls_from_threads_agree(add):
+    x = np.arange(1 << 18, dtype=np.float32)
+    want = x + x
+    errors = []
+
+    def work():
+        for _ in range(20):
+            if not np.array_equal(add(x, x), want):
+                errors.append("mismatch")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_torch_calls_run_through_tvm_ffi(add, divmod_kernel):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6, dtype=torch.float32)
+    before = paths(add)
+    assert torch.equal(add(x, x), x + x)
+    out = torch.empty_like(x)
+    assert add(x, x, out=out) is out
+    assert add(x, np.float64(2.0)).dtype == torch.float32  # weak, as in torch
+    assert moved(add, before) == (0, 3, 0)
+    a, b = torch.arange(1, 7), torch.full((6,), 4)
+    q, r = divmod_kernel(a, b)
+    assert type(q) is torch.Tensor and torch.equal(r, a % b)
+
+
+def test_calls_without_inputs_or_of_other_types_are_checked(add):
+    with pytest.raises(TypeError, match="^add: expected at least one input$"):
+        add(out=np.empty(1))
+    with pytest.raises(TypeError, match=r"input #0 must be a tensor"):
+        add("ab", np.ones(2))
+    assert "torch" in sys.modules or add(1.0, 2.0) == 3.0
