@@ -9,6 +9,7 @@ framework of the result and allocates it.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from typing import Optional
@@ -336,17 +337,25 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
         raise TypeError(f"num_outputs must be an int, got {type(num_outputs).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
     engine = _Engine(code, name or "", num_outputs, build_dir, bool(verbose), _compute_name(compute))
-    call = _python_function(engine)
+    call = _call_object(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
     call.result_type = engine.result_type
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"
     call.__doc__ = (f"kjit.elementwise function '{engine.name}' ({num_outputs} output(s)): "
                     "f(*inputs, out=None, **extras); see kjit.elementwise.")
+    call.__signature__ = _SIGNATURE  # for inspect.signature and help(), which cannot read a C type's
     return call
 
 
-def _python_function(engine: _Engine):
+_SIGNATURE = inspect.Signature([
+    inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL),
+    inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None),
+    inspect.Parameter("extras", inspect.Parameter.VAR_KEYWORD),
+])
+
+
+def _call_object(engine: _Engine):
     """The function kjit.elementwise returns: a kjit._call.Elementwise (src/pyext),
     which classifies each call in C (framework, Python scalars, out=, count of extra
     scalars), calls the call function of that class, made on first use, and sends

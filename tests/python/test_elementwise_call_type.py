@@ -7,6 +7,7 @@ errors and their types, results that own their memory, the same values and dtype
 from __future__ import annotations
 
 import gc
+import inspect
 import sys
 import threading
 
@@ -48,6 +49,7 @@ def test_the_function_is_the_c_call_type(add):
     assert type(add) is call_type.Elementwise
     assert add.name == "add" and add.__name__ == "add" and add.__qualname__ == "kjit.elementwise[add]"
     assert repr(add) == "<function kjit.elementwise[add]>"
+    assert str(inspect.signature(add)) == "(*inputs, out=None, **extras)"
 
 
 @pytest.mark.parametrize("repeat", range(2))  # the first call makes the class's call function
