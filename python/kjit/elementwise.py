@@ -148,6 +148,15 @@ def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False):
     )
 
 
+def _without_lazy_bits(x):
+    """A torch input that is a conjugate or negative view (is_conj(), is_neg()),
+    materialised: DLPack cannot carry those bits, and torch's exchange API drops
+    them, so the kernel would read the data without them."""
+    if _is_torch_tensor(x) and (x.is_conj() or x.is_neg()):
+        return x.resolve_conj().resolve_neg()
+    return x
+
+
 def _extra(value, name: str):
     """An extra scalar argument: a Python scalar (NumPy scalars become theirs)."""
     if isinstance(value, np.generic):
@@ -205,7 +214,7 @@ class _Engine:
         """(framework, promotion, arguments) of a checked call; arrays passed by
         address go into `keep`, which the caller holds until the call has run."""
         framework = _framework(inputs)
-        args = [_argument(x, i, keep, framework == "torch") for i, x in enumerate(inputs)]
+        args = [_argument(_without_lazy_bits(x), i, keep, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
         if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
             args = self._big_ints(args, promotion, keep)
@@ -257,6 +266,11 @@ class _Engine:
                 if isinstance(o, np.ndarray) and not o.flags.writeable:
                     raise ValueError(f"{self.name}: out[{k}] is a read-only NumPy array (flags.writeable is False); "
                                      "pass a writable array")
+                if _is_torch_tensor(o) and (o.is_conj() or o.is_neg()):
+                    bit = "conjugate (is_conj())" if o.is_conj() else "negative (is_neg())"
+                    raise ValueError(f"{self.name}: out[{k}] is a {bit} view of a torch tensor; DLPack cannot carry "
+                                     "that bit, so kjit.elementwise would write without it; pass a tensor without "
+                                     "it (torch.empty_like(out[k]).resolve_conj()) and copy")
         extra = [_extra(v, k) for k, v in extras.items()]
         if any(isinstance(v, list) for v in extra):
             self._check_complex_extras(promotion, args, extras)

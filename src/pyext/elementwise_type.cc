@@ -1,25 +1,23 @@
 // kjit._call.Elementwise: what kjit.elementwise returns. It classifies a call by its
 // first input's framework (NumPy arrays, with Python scalars among them; torch
 // tensors, with any scalars), out= and its count of extra scalars, then calls that
-// class's call function (kjit.ew_function, made on first use): NumPy arrays cross as
-// DLTensor views of their own memory straight into the call function's C ABI, torch
-// tensors through tvm-ffi's Python call, which converts them with torch's DLPack
-// exchange API. A call function declines (returns None) what it does not take; that,
-// and every call of no class, goes to the checked path in Python
-// (python/kjit/elementwise.py), which owns every message.
+// class's call function (kjit.ew_function, made on first use) through its C ABI
+// (direct_call.h): NumPy arrays and CPU torch tensors cross as DLTensor views of their
+// own memory. Other torch calls (CUDA tensors, NumPy scalars among them) go through
+// tvm-ffi's Python call, which sets up torch's stream and allocator. A call function
+// declines (returns None) what it does not take; that, and every call of no class,
+// goes to the checked path in Python (python/kjit/elementwise.py), which owns every
+// message.
 #include "elementwise_type.h"
 
 #include <structmember.h>
-#include <tvm/ffi/container/array.h>
-#include <tvm/ffi/container/tensor.h>
 
-#include <climits>
-#include <memory>
 #include <vector>
 
+#include "direct_call.h"
 #include "frameworks.h"
 #include "numpy_tensors.h"
-#include "small_vector.h"
+#include "torch_tensors.h"
 
 namespace kjit::pyext {
 namespace {
@@ -46,25 +44,14 @@ struct EwFunction {
   std::vector<Slot>* slots;  ///< by call class
   Py_ssize_t num_outputs;
   // How many calls took each path: tests check the common ones stay in C.
-  Py_ssize_t numpy_calls;
-  Py_ssize_t torch_calls;
+  Py_ssize_t direct_calls;
+  Py_ssize_t ffi_calls;
   Py_ssize_t checked_calls;
-};
-
-/// A call's arguments split by kind: inputs, out (nullptr for none), extras in
-/// keyword order (their names in `extra_names`).
-struct Arguments {
-  PyObject* const* inputs;
-  Py_ssize_t n_inputs;
-  PyObject* out = nullptr;
-  SmallVector<PyObject*, 4> outputs;
-  SmallVector<PyObject*, 4> extras;
-  SmallVector<PyObject*, 4> extra_names;
 };
 
 PyObject* s_out = nullptr;  // "out", interned
 
-void split_keywords(PyObject* const* values, PyObject* kwnames, Arguments* a) {
+void split_keywords(PyObject* const* values, PyObject* kwnames, CallArguments* a) {
   const Py_ssize_t n = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, i);
@@ -86,7 +73,7 @@ bool is_python_scalar(PyObject* x) {
 /// arrays (Python scalars among them only when no input is a NumPy scalar, strong
 /// under NumPy's rules and weak in a call function) or torch tensors (any scalars,
 /// weak under PyTorch's rules).
-int input_class(const Arguments& a) {
+int input_class(const CallArguments& a) {
   PyTypeObject* first = Py_TYPE(a.inputs[0]);
   if (first == ndarray_type()) {
     if (Py_TYPE(a.inputs[a.n_inputs - 1]) == first) return 0;  // a scalar in the middle: the function declines it
@@ -101,19 +88,18 @@ int input_class(const Arguments& a) {
 
 /// out= as the call function takes it: one tensor of the first input's type, or a
 /// tuple of num_outputs of them. False for the checked path.
-bool split_outputs(Arguments* a, Py_ssize_t num_outputs) {
+bool split_outputs(CallArguments* a, Py_ssize_t num_outputs) {
   if (a->out == nullptr) return true;
   PyTypeObject* first = Py_TYPE(a->inputs[0]);
-  if (num_outputs == 1) {
-    if (Py_TYPE(a->out) != first) return false;
-    a->outputs.push_back(a->out);
-    return true;
-  }
-  if (!PyTuple_CheckExact(a->out) || PyTuple_GET_SIZE(a->out) != num_outputs) return false;
-  for (Py_ssize_t k = 0; k < num_outputs; ++k) {
-    PyObject* o = PyTuple_GET_ITEM(a->out, k);
+  auto take = [&](PyObject* o) {
     if (Py_TYPE(o) != first) return false;
     a->outputs.push_back(o);
+    return true;
+  };
+  if (num_outputs == 1) return take(a->out);
+  if (!PyTuple_CheckExact(a->out) || PyTuple_GET_SIZE(a->out) != num_outputs) return false;
+  for (Py_ssize_t k = 0; k < num_outputs; ++k) {
+    if (!take(PyTuple_GET_ITEM(a->out, k))) return false;
   }
   return true;
 }
@@ -149,7 +135,7 @@ bool slot_of(EwFunction* f, int cls, Slot* slot) {
 }
 
 /// The checked path: checked(inputs, out, extras), extras in keyword order.
-PyObject* call_checked(EwFunction* f, const Arguments& a) {
+PyObject* call_checked(EwFunction* f, const CallArguments& a) {
   ++f->checked_calls;
   PyObject* inputs = PyTuple_New(a.n_inputs);
   PyObject* extras = inputs != nullptr ? PyDict_New() : nullptr;
@@ -175,161 +161,48 @@ PyObject* call_checked(EwFunction* f, const Arguments& a) {
   return result;
 }
 
-/// A Python bool, int or float as a packed scalar; false for anything else (and for
-/// ints outside int64, which the checked path converts as NumPy does).
-bool pack_scalar(PyObject* x, TVMFFIAny* out) {
-  if (PyBool_Check(x)) {
-    out->type_index = kTVMFFIBool;
-    out->v_int64 = x == Py_True;
-    return true;
-  }
-  if (PyLong_Check(x)) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
-    if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
-      PyErr_Clear();
-      return false;
-    }
-    out->type_index = kTVMFFIInt;
-    out->v_int64 = v;
-    return true;
-  }
-  if (PyFloat_Check(x)) {
-    out->type_index = kTVMFFIFloat;
-    out->v_float64 = PyFloat_AS_DOUBLE(x);
-    return true;
-  }
-  return false;
+ViewResult numpy_view(const void*, PyObject* x, DLTensor* t, int64_t* strides) {
+  return view_ndarray(x, t, strides) ? ViewResult::kViewed : ViewResult::kChecked;
 }
 
-/// DLTensor views of a NumPy call's arrays, on the stack for the usual few.
-class ArrayViews {
- public:
-  explicit ArrayViews(size_t n) {
-    if (n > kInline) large_.reset(new View[n]);
-  }
-  /// A view of `a` kept here, or nullptr when the call function must not take it.
-  const DLTensor* view(PyObject* a) {
-    View& v = (large_ ? large_.get() : small_)[used_++];
-    return view_ndarray(a, &v.tensor, v.strides) ? &v.tensor : nullptr;
-  }
-
- private:
-  struct View {
-    DLTensor tensor;
-    int64_t strides[kMaxNumpyDims];
-  };
-  static constexpr size_t kInline = 4;
-  View small_[kInline];  // uninitialised: each is written before it is read
-  std::unique_ptr<View[]> large_;
-  size_t used_ = 0;
-};
-
-/// The arguments of a NumPy call packed for the call function's C ABI; false when
-/// one is not of its kind (the checked path takes the call).
-bool pack_numpy_call(const Arguments& a, ArrayViews* views, TVMFFIAny* packed) {
-  PyTypeObject* ndarray = ndarray_type();
-  size_t k = 0;
-  auto pack_array = [&](PyObject* x) {
-    const DLTensor* t = views->view(x);
-    packed[k].type_index = kTVMFFIDLTensorPtr;
-    packed[k++].v_ptr = const_cast<DLTensor*>(t);
-    return t != nullptr;
-  };
-  for (Py_ssize_t i = 0; i < a.n_inputs; ++i) {
-    PyObject* x = a.inputs[i];
-    if (Py_TYPE(x) == ndarray ? !pack_array(x) : !pack_scalar(x, &packed[k++])) return false;
-  }
-  for (PyObject* o : a.outputs) {
-    if (!pack_array(o)) return false;
-  }
-  for (PyObject* e : a.extras) {
-    if (!pack_scalar(e, &packed[k++])) return false;
-  }
-  return true;
+PyObject* numpy_wrap(const void* dtype_named, TVMFFIObjectHandle tensor) {
+  return ndarray_owning(tensor, static_cast<PyObject*>(const_cast<void*>(dtype_named)));
 }
 
-/// Raises the error a call function left on this thread, through tvm-ffi's Python
-/// conversion (kjit's registered exception types, a CompileError's command and log).
-PyObject* raise_pending(EwFunction* f) {
-  if (PyErr_Occurred()) {  // the function reported a Python error itself (a signal)
-    TVMFFIObjectHandle error = nullptr;
-    TVMFFIErrorMoveFromRaised(&error);
-    if (error != nullptr) TVMFFIObjectDecRef(error);
+ViewResult torch_view(const void* api, PyObject* x, DLTensor* t, int64_t*) {
+  return view_torch_cpu(static_cast<const DLPackExchangeAPI*>(api), x, t);
+}
+
+PyObject* torch_wrap(const void* api, TVMFFIObjectHandle tensor) {
+  return torch_owning(static_cast<const DLPackExchangeAPI*>(api), tensor);
+}
+
+/// A NumPy call, through the call function's C ABI; `*to_checked` when it did not run.
+PyObject* call_numpy(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
+  const TensorBridge bridge{ndarray_type(), numpy_view, numpy_wrap, f->dtype_named};
+  DirectOutcome outcome;
+  PyObject* result = call_direct(slot.handle, bridge, a, f->raise_pending, &outcome);
+  if (outcome != DirectOutcome::kRan) {
+    *to_checked = true;
     return nullptr;
   }
-  PyObject* result = PyObject_Vectorcall(f->raise_pending, nullptr, 0, nullptr);
-  if (result != nullptr) {
-    Py_DECREF(result);
-    PyErr_SetString(PyExc_RuntimeError, "kjit._call: a call function failed without an error to raise");
-  }
-  return nullptr;
+  f->direct_calls += result != nullptr;
+  return result;
 }
 
-/// A NumPy call's new outputs: one array, or a tuple of them. Takes `result`.
-PyObject* numpy_results(EwFunction* f, TVMFFIAny* result) {
-  if (result->type_index == kTVMFFITensor) return ndarray_owning(result->v_obj, f->dtype_named);
-  try {
-    tvm::ffi::Any any = tvm::ffi::detail::AnyUnsafe::MoveTVMFFIAnyToAny(result);
-    auto tensors = any.cast<tvm::ffi::Array<tvm::ffi::Tensor>>();
-    const auto n = static_cast<Py_ssize_t>(tensors.size());
-    PyObject* tuple = PyTuple_New(n);
-    for (Py_ssize_t k = 0; tuple != nullptr && k < n; ++k) {
-      tvm::ffi::Tensor t = tensors[static_cast<int64_t>(k)];
-      PyObject* array =
-          ndarray_owning(tvm::ffi::detail::ObjectUnsafe::MoveObjectRefToTVMFFIObjectPtr(std::move(t)), f->dtype_named);
-      if (array == nullptr) {
-        Py_CLEAR(tuple);
-      } else {
-        PyTuple_SET_ITEM(tuple, k, array);
-      }
-    }
-    return tuple;
-  } catch (const std::exception& e) {
-    PyErr_Format(PyExc_RuntimeError, "kjit._call: unexpected results of a NumPy call: %s", e.what());
-    return nullptr;
-  }
-}
-
-/// A NumPy call through the call function's C ABI; `*declined` when it did not run.
-PyObject* call_numpy(EwFunction* f, const Slot& slot, const Arguments& a, bool* declined) {
-  const size_t n = a.n_inputs + a.outputs.size() + a.extras.size();
-  SmallVector<TVMFFIAny, 8> packed(n, TVMFFIAny{});
-  ArrayViews views(a.n_inputs + a.outputs.size());
-  if (n > INT32_MAX || !pack_numpy_call(a, &views, packed.data())) {
-    *declined = true;
-    return nullptr;
-  }
-  TVMFFIAny result{};
-  result.type_index = kTVMFFINone;
-  int rc;
-  Py_BEGIN_ALLOW_THREADS;
-  rc = TVMFFIFunctionCall(slot.handle, packed.data(), static_cast<int32_t>(n), &result);
-  Py_END_ALLOW_THREADS;
-  if (rc != 0) return raise_pending(f);
-  if (result.type_index == kTVMFFINone) {
-    *declined = true;
-    return nullptr;
-  }
-  ++f->numpy_calls;
-  if (a.out == nullptr) return numpy_results(f, &result);
-  Py_INCREF(a.out);
-  return a.out;
-}
-
-/// A torch call through tvm-ffi's Python call; `*declined` when it did not run.
-PyObject* call_torch(EwFunction* f, const Slot& slot, const Arguments& a, bool* declined) {
+/// A torch call through tvm-ffi's Python call; `*to_checked` when it did not run.
+PyObject* call_torch_through_ffi(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
   SmallVector<PyObject*, 8> argv;
   for (Py_ssize_t i = 0; i < a.n_inputs; ++i) argv.push_back(a.inputs[i]);
   for (PyObject* o : a.outputs) argv.push_back(o);
   for (PyObject* e : a.extras) argv.push_back(e);
   PyObject* result = PyObject_Vectorcall(slot.function, argv.data(), argv.size(), nullptr);
   if (result == nullptr || result == Py_None) {
-    *declined = result != nullptr;
+    *to_checked = result != nullptr;
     Py_XDECREF(result);
     return nullptr;
   }
-  ++f->torch_calls;
+  ++f->ffi_calls;
   if (a.out != nullptr) {
     Py_DECREF(result);
     Py_INCREF(a.out);
@@ -341,25 +214,63 @@ PyObject* call_torch(EwFunction* f, const Slot& slot, const Arguments& a, bool* 
   return tensors;
 }
 
+/// Whether a torch argument of the call is a conjugate or negative view, which
+/// the checked path materialises (inputs) or rejects (out=).
+bool any_lazy_bits(const CallArguments& a, PyTypeObject* torch_tensor) {
+  for (Py_ssize_t i = 0; i < a.n_inputs; ++i) {
+    if (Py_TYPE(a.inputs[i]) == torch_tensor && has_lazy_bits(a.inputs[i])) return true;
+  }
+  for (PyObject* o : a.outputs) {
+    if (has_lazy_bits(o)) return true;
+  }
+  return false;
+}
+
+/// A torch call: CPU tensors and Python scalars through the call function's C ABI,
+/// the rest through tvm-ffi's Python call; `*to_checked` when it did not run.
+PyObject* call_torch(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
+  PyTypeObject* type = Py_TYPE(a.inputs[0]);
+  if (const DLPackExchangeAPI* api = torch_exchange_api(type)) {
+    const TensorBridge bridge{type, torch_view, torch_wrap, api};
+    DirectOutcome outcome;
+    PyObject* result = call_direct(slot.handle, bridge, a, f->raise_pending, &outcome);
+    if (outcome == DirectOutcome::kRan) {
+      f->direct_calls += result != nullptr;
+      return result;
+    }
+    if (outcome != DirectOutcome::kNotTaken) {
+      *to_checked = true;
+      return nullptr;
+    }
+  }
+  if (any_lazy_bits(a, type)) {  // tvm-ffi's conversion would drop them too
+    *to_checked = true;
+    return nullptr;
+  }
+  return call_torch_through_ffi(f, slot, a, to_checked);
+}
+
 PyObject* ew_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   EwFunction* f = reinterpret_cast<EwFunction*>(self);
-  Arguments a;
+  CallArguments a;
   a.inputs = args;
   a.n_inputs = PyVectorcall_NARGS(nargsf);
   split_keywords(args + a.n_inputs, kwnames, &a);
   int cls = a.n_inputs > 0 ? input_class(a) : -1;
-  if (cls < 0 || !split_outputs(&a, f->num_outputs) || a.extras.size() > 1024) return call_checked(f, a);
+  if (cls < 0 || !split_outputs(&a, f->num_outputs) || a.extras.size() > 1024) {
+    return call_checked(f, a);
+  }
   cls += kPerExtra * static_cast<int>(a.extras.size()) + (a.out != nullptr ? kInto : 0);
   Slot slot;
   if (!slot_of(f, cls, &slot)) return nullptr;
-  bool declined = false;
-  PyObject* result = (cls & kTorch) ? call_torch(f, slot, a, &declined) : call_numpy(f, slot, a, &declined);
-  // DLPack refuses a read-only array (BufferError): the checked path passes it another way.
-  if (result == nullptr && !declined && PyErr_ExceptionMatches(PyExc_BufferError)) {
+  bool to_checked = false;
+  PyObject* result = (cls & kTorch) ? call_torch(f, slot, a, &to_checked) : call_numpy(f, slot, a, &to_checked);
+  // DLPack refuses some tensors (BufferError): the checked path passes them another way.
+  if (result == nullptr && !to_checked && PyErr_ExceptionMatches(PyExc_BufferError)) {
     PyErr_Clear();
-    declined = true;
+    to_checked = true;
   }
-  return declined ? call_checked(f, a) : result;
+  return to_checked ? call_checked(f, a) : result;
 }
 
 PyObject* ew_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -447,9 +358,9 @@ PyObject* ew_function_repr(PyObject* self) {
 }
 
 PyMemberDef kMembers[] = {
-    {"_numpy_calls", T_PYSSIZET, offsetof(EwFunction, numpy_calls), READONLY,
-     "NumPy calls that ran through the call function's C ABI (a debug counter)"},
-    {"_torch_calls", T_PYSSIZET, offsetof(EwFunction, torch_calls), READONLY,
+    {"_direct_calls", T_PYSSIZET, offsetof(EwFunction, direct_calls), READONLY,
+     "calls that ran through the call function's C ABI: NumPy, CPU torch (a debug counter)"},
+    {"_ffi_calls", T_PYSSIZET, offsetof(EwFunction, ffi_calls), READONLY,
      "torch calls that ran through tvm-ffi's Python call (a debug counter)"},
     {"_checked_calls", T_PYSSIZET, offsetof(EwFunction, checked_calls), READONLY,
      "calls handed to the checked path in Python (a debug counter)"},

@@ -1,5 +1,7 @@
 #include "numpy_tensors.h"
 
+#include "direct_call.h"
+
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
@@ -7,7 +9,7 @@ namespace kjit::pyext {
 namespace {
 
 static_assert(sizeof(npy_intp) == sizeof(int64_t), "DLTensor shapes point at NumPy's dims");
-static_assert(NPY_MAXDIMS <= kMaxNumpyDims, "view_ndarray's stride buffer holds NPY_MAXDIMS");
+static_assert(NPY_MAXDIMS <= kMaxViewDims, "a view's stride buffer holds NPY_MAXDIMS");
 
 const char kCapsuleName[] = "kjit.tvm_ffi_tensor";
 

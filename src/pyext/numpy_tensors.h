@@ -19,10 +19,7 @@ int import_numpy_api();
 /// numpy.ndarray (borrowed; valid after import_numpy_api).
 PyTypeObject* ndarray_type();
 
-/// The most dims a NumPy array has (NPY_MAXDIMS of the headers kjit was built with).
-constexpr int kMaxNumpyDims = 64;
-
-/// Fills `t` (and `strides`, kMaxNumpyDims long, which `t` points to) with a view of
+/// Fills `t` (and `strides`, room for NPY_MAXDIMS, which `t` points to) with a view of
 /// the exact ndarray `a`, as NumPy's __dlpack__ would describe it. False, nothing
 /// set, when DLPack would refuse it (read-only, non-native byte order, strides that
 /// are not whole elements) or its dtype is not one of bool, int8..uint64,

@@ -1,8 +1,9 @@
 """kjit._call.Elementwise, the object kjit.elementwise returns: which calls run in C
-(NumPy arrays straight into the call function's C ABI, torch tensors through tvm-ffi's
-call), which go to the checked path in Python, and what the C path must keep: the
-errors and their types, results that own their memory, the same values and dtypes.
-`_numpy_calls`, `_torch_calls` and `_checked_calls` count the paths."""
+(NumPy arrays and CPU torch tensors straight into the call function's C ABI, other
+torch calls through tvm-ffi's call), which go to the checked path in Python, and what
+the C path must keep: the errors and their types, results that own their memory, the
+same values and dtypes. `_direct_calls`, `_ffi_calls` and `_checked_calls` count the
+paths."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def divmod_kernel():
 
 
 def paths(f):
-    return f._numpy_calls, f._torch_calls, f._checked_calls
+    return f._direct_calls, f._ffi_calls, f._checked_calls
 
 
 def moved(f, before):
@@ -237,18 +238,94 @@ def test_calls_from_threads_agree(add):
     assert not errors
 
 
-def test_torch_calls_run_through_tvm_ffi(add, divmod_kernel):
+@pytest.mark.parametrize("repeat", range(2))
+def test_cpu_torch_calls_run_in_c(add, axpy, divmod_kernel, repeat):
     torch = pytest.importorskip("torch")
-    x = torch.arange(6, dtype=torch.float32)
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     before = paths(add)
-    assert torch.equal(add(x, x), x + x)
+    got = add(x, x)
+    assert type(got) is torch.Tensor and torch.equal(got, x + x)
     out = torch.empty_like(x)
-    assert add(x, x, out=out) is out
-    assert add(x, np.float64(2.0)).dtype == torch.float32  # weak, as in torch
-    assert moved(add, before) == (0, 3, 0)
+    assert add(x, x, out=out) is out and torch.equal(out, x + x)
+    assert add(x, 2.5).dtype == torch.float32  # a Python scalar stays weak
+    assert torch.equal(add(x.t(), x.t()), x.t() + x.t())  # strides and a storage offset below
+    assert torch.equal(add(x[1:], x[1:]), x[1:] + x[1:])
+    assert torch.equal(axpy(x, x, alpha=2.0), 2 * x + x)
+    assert moved(add, before) == (5, 0, 0)
     a, b = torch.arange(1, 7), torch.full((6,), 4)
+    before = paths(divmod_kernel)
     q, r = divmod_kernel(a, b)
-    assert type(q) is torch.Tensor and torch.equal(r, a % b)
+    assert type(q) is torch.Tensor and torch.equal(q, a // b) and torch.equal(r, a % b)
+    outs = (torch.empty_like(a), torch.empty_like(a))
+    assert divmod_kernel(a, b, out=outs) is outs and torch.equal(outs[1], a % b)
+    assert moved(divmod_kernel, before) == (2, 0, 0)
+
+
+def test_torch_results_survive_the_function():
+    torch = pytest.importorskip("torch")
+    f = kjit.elementwise(ADD)
+    x = torch.arange(1 << 16, dtype=torch.float64)
+    got = f(x, x)
+    del f
+    gc.collect()
+    got += 1
+    assert torch.equal(got, 2 * x + 1)
+
+
+@pytest.mark.parametrize("case", ["numpy scalar", "numpy int scalar", "requires grad"])
+def test_other_torch_calls_go_through_tvm_ffi_with_the_same_results(add, case):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(4, dtype=torch.float32)
+    before = paths(add)
+    if case == "numpy scalar":  # weak, as in torch; tvm-ffi passes it as a number
+        got = add(x, np.float32(2.5))
+        assert got.dtype == torch.float32 and torch.equal(got, x + 2.5)
+    elif case == "numpy int scalar":
+        got = add(x, np.int64(3))
+        assert got.dtype == torch.float32 and torch.equal(got, x + 3)
+    elif case == "requires grad":  # as torch's DLPack export treats it, on either path
+        g = x.clone().requires_grad_(True)
+        direct = _outcome(lambda: add(g, g))
+        through_ffi = _outcome(lambda: add(g, np.float32(0.0)))
+        assert direct[0] == through_ffi[0]
+        return
+    assert moved(add, before)[1] == 1
+
+
+@pytest.mark.parametrize("bit", ["conj", "neg"])
+def test_torch_conjugate_and_negative_views_are_read_with_their_bit(add, bit):
+    torch = pytest.importorskip("torch")
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    x = z.conj() if bit == "conj" else z.conj().imag  # .imag of a conjugate view has the negative bit
+    assert x.is_conj() or x.is_neg()
+    want = x.resolve_conj().resolve_neg()
+    before = paths(add)
+    for other in (x, 1.0, np.float32(1.0)):  # direct, and the forms tvm-ffi's call would take
+        got = add(x, other)
+        assert torch.equal(got, want + (want if other is x else other))
+    assert moved(add, before)[2] == 3  # the checked path materialises them
+    out = torch.empty_like(want)
+    assert add(x, x, out=out) is out and torch.equal(out, want + want)
+
+
+@pytest.mark.parametrize("bit", ["conj", "neg"])
+def test_torch_conjugate_or_negative_out_is_rejected(add, bit):
+    torch = pytest.importorskip("torch")
+    z = torch.zeros(2, dtype=torch.complex64)
+    out = z.conj() if bit == "conj" else z.conj().imag
+    x = torch.ones(2, dtype=out.dtype)
+    name = "conjugate (is_conj())" if bit == "conj" else r"negative (is_neg())"
+    with pytest.raises(ValueError, match=r"add: out\[0\] is a " + name.replace("(", r"\(").replace(")", r"\)")
+                       + " view of a torch tensor; DLPack cannot carry that bit"):
+        add(x, x, out=out)
+    assert torch.equal(z, torch.zeros(2, dtype=torch.complex64))  # nothing written
+
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001 (the kind is compared)
+        return (type(e).__name__, str(e))
 
 
 def test_calls_without_inputs_or_of_other_types_are_checked(add):

@@ -1,0 +1,85 @@
+#include "torch_tensors.h"
+
+namespace kjit::pyext {
+namespace {
+
+PyTypeObject* g_type = nullptr;            // the torch.Tensor type g_api was looked up on
+const DLPackExchangeAPI* g_api = nullptr;  // its usable exchange API, or nullptr
+
+const DLPackExchangeAPI* look_up(PyTypeObject* torch_tensor) {
+  PyObject* capsule = PyObject_GetAttrString(reinterpret_cast<PyObject*>(torch_tensor), "__dlpack_c_exchange_api__");
+  if (capsule == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  auto* api = static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+  Py_DECREF(capsule);
+  if (api == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const bool usable = api->header.version.major == DLPACK_MAJOR_VERSION &&
+                      api->dltensor_from_py_object_no_sync != nullptr &&
+                      api->managed_tensor_to_py_object_no_sync != nullptr;
+  return usable ? api : nullptr;
+}
+
+enum Predicate { kIsConj, kIsNeg };
+
+/// x.is_conj() or x.is_neg(); true also when asking fails (the checked path decides).
+bool call_predicate(PyObject* x, Predicate which) {
+  static PyObject* names[2] = {PyUnicode_InternFromString("is_conj"), PyUnicode_InternFromString("is_neg")};
+  PyObject* name = names[which];
+  PyObject* set =
+      name != nullptr ? PyObject_VectorcallMethod(name, &x, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr) : nullptr;
+  if (set == nullptr) PyErr_Clear();
+  Py_XDECREF(set);
+  return set != Py_False;
+}
+
+}  // namespace
+
+const DLPackExchangeAPI* torch_exchange_api(PyTypeObject* torch_tensor) {
+  if (torch_tensor != g_type) {
+    g_api = look_up(torch_tensor);
+    g_type = torch_tensor;
+  }
+  return g_api;
+}
+
+ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t) {
+  if (api->dltensor_from_py_object_no_sync(x, t) != 0) {
+    PyErr_Clear();
+    return ViewResult::kNotDirect;
+  }
+  if (t->device.device_type != kDLCPU) return ViewResult::kNotDirect;
+  // Only complex tensors carry the conjugate bit; the negative one may be on any.
+  if (call_predicate(x, kIsNeg) || (t->dtype.code == kDLComplex && call_predicate(x, kIsConj))) {
+    return ViewResult::kChecked;
+  }
+  return ViewResult::kViewed;
+}
+
+bool has_lazy_bits(PyObject* x) { return call_predicate(x, kIsNeg) || call_predicate(x, kIsConj); }
+
+PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor) {
+  DLManagedTensorVersioned* managed = nullptr;
+  if (TVMFFITensorToDLPackVersioned(tensor, &managed) != 0) {
+    TVMFFIObjectHandle error = nullptr;
+    TVMFFIErrorMoveFromRaised(&error);
+    if (error != nullptr) TVMFFIObjectDecRef(error);
+    TVMFFIObjectDecRef(tensor);
+    PyErr_SetString(PyExc_RuntimeError, "kjit._call: a result could not be exported through DLPack");
+    return nullptr;
+  }
+  void* object = nullptr;
+  if (api->managed_tensor_to_py_object_no_sync(managed, &object) != 0) {
+    if (managed->deleter != nullptr) managed->deleter(managed);
+    TVMFFIObjectDecRef(tensor);
+    return nullptr;
+  }
+  TVMFFIObjectDecRef(tensor);  // the torch tensor holds the managed tensor's own reference
+  return static_cast<PyObject*>(object);
+}
+
+}  // namespace kjit::pyext

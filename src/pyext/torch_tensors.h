@@ -1,0 +1,36 @@
+// CPU torch tensors as DLTensor views and tvm-ffi tensors as torch tensors, through
+// torch's DLPack exchange API (the C functions of torch.Tensor's
+// __dlpack_c_exchange_api__ capsule, which tvm-ffi's own call uses for torch). CPU
+// only: a CUDA call needs the stream and allocator tvm-ffi's Python call sets up.
+#ifndef KJIT_PYEXT_TORCH_TENSORS_H_
+#define KJIT_PYEXT_TORCH_TENSORS_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/c_api.h>
+
+#include "direct_call.h"
+
+namespace kjit::pyext {
+
+/// torch's exchange API, looked up once for `torch_tensor`; nullptr when torch has
+/// none, one of another DLPack major version, or none that fills a DLTensor in place.
+const DLPackExchangeAPI* torch_exchange_api(PyTypeObject* torch_tensor);
+
+/// Fills `t` with a view of the CPU torch tensor `x`. kNotDirect for other devices
+/// and for tensors torch does not export (tvm-ffi's call then reports them);
+/// kChecked for conjugate and negative views (has_lazy_bits). No error set.
+ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t);
+
+/// Whether torch tensor `x` is a conjugate or negative view (is_conj(), is_neg()):
+/// bits DLPack cannot carry and torch's exchange API drops, so the data it describes
+/// would be read without them. True also when asking fails.
+bool has_lazy_bits(PyObject* x);
+
+/// A torch tensor over `tensor`, taking its reference; nullptr with an error set.
+PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor);
+
+}  // namespace kjit::pyext
+
+#endif  // KJIT_PYEXT_TORCH_TENSORS_H_
