@@ -189,8 +189,9 @@ def _torch_results(results):
 
 
 class _Engine:
-    """One kjit::Elementwise (by id), its call functions by call class, and the
-    checked path; frees the engine when collected."""
+    """One kjit::Elementwise (by id): the maker of its call functions, which
+    kjit._call.Elementwise keeps by call class, and the checked path; frees the
+    engine when collected."""
 
     def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool, compute: str):
         self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose, compute)

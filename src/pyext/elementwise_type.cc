@@ -24,6 +24,8 @@ namespace {
 
 // A call class: the bits and the extras count the call functions are made for.
 constexpr int kTorch = 1, kScalarInputs = 2, kInto = 4, kPerExtra = 8;
+// More extras than this take the checked path: the class index, and the table, stay small.
+constexpr size_t kMaxExtras = 1024;
 
 /// One class's call function: the tvm_ffi.Function and its handle.
 struct Slot {
@@ -161,25 +163,9 @@ PyObject* call_checked(EwFunction* f, const CallArguments& a) {
   return result;
 }
 
-ViewResult numpy_view(const void*, PyObject* x, DLTensor* t, int64_t* strides) {
-  return view_ndarray(x, t, strides) ? ViewResult::kViewed : ViewResult::kChecked;
-}
-
-PyObject* numpy_wrap(const void* dtype_named, TVMFFIObjectHandle tensor) {
-  return ndarray_owning(tensor, static_cast<PyObject*>(const_cast<void*>(dtype_named)));
-}
-
-ViewResult torch_view(const void* api, PyObject* x, DLTensor* t, int64_t*) {
-  return view_torch_cpu(static_cast<const DLPackExchangeAPI*>(api), x, t);
-}
-
-PyObject* torch_wrap(const void* api, TVMFFIObjectHandle tensor) {
-  return torch_owning(static_cast<const DLPackExchangeAPI*>(api), tensor);
-}
-
 /// A NumPy call, through the call function's C ABI; `*to_checked` when it did not run.
 PyObject* call_numpy(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
-  const TensorBridge bridge{ndarray_type(), numpy_view, numpy_wrap, f->dtype_named};
+  const TensorBridge bridge = numpy_bridge(f->dtype_named);
   DirectOutcome outcome;
   PyObject* result = call_direct(slot.handle, bridge, a, f->raise_pending, &outcome);
   if (outcome != DirectOutcome::kRan) {
@@ -231,7 +217,7 @@ bool any_lazy_bits(const CallArguments& a, PyTypeObject* torch_tensor) {
 PyObject* call_torch(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
   PyTypeObject* type = Py_TYPE(a.inputs[0]);
   if (const DLPackExchangeAPI* api = torch_exchange_api(type)) {
-    const TensorBridge bridge{type, torch_view, torch_wrap, api};
+    const TensorBridge bridge = torch_bridge(type, api);
     DirectOutcome outcome;
     PyObject* result = call_direct(slot.handle, bridge, a, f->raise_pending, &outcome);
     if (outcome == DirectOutcome::kRan) {
@@ -257,7 +243,7 @@ PyObject* ew_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
   a.n_inputs = PyVectorcall_NARGS(nargsf);
   split_keywords(args + a.n_inputs, kwnames, &a);
   int cls = a.n_inputs > 0 ? input_class(a) : -1;
-  if (cls < 0 || !split_outputs(&a, f->num_outputs) || a.extras.size() > 1024) {
+  if (cls < 0 || !split_outputs(&a, f->num_outputs) || a.extras.size() > kMaxExtras) {
     return call_checked(f, a);
   }
   cls += kPerExtra * static_cast<int>(a.extras.size()) + (a.out != nullptr ? kInto : 0);

@@ -13,75 +13,50 @@ static_assert(NPY_MAXDIMS <= kMaxViewDims, "a view's stride buffer holds NPY_MAX
 
 const char kCapsuleName[] = "kjit.tvm_ffi_tensor";
 
+/// The builtin NumPy types kjit passes, with their DLPack dtypes. One row per C
+/// type; where two share a DLPack dtype (long and long long), the first is the one
+/// results get.
+struct DtypeRow {
+  int type_num;
+  DLDataTypeCode code;
+  size_t bytes;
+};
+constexpr DtypeRow kDtypes[] = {
+    {NPY_BOOL, kDLBool, 1},
+    {NPY_BYTE, kDLInt, sizeof(npy_byte)},
+    {NPY_SHORT, kDLInt, sizeof(npy_short)},
+    {NPY_INT, kDLInt, sizeof(npy_int)},
+    {NPY_LONG, kDLInt, sizeof(npy_long)},
+    {NPY_LONGLONG, kDLInt, sizeof(npy_longlong)},
+    {NPY_UBYTE, kDLUInt, sizeof(npy_ubyte)},
+    {NPY_USHORT, kDLUInt, sizeof(npy_ushort)},
+    {NPY_UINT, kDLUInt, sizeof(npy_uint)},
+    {NPY_ULONG, kDLUInt, sizeof(npy_ulong)},
+    {NPY_ULONGLONG, kDLUInt, sizeof(npy_ulonglong)},
+    {NPY_HALF, kDLFloat, 2},
+    {NPY_FLOAT, kDLFloat, sizeof(npy_float)},
+    {NPY_DOUBLE, kDLFloat, sizeof(npy_double)},
+    {NPY_CFLOAT, kDLComplex, sizeof(npy_cfloat)},
+    {NPY_CDOUBLE, kDLComplex, sizeof(npy_cdouble)},
+};
+
 /// The DLPack dtype of a builtin NumPy type number; false for the others.
 bool dl_dtype_of(int type_num, DLDataType* out) {
-  auto set = [out](DLDataTypeCode code, size_t bytes) {
-    *out = DLDataType{static_cast<uint8_t>(code), static_cast<uint8_t>(bytes * 8), 1};
-    return true;
-  };
-  switch (type_num) {
-    case NPY_BOOL:
-      return set(kDLBool, 1);
-    case NPY_BYTE:
-      return set(kDLInt, sizeof(npy_byte));
-    case NPY_SHORT:
-      return set(kDLInt, sizeof(npy_short));
-    case NPY_INT:
-      return set(kDLInt, sizeof(npy_int));
-    case NPY_LONG:
-      return set(kDLInt, sizeof(npy_long));
-    case NPY_LONGLONG:
-      return set(kDLInt, sizeof(npy_longlong));
-    case NPY_UBYTE:
-      return set(kDLUInt, sizeof(npy_ubyte));
-    case NPY_USHORT:
-      return set(kDLUInt, sizeof(npy_ushort));
-    case NPY_UINT:
-      return set(kDLUInt, sizeof(npy_uint));
-    case NPY_ULONG:
-      return set(kDLUInt, sizeof(npy_ulong));
-    case NPY_ULONGLONG:
-      return set(kDLUInt, sizeof(npy_ulonglong));
-    case NPY_HALF:
-      return set(kDLFloat, 2);
-    case NPY_FLOAT:
-      return set(kDLFloat, sizeof(npy_float));
-    case NPY_DOUBLE:
-      return set(kDLFloat, sizeof(npy_double));
-    case NPY_CFLOAT:
-      return set(kDLComplex, sizeof(npy_cfloat));
-    case NPY_CDOUBLE:
-      return set(kDLComplex, sizeof(npy_cdouble));
-    default:
-      return false;
+  for (const DtypeRow& row : kDtypes) {
+    if (row.type_num == type_num) {
+      *out = DLDataType{static_cast<uint8_t>(row.code), static_cast<uint8_t>(row.bytes * 8), 1};
+      return true;
+    }
   }
+  return false;
 }
 
 /// The NumPy type number of a DLPack dtype kjit's results take; -1 for the others.
 int type_num_of(DLDataType d) {
-  if (d.lanes != 1) return -1;
-  switch (d.code) {
-    case kDLBool:
-      return d.bits == 8 ? NPY_BOOL : -1;
-    case kDLInt:
-      return d.bits == 8    ? NPY_INT8
-             : d.bits == 16 ? NPY_INT16
-             : d.bits == 32 ? NPY_INT32
-             : d.bits == 64 ? NPY_INT64
-                            : -1;
-    case kDLUInt:
-      return d.bits == 8    ? NPY_UINT8
-             : d.bits == 16 ? NPY_UINT16
-             : d.bits == 32 ? NPY_UINT32
-             : d.bits == 64 ? NPY_UINT64
-                            : -1;
-    case kDLFloat:
-      return d.bits == 16 ? NPY_FLOAT16 : d.bits == 32 ? NPY_FLOAT32 : d.bits == 64 ? NPY_FLOAT64 : -1;
-    case kDLComplex:
-      return d.bits == 64 ? NPY_COMPLEX64 : d.bits == 128 ? NPY_COMPLEX128 : -1;
-    default:
-      return -1;
+  for (const DtypeRow& row : kDtypes) {
+    if (d.lanes == 1 && d.code == row.code && d.bits == row.bytes * 8) return row.type_num;
   }
+  return -1;
 }
 
 /// The numpy.dtype of a result's DLPack dtype (new reference), or nullptr with an
@@ -133,6 +108,16 @@ bool view_ndarray(PyObject* obj, DLTensor* t, int64_t* strides) {
   t->strides = strides;
   t->byte_offset = 0;
   return true;
+}
+
+TensorBridge numpy_bridge(PyObject* dtype_named) {
+  auto view = [](const void*, PyObject* x, DLTensor* t, int64_t* strides) {
+    return view_ndarray(x, t, strides) ? ViewResult::kViewed : ViewResult::kChecked;
+  };
+  auto wrap = [](const void* named, TVMFFIObjectHandle tensor) {
+    return ndarray_owning(tensor, static_cast<PyObject*>(const_cast<void*>(named)));
+  };
+  return TensorBridge{&PyArray_Type, view, wrap, dtype_named};
 }
 
 PyObject* ndarray_owning(TVMFFIObjectHandle tensor, PyObject* dtype_named) {

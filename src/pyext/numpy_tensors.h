@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "direct_call.h"
+
 namespace kjit::pyext {
 
 /// Imports NumPy's C API (numpy.core.multiarray); -1 with an ImportError set.
@@ -31,6 +33,10 @@ bool view_ndarray(PyObject* a, DLTensor* t, int64_t* strides);
 /// dtype name NumPy has no builtin type for ("bfloat16") to a numpy.dtype.
 /// nullptr with an error set on failure.
 PyObject* ndarray_owning(TVMFFIObjectHandle tensor, PyObject* dtype_named);
+
+/// How NumPy arrays cross a direct call: views by view_ndarray (the others take the
+/// checked path), results by ndarray_owning with `dtype_named`.
+TensorBridge numpy_bridge(PyObject* dtype_named);
 
 }  // namespace kjit::pyext
 

@@ -62,6 +62,16 @@ ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t
 
 bool has_lazy_bits(PyObject* x) { return call_predicate(x, kIsNeg) || call_predicate(x, kIsConj); }
 
+TensorBridge torch_bridge(PyTypeObject* torch_tensor, const DLPackExchangeAPI* api) {
+  auto view = [](const void* context, PyObject* x, DLTensor* t, int64_t*) {
+    return view_torch_cpu(static_cast<const DLPackExchangeAPI*>(context), x, t);
+  };
+  auto wrap = [](const void* context, TVMFFIObjectHandle tensor) {
+    return torch_owning(static_cast<const DLPackExchangeAPI*>(context), tensor);
+  };
+  return TensorBridge{torch_tensor, view, wrap, api};
+}
+
 PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor) {
   DLManagedTensorVersioned* managed = nullptr;
   if (TVMFFITensorToDLPackVersioned(tensor, &managed) != 0) {

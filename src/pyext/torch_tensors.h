@@ -31,6 +31,9 @@ bool has_lazy_bits(PyObject* x);
 /// A torch tensor over `tensor`, taking its reference; nullptr with an error set.
 PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor);
 
+/// How CPU torch tensors of type `torch_tensor` cross a direct call with `api`.
+TensorBridge torch_bridge(PyTypeObject* torch_tensor, const DLPackExchangeAPI* api);
+
 }  // namespace kjit::pyext
 
 #endif  // KJIT_PYEXT_TORCH_TENSORS_H_
