@@ -58,6 +58,12 @@ void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand>
     plan->extents.push_back(extent_of(nullptr, types.shape, ops[k].strides, sizes[k]));
   }
   for (const EwOperand& in : inputs) plan->is_scalar.push_back(in.tensor == nullptr ? 1 : 0);
+  for (size_t k = 0; k < n_out; ++k) {
+    if (plan->extents[k].lo == plan->extents[k].hi) continue;  // empty: overlaps nothing
+    for (size_t j = 0; j < ops.size(); ++j) {
+      if (j != k && (j < n_out || !plan->is_scalar[j - n_out])) plan->overlap_pairs.push_back({k, j});
+    }
+  }
   const bool cuda = types.device.device_type == kDLCUDA;
   const bool any_scalar = std::find(plan->is_scalar.begin(), plan->is_scalar.end(), 1) != plan->is_scalar.end();
   // CUDA: Python scalars travel as kernel parameters (JITerator's CPU scalars).
@@ -88,20 +94,18 @@ KJIT_NOINLINE Overlap operands_overlap(const CallPlan& p, char* const* data, siz
                           {data[k], loop.strides[k].data(), size_of(p.op_types[k])});
 }
 
-void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_ops, size_t n_out) {
-  auto lo = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extents[op].lo; };
-  auto hi = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + p.extents[op].hi; };
+void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_out) {
+  const Extent* extents = p.extents.data();
+  auto lo = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + extents[op].lo; };
+  auto hi = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + extents[op].hi; };
   const std::vector<std::vector<int64_t>>& strides = p.loop.loop.strides;
-  for (size_t k = 0; k < n_out; ++k) {
-    if (p.extents[k].lo == p.extents[k].hi) continue;  // empty
-    for (size_t j = 0; j < n_ops; ++j) {
-      if (j == k || (j >= n_out && p.is_scalar[j - n_out])) continue;
-      if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
-      bool same = data[j] == data[k] && strides[j] == strides[k] && p.op_types[j] == p.op_types[k];
-      if (same && j >= n_out) continue;
-      const Overlap how = operands_overlap(p, data, j, k);
-      if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, n_out, how);
-    }
+  for (const OverlapPair& pair : p.overlap_pairs) {
+    const size_t k = pair.output, j = pair.other;
+    if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
+    bool same = data[j] == data[k] && strides[j] == strides[k] && p.op_types[j] == p.op_types[k];
+    if (same && j >= n_out) continue;
+    const Overlap how = operands_overlap(p, data, j, k);
+    if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, n_out, how);
   }
 }
 
@@ -122,19 +126,18 @@ class CallData {
  private:
   static constexpr size_t kInline = 16;
   KJIT_COLD void on_heap(size_t n_ops, size_t n_in, size_t extra_bytes) {
-    ptr_heap_.resize(n_ops);
-    slot_heap_.resize(n_in);
-    extra_heap_.resize(extra_bytes);
-    ptrs = ptr_heap_.data();
-    slots = slot_heap_.data();
-    extra = extra_heap_.data();
+    // One block, extras first (16-byte aligned), then the slots, then the pointers.
+    const size_t extra_size = (extra_bytes + 15) / 16 * 16;
+    const size_t bytes = extra_size + n_in * sizeof(ScalarSlot) + n_ops * sizeof(char*);
+    heap_.reset(new ScalarSlot[(bytes + sizeof(ScalarSlot) - 1) / sizeof(ScalarSlot)]);
+    extra = reinterpret_cast<unsigned char*>(heap_.get());
+    slots = reinterpret_cast<ScalarSlot*>(extra + extra_size);
+    ptrs = reinterpret_cast<char**>(slots + n_in);
   }
   char* ptr_inline_[kInline];
   ScalarSlot slot_inline_[kInline];
   alignas(16) unsigned char extra_inline_[128];
-  std::vector<char*> ptr_heap_;
-  std::vector<ScalarSlot> slot_heap_;
-  std::vector<unsigned char> extra_heap_;
+  std::unique_ptr<ScalarSlot[]> heap_;  // one allocation when a call outgrows the inline buffers
 };
 
 /// Runs a CPU lane. What the user's code throws, on this thread or on a pool worker
@@ -209,6 +212,7 @@ std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std:
   std::vector<LoopOperand> ops;
   for (const EwOutput& layout : plan->outputs) {
     plan->output_strides.push_back(strides_in_order(layout));
+    plan->output_dtypes.push_back(ew_dl_type(layout.type));
     plan->op_types.push_back(layout.type);
     ops.push_back({nullptr, broadcast_strides(layout.shape, plan->output_strides.back(), size_of(layout.type),
                                               layout.shape.size())});
@@ -222,7 +226,7 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
   for (size_t k = 0; k < plan.outputs.size(); ++k) {
     const DLTensor* t = outputs[k];
     const EwOutput& layout = plan.outputs[k];
-    const DLDataType want = ew_dl_type(layout.type);
+    const DLDataType want = plan.output_dtypes[k];
     const bool host = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
     const DLDevice device = host ? DLDevice{kDLCPU, 0} : t->device;
     if (t->dtype.code != want.code || t->dtype.bits != want.bits || t->dtype.lanes != want.lanes ||
@@ -253,7 +257,7 @@ void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwO
       data.ptrs[n_out + i] = reinterpret_cast<char*>(data.slots[i].bytes);
     }
   }
-  if (!fresh_outputs) check_data_overlap(fn, plan, data.ptrs, n_ops, n_out);
+  if (!fresh_outputs) check_data_overlap(fn, plan, data.ptrs, n_out);
   if (plan.loop.lane == Lane::kCuda) {
     launch_on_device(plan, data, n_out, n_in, extra);
     return;

@@ -18,12 +18,20 @@ namespace ew {
 
 class CudaElementwiseKernel;
 
+/// Operands whose memory a call must check for overlap: a non-empty output and
+/// another output or a tensor input.
+struct OverlapPair {
+  size_t output;
+  size_t other;
+};
+
 struct CallPlan {
   CallTypes types;
   /// The output layouts a call allocates, and their element strides when
   /// allocated as laid out (what an allocating call's loop was planned for).
   std::vector<EwOutput> outputs;
   std::vector<std::vector<int64_t>> output_strides;
+  std::vector<DLDataType> output_dtypes;  ///< of `outputs`, as an allocator's tensors carry them
   size_t n_out = 0;
   EwKernelTypes kernel_types;
   KernelFn kernel = nullptr;                    ///< CPU lanes
@@ -32,6 +40,7 @@ struct CallPlan {
   std::vector<EwType> op_types;  ///< outputs, then inputs
   std::vector<Extent> extents;   ///< byte span of each operand relative to its data
   std::vector<char> is_scalar;   ///< per input
+  std::vector<OverlapPair> overlap_pairs;
 };
 
 /// The plan of a call into `outputs` (a caller's tensors): checks them against the

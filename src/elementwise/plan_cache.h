@@ -33,11 +33,11 @@ struct KeyWriter {
 
 struct KeyMatcher {
   const char* at;
-  size_t left;  // bytes of the key not compared yet
+  const char* end;
   bool ok = true;
-  explicit KeyMatcher(const std::string& key) : at(key.data()), left(key.size()) {}
+  explicit KeyMatcher(const std::string& key) : at(key.data()), end(key.data() + key.size()) {}
   KJIT_INLINE void word(uint64_t v) {
-    if (left < sizeof(v)) {
+    if (KJIT_UNLIKELY(at == end)) {  // the call has more words than the key: a mismatch
       ok = false;
       return;
     }
@@ -45,9 +45,8 @@ struct KeyMatcher {
     std::memcpy(&stored, at, sizeof(v));
     ok &= stored == v;  // no branch per word
     at += sizeof(v);
-    left -= sizeof(v);
   }
-  bool matched() const { return ok && left == 0; }
+  bool matched() const { return ok && at == end; }
 };
 
 template <class Sink>

@@ -8,7 +8,9 @@
 #define KJIT_COLD __attribute__((noinline, cold))
 #define KJIT_NOINLINE __attribute__((noinline))
 #define KJIT_INLINE inline __attribute__((always_inline))
+#define KJIT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
+#define KJIT_UNLIKELY(x) (x)
 #define KJIT_INLINE inline
 #define KJIT_COLD
 #define KJIT_NOINLINE

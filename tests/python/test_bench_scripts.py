@@ -61,15 +61,23 @@ def test_bench_jax_smoke(tmp_path):
     assert "cold compile of a 2-function module" in out, out
 
 
-def test_ab_call_smoke(tmp_path):
-    out = _run("ab_call.py", "--smoke", tmp_path=tmp_path)
+def test_ab_trees_call_smoke(tmp_path):
+    out = _run("ab_trees.py", "--smoke", tmp_path=tmp_path)
     assert "2 pairs of fresh processes" in out, out
     for case in ("numpy new", "numpy out="):
         assert f"{case} |" in out, out
 
 
-def test_ab_call_median_interval():
-    spec = importlib.util.spec_from_file_location("ab_call", BENCH / "ab_call.py")
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax (scripts/run installs it)")
+def test_ab_trees_xla_compile_smoke(tmp_path):
+    out = _run("ab_trees.py", "--smoke", "--case", "xla-compile", tmp_path=tmp_path)
+    assert "without / with XLA handlers, median of 1 each" in out, out
+    for figure in ("without (s)", "with (s)", "ratio"):
+        assert f"{figure} |" in out, out
+
+
+def test_ab_trees_median_interval():
+    spec = importlib.util.spec_from_file_location("ab_trees", BENCH / "ab_trees.py")
     ab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ab)
     assert ab.median_interval([0.1] * 5) is None  # too few pairs for a 95% sign-test interval
@@ -78,8 +86,8 @@ def test_ab_call_median_interval():
     assert ab.median_interval([float(i) for i in range(6)]) == (0.0, 5.0)
 
 
-def test_ab_call_names_a_tree_without_a_library(tmp_path):
-    proc = subprocess.run([sys.executable, str(BENCH / "ab_call.py"), "--a", str(tmp_path), "--b", str(tmp_path)],
+def test_ab_trees_names_a_tree_without_a_library(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "ab_trees.py"), "--a", str(tmp_path), "--b", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
-    assert f"ab_call: {tmp_path}/build/bench/libkjit.so does not exist; build that tree first" in proc.stderr
+    assert f"ab_trees: {tmp_path}/build/bench/libkjit.so does not exist; build that tree first" in proc.stderr

@@ -582,6 +582,26 @@ def test_two_outputs_into_out_of_different_dtypes(divmod_kernel):
     np.testing.assert_array_equal(r, a % 3)
 
 
+def test_more_operands_and_extras_than_the_call_keeps_on_its_stack(tmp_path):
+    # 18 inputs (#1 and #17 Python scalars) and 10 extra scalars: past the 16 operands
+    # and 128 bytes of extras a call binds on its stack, so they share one heap block.
+    n_in, n_extra = 18, 10
+    params = ", ".join(f"T a{i}" for i in range(n_in)) + ", " + ", ".join(f"double e{i}" for i in range(n_extra))
+    body = " + ".join(f"a{i} * e{i % n_extra}" for i in range(n_in))
+    weighted = kjit.elementwise(f"template <typename T> T weighted({params}) {{ return {body}; }}",
+                                build_directory=str(tmp_path))
+    inputs = [np.arange(5.0) + i for i in range(n_in)]
+    inputs[1], inputs[17] = 2.0, -1.0
+    extras = {f"e{i}": 0.5 * i for i in range(n_extra)}
+    want = sum(x * (0.5 * (i % n_extra)) for i, x in enumerate(inputs))
+    for out in (None, np.empty(5)):
+        got = weighted(*inputs, out=out, **extras)
+        np.testing.assert_array_equal(got, want)
+    a = np.arange(6.0)
+    with pytest.raises(ValueError, match=r"out\[0\] partially overlaps input #17"):
+        weighted(*inputs[:17], a[1:], out=a[:-1], **extras)
+
+
 def test_extra_scalar_argument(axpy):
     x, y = np.arange(4.0), np.ones(4)
     np.testing.assert_array_equal(axpy(x, y, alpha=2.5), 2.5 * x + y)

@@ -1,17 +1,24 @@
-"""A/B of the 1-element kjit.elementwise call between two kjit trees.
+"""A/B of one measurement between two kjit trees, in alternating fresh processes.
 
-The 1-element call costs about a microsecond, and one process's best time moves by
-about +-0.05 us from process to process on a shared machine: a comparison of two
-single runs cannot tell a 0.05 us change from noise. This script runs each tree
-in fresh processes, alternating A, B, A, B, ..., and reports per case the median
-of the paired differences (B - A) with a distribution-free 95% interval for it
-(order statistics of the sign test), so "B is within 0.05 us of A" is a claim
-the interval can support or not.
+Cases (--case):
+  call         the 1-element kjit.elementwise call (NumPy and torch inputs, new
+               output and out=), best time per call in us;
+  xla-compile  the cold compile of bench_jax.py's 2-function module without and
+               with XLA FFI handlers (load_inline(jax=...), force_rebuild), median
+               of 3 each in s, and their ratio.
+
+One process's figure moves from process to process on a shared machine by about
+the size of the changes these cases must judge (+-0.05 us for the call, +-20%
+for a compile): two single runs cannot tell such a change from noise. This
+script runs each tree in fresh processes, alternating A, B, A, B, ..., and
+reports per figure the median of the paired differences (B - A) with a
+distribution-free 95% interval for it (order statistics of the sign test), so
+"B is within 0.05 us of A" is a claim the interval can support or not.
 
 Each tree is a kjit source tree whose library is built (build/bench/libkjit.so by
 default, as bench/run_all.sh builds it).
 
-Run: .venv/bin/python bench/ab_call.py --a /path/to/base --b /path/to/main [--pairs 16]
+Run: .venv/bin/python bench/ab_trees.py --a /path/to/base --b /path/to/main [--case call] [--pairs 16]
      (--smoke: two pairs of short runs, both sides the kjit this interpreter imports, for the tests)
 """
 
@@ -24,8 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-# What one child process measures: its best time per case, in us.
-CHILD = r"""
+# What one child process measures for --case call: its best time per case, in us.
+CALL_CHILD = r"""
 import json, sys, time
 import numpy as np
 import kjit
@@ -55,19 +62,46 @@ for name, f in cases.items():
 print(json.dumps(best))
 """
 
+# --case xla-compile: bench_jax.py's module, compiled cold without and with XLA
+# handlers (alternating), after one compile that imports jax and warms the toolchain.
+XLA_COMPILE_CHILD = r"""
+import json, statistics, sys, tempfile, time
+import kjit
+sys.path.insert(0, sys.argv[-1])  # bench/
+from bench_jax import KJIT_SRC
+build_dir = tempfile.mkdtemp(prefix="kjit-ab-xla-")
+kjit.load_inline("ab_warm", cpp_sources=KJIT_SRC, jax=True, build_directory=build_dir)
+times = {False: [], True: []}
+for r in range(int(sys.argv[1])):
+    for jax in ((False, True) if r % 2 == 0 else (True, False)):
+        t0 = time.perf_counter()
+        kjit.load_inline("ab_xla", cpp_sources=KJIT_SRC, jax=jax, force_rebuild=True, build_directory=build_dir)
+        times[jax].append(time.perf_counter() - t0)
+without, with_ = statistics.median(times[False]), statistics.median(times[True])
+print(json.dumps({"without (s)": without, "with (s)": with_, "ratio": with_ / without}))
+"""
+
+# Per case: the child's source, its arguments (normal, smoke; bench/ follows them)
+# and what it measures.
+CASES = {
+    "call": (CALL_CHILD, ((100_000, 7), (2000, 2)), "1-element float32 add, best of {1} x {0} calls each, us per call"),
+    "xla-compile": (XLA_COMPILE_CHILD, ((3,), (1,)),
+                    "cold compile of a 2-function module without / with XLA handlers, median of {0} each"),
+}
+
 
 def child_env(tree: Path, library: str) -> dict:
     lib = tree / library
     if not lib.is_file():
-        raise SystemExit(f"ab_call: {lib} does not exist; build that tree first (bench/run_all.sh builds it)")
+        raise SystemExit(f"ab_trees: {lib} does not exist; build that tree first (bench/run_all.sh builds it)")
     return dict(os.environ, KJIT_LIBRARY=str(lib), PYTHONPATH=str(tree / "python"))
 
 
-def run_child(env: dict, calls: int, rounds: int) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(calls), str(rounds)], env=env, capture_output=True,
-                          text=True, timeout=600)
+def run_child(child: str, env: dict, args: tuple) -> dict:
+    argv = [sys.executable, "-c", child, *map(str, args), str(Path(__file__).resolve().parent)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        raise SystemExit(f"ab_call: a measuring process failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"ab_trees: a measuring process failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -88,13 +122,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a", type=Path, help="tree A (the reference)")
     ap.add_argument("--b", type=Path, help="tree B (the change)")
+    ap.add_argument("--case", choices=sorted(CASES), default="call", help="what to measure (see above)")
     ap.add_argument("--pairs", type=int, default=16)
     ap.add_argument("--library", default="build/bench/libkjit.so", help="each tree's library, relative to it")
     ap.add_argument("--smoke", action="store_true", help="2 pairs of short runs, the same kjit on both sides")
     args = ap.parse_args()
-    calls, rounds = 100_000, 7
+    child, (child_args, smoke_args), unit = CASES[args.case]
     if args.smoke:
-        args.pairs, calls, rounds = 2, 2000, 2
+        args.pairs, child_args = 2, smoke_args
         env_a = env_b = dict(os.environ)  # whatever kjit this interpreter imports
         names = ("this interpreter's kjit", "the same")
     else:
@@ -103,12 +138,11 @@ def main() -> int:
         env_a, env_b = child_env(args.a.resolve(), args.library), child_env(args.b.resolve(), args.library)
         names = (str(args.a), str(args.b))
     print(f"A = {names[0]}\nB = {names[1]}")
-    print(f"1-element float32 add, {args.pairs} pairs of fresh processes (A then B, alternating), "
-          f"best of {rounds} x {calls} calls each, us per call")
+    print(f"{args.pairs} pairs of fresh processes (A then B, alternating); " + unit.format(*child_args))
     runs_a, runs_b = [], []
     for p in range(args.pairs):
-        runs_a.append(run_child(env_a, calls, rounds))
-        runs_b.append(run_child(env_b, calls, rounds))
+        runs_a.append(run_child(child, env_a, child_args))
+        runs_b.append(run_child(child, env_b, child_args))
         print(f"  pair {p + 1}: " + ", ".join(f"{k} {runs_a[-1][k]:.3f} / {runs_b[-1][k]:.3f}" for k in runs_a[-1]),
               flush=True)
     print(f"{'case':>12} | {'A median':>8} | {'B median':>8} | {'B - A median':>12} | 95% interval of B - A")
