@@ -102,10 +102,16 @@ struct BuildRequest {
   std::string cuda_source;
   std::vector<std::string> cuda_flags;  ///< extra nvcc flags
   std::vector<CudaArch> cuda_archs;     ///< what nvcc generates code for
+  /// Build an object file (`<name>.o`, compiled with -c) to link into other builds,
+  /// instead of a shared library. Cached, checked and published the same way.
+  bool object_only = false;
+  /// Object builds (object_only) linked into this one: each is found in the cache
+  /// or compiled when this build compiles, and its key is part of this one's.
+  std::vector<BuildRequest> objects;
 };
 
 struct BuildResult {
-  std::string library_path;  ///< the published shared library
+  std::string library_path;  ///< the published shared library (object file: object_only)
   std::string source_path;   ///< the translation unit as compiled
   std::string key;           ///< content hash: sources, flags, compiler, versions
   bool cache_hit = false;

@@ -54,9 +54,14 @@ struct ModuleSource {
   std::vector<std::string> stubs;  ///< emit_stub() of each spec, in order
 };
 
-/// Helpers shared by the XLA FFI handlers of a translation unit: the text of
-/// kjit/detail/xla_prelude.h.
+/// What the XLA FFI handlers of a translation unit call: the text of
+/// kjit/detail/xla_prelude.h (checks inline, helpers declared).
 std::string emit_xla_prelude();
+
+/// The translation unit that defines the helpers xla_prelude.h declares
+/// (kjit/detail/xla_helpers.h after the stub and XLA preludes): the same for every
+/// module, so it is compiled once into an object (xla_helpers_request()).
+std::string emit_xla_helpers_source();
 
 /// The exported symbol of a function's XLA FFI handler ("__kjit_xla_<fn>").
 std::string xla_handler_symbol(const std::string& fn);

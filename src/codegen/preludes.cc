@@ -2,6 +2,7 @@
 // embedded at build time.
 #include <string>
 
+#include "kjit/build.h"
 #include "kjit/codegen.h"
 #include "support/embedded_headers.h"
 
@@ -15,5 +16,9 @@ std::string emit_stub_prelude() {
 std::string emit_cuda_prelude() { return detail::cuda_host_prelude_text(); }
 
 std::string emit_xla_prelude() { return detail::xla_prelude_text(); }
+
+std::string emit_xla_helpers_source() {
+  return kStubIncludesLine + emit_stub_prelude() + emit_xla_prelude() + detail::xla_helpers_text();
+}
 
 }  // namespace kjit

@@ -79,6 +79,22 @@ std::shared_ptr<Module::State> load_built(const std::string& name, const BuildRe
   return state;
 }
 
+/// The XLA handlers' helpers (kjit/detail/xla_helpers.h) as an object build: the
+/// same for every module with the module's flags and XLA headers, so it is
+/// compiled once per cache and linked into each (the helpers took most of the time
+/// the handlers add to a compile).
+BuildRequest xla_helpers_request(const BuildRequest& module, const std::string& xla_include_dir) {
+  BuildRequest r;
+  r.name = "kjit_xla_helpers";
+  r.source = emit_xla_helpers_source();
+  r.extra_cflags = module.extra_cflags;
+  r.include_paths = {xla_include_dir};
+  r.cache_dir = module.cache_dir;
+  r.verbose = module.verbose;
+  r.object_only = true;
+  return r;
+}
+
 }  // namespace
 
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,
@@ -110,6 +126,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.cache_dir = options.build_directory;
   request.verbose = options.verbose;
   request.force_rebuild = options.force_rebuild;
+  if (source_options.xla_handlers) request.objects.push_back(xla_helpers_request(request, options.xla_include_dir));
   add_cuda_build(source, options, &request);
   std::string key = build_key(request);
   if (!options.force_rebuild) {

@@ -9,6 +9,7 @@ namespace detail {
 const char* float16_conversions_text();       ///< kjit/detail/float16_conversions.h
 const char* stub_prelude_text();              ///< kjit/detail/stub_prelude.h
 const char* xla_prelude_text();               ///< kjit/detail/xla_prelude.h
+const char* xla_helpers_text();               ///< kjit/detail/xla_helpers.h
 const char* cuda_host_prelude_text();         ///< kjit/detail/cuda_host_prelude.h
 const char* elementwise_cuda_prelude_text();  ///< kjit/detail/elementwise_cuda_prelude.h
 

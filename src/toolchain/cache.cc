@@ -105,12 +105,14 @@ void add_link_flags(const BuildRequest& r, std::vector<std::string>* argv) {
   argv->insert(argv->end(), r.extra_ldflags.begin(), r.extra_ldflags.end());
 }
 
-/// Host translation unit: straight to the shared library, or to an object when
-/// device code is linked in too. `pch_dir` (if not empty) goes first on the include
-/// path: GCC takes stub_includes.h.gch from there, or reads the header as usual
-/// when the .gch does not fit (-Winvalid-pch says why in the log).
+/// Host translation unit: straight to the shared library (with `objects` linked
+/// in), or to an object when device code is linked in too or the request is one.
+/// `pch_dir` (if not empty) goes first on the include path: GCC takes
+/// stub_includes.h.gch from there, or reads the header as usual when the .gch does
+/// not fit (-Winvalid-pch says why in the log).
 std::vector<std::string> host_command(const BuildRequest& r, const fs::path& source, const fs::path& output,
-                                      bool object_only, const std::string& pch_dir) {
+                                      bool object_only, const std::string& pch_dir,
+                                      const std::vector<fs::path>& objects = {}) {
   std::vector<std::string> argv = find_toolchain().compiler;
   argv.insert(argv.end(), default_host_cflags().begin(), default_host_cflags().end());
   argv.push_back(object_only ? "-c" : "-shared");
@@ -122,6 +124,7 @@ std::vector<std::string> host_command(const BuildRequest& r, const fs::path& sou
   add_include_paths(r, &argv);
   argv.insert(argv.end(), r.extra_cflags.begin(), r.extra_cflags.end());
   argv.push_back(source.string());
+  for (const fs::path& o : objects) argv.push_back(o.string());
   argv.push_back("-o");
   argv.push_back(output.string());
   if (!object_only) add_link_flags(r, &argv);
@@ -202,7 +205,7 @@ StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<
 
 fs::path cache_root(const BuildRequest& r) { return r.cache_dir.empty() ? default_cache_dir() : r.cache_dir; }
 
-/// Where one entry lives: `<root>/<stem>-<key>/` with `<stem>.so`, `<stem>.cc`,
+/// Where one entry lives: `<root>/<stem>-<key>/` with `<stem>.so` (`.o`), `<stem>.cc`,
 /// `manifest` and `build.log`; its build lock is `<root>/locks/<stem>-<key>.lock`.
 struct EntryPaths {
   fs::path root;
@@ -219,7 +222,7 @@ EntryPaths entry_paths(const fs::path& root, const BuildRequest& r, const std::s
   p.stem = cd::file_stem(r.name);
   p.entry = p.stem + "-" + key;
   p.dir = root / p.entry;
-  p.library = p.dir / (p.stem + ".so");
+  p.library = p.dir / (p.stem + (r.object_only ? ".o" : ".so"));
   p.manifest = p.dir / "manifest";
   return p;
 }
@@ -349,6 +352,18 @@ void announce_pch(const BuildRequest& r, const pch_detail::PchChoice& pch) {
   }
 }
 
+/// The request's object builds, each from the cache or compiled now (into the
+/// request's cache unless it names its own); their published paths.
+std::vector<fs::path> build_objects(const BuildRequest& r) {
+  std::vector<fs::path> out;
+  for (BuildRequest o : r.objects) {
+    internal_check(o.object_only, "a BuildRequest in objects that is not object_only");
+    if (o.cache_dir.empty()) o.cache_dir = r.cache_dir;
+    out.emplace_back(build_shared_library(o).library_path);
+  }
+  return out;
+}
+
 /// Compiles into a fresh private directory `.tmp-<stem>-<key>-XXXXXX` (the name
 /// lets a later build find its lock and clean it up if this one is killed) and
 /// returns it, sealed; throws CompileError.
@@ -360,15 +375,16 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
   }
   fs::path tmp = pattern;
   fs::path source = tmp / (p.stem + ".cc");
-  fs::path library = tmp / (p.stem + ".so");
+  fs::path library = tmp / p.library.filename();
   try {
     cd::write_private_file(source, r.source);
     std::vector<fs::path> dep_files{source.string() + ".d"};
+    const std::vector<fs::path> objects = build_objects(r);
     pch_detail::PchChoice pch = pch_detail::choose_stub_pch(r);
     announce_pch(r, pch);
     StepLog last;
     if (r.cuda_source.empty()) {
-      last = run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, false, pch.dir)});
+      last = run_steps(r, tmp, {"compiling"}, {host_command(r, source, library, r.object_only, pch.dir, objects)});
     } else {
       // nvcc and the host compiler run side by side, then one link.
       fs::path cu = tmp / (p.stem + ".cu");
@@ -377,7 +393,9 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
       fs::path host_o = tmp / (p.stem + ".host.o"), device_o = tmp / (p.stem + ".cuda.o");
       run_steps(r, tmp, {"compiling the host code of", "compiling the CUDA code (nvcc) of"},
                 {host_command(r, source, host_o, true, pch.dir), device_command(r, cu, device_o)});
-      last = run_steps(r, tmp, {"linking"}, {link_command(r, {host_o, device_o}, library)});
+      std::vector<fs::path> inputs{host_o, device_o};
+      inputs.insert(inputs.end(), objects.begin(), objects.end());
+      last = run_steps(r, tmp, {"linking"}, {link_command(r, inputs, library)});
     }
     require_library(r, library, last);
     seal_build(tmp, library, dep_files, pch.headers);
@@ -430,6 +448,10 @@ std::string build_key(const BuildRequest& r) {
   }
   add(r.name);
   add(r.source);
+  if (r.object_only || !r.objects.empty()) {  // keys of plain builds stay what they were
+    add(r.object_only ? "object" : "library");
+    for (const BuildRequest& o : r.objects) add(build_key(o));
+  }
   if (!r.cuda_source.empty()) {  // host-only keys stay what they were
     add(find_cuda_toolchain().identity);
     add(r.cuda_source);

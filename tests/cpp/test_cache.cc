@@ -1,6 +1,7 @@
 // The cache's file-system layer (src/toolchain/cache_files) and the NVRTC image
 // cache's integrity. The end-to-end damage, ownership and header-change cases are in
 // tests/python/test_cache.py, where each crash-prone load runs in a subprocess.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -241,6 +242,66 @@ TEST(ElementwiseCudaDiskCache, DamagedImageIsRecompiled) {
   EXPECT_TRUE(hit);
   fs::permissions(image, fs::perms::others_write, fs::perm_options::add);
   EXPECT_THROW(compile(&hit), kjit::CacheError);
+  fs::remove_all(dir);
+}
+
+// Object builds (BuildRequest::objects): cached as entries of their own, checked
+// like libraries, linked into the builds that name them, and part of their keys.
+TEST(ObjectBuilds, AreCachedCheckedAndLinkedIntoLibraries) {
+  namespace fs = std::filesystem;
+  const fs::path dir = kjit_test::fresh_test_dir("kjit-object-builds");
+  kjit::BuildRequest helper;
+  helper.name = "k_helper";
+  helper.source = "extern \"C\" __attribute__((visibility(\"hidden\"))) int k_helper_value() { return 41; }\n";
+  helper.object_only = true;
+  kjit::BuildRequest lib;
+  lib.name = "k_lib";
+  lib.source =
+      "extern \"C\" int k_helper_value();\n"
+      "extern \"C\" __attribute__((visibility(\"default\"))) int k_lib_value() { return k_helper_value() + 1; }\n";
+  lib.cache_dir = dir.string();
+  lib.objects = {helper};
+  auto value_of = [](const kjit::BuildResult& built) {
+    void* handle = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(handle, nullptr) << dlerror();
+    auto fn = reinterpret_cast<int (*)()>(dlsym(handle, "k_lib_value"));
+    EXPECT_NE(fn, nullptr);
+    return fn();
+  };
+  EXPECT_EQ(value_of(kjit::build_shared_library(lib)), 42);
+  // The object went into the library's cache, as an entry of its own.
+  helper.cache_dir = dir.string();
+  const kjit::BuildResult object = kjit::build_shared_library(helper);
+  EXPECT_TRUE(object.cache_hit);
+  EXPECT_EQ(fs::path(object.library_path).extension(), ".o");
+  // The library's key covers the object's.
+  kjit::BuildRequest edited = lib;
+  edited.objects[0].source += "// another helper\n";
+  EXPECT_NE(kjit::build_key(edited), kjit::build_key(lib));
+  // A damaged object is rebuilt before the next build links it, never linked as it is.
+  {
+    std::fstream f(object.library_path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(object.library_path) / 2);
+    f.seekg(middle);
+    char byte = static_cast<char>(f.get() ^ 0x5a);
+    f.seekp(middle);
+    f.put(byte);
+  }
+  kjit::BuildRequest next = lib;
+  next.name = "k_lib2";
+  testing::internal::CaptureStderr();
+  const kjit::BuildResult rebuilt = kjit::build_shared_library(next);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[kjit] cached module 'k_helper' at "), std::string::npos) << err;
+  EXPECT_NE(err.find("is damaged (its library does not match the checksum recorded when it was built)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(value_of(rebuilt), 42);
+  // Only object builds may be linked in.
+  kjit::BuildRequest wrong = next;
+  wrong.name = "k_lib3";
+  wrong.objects[0].object_only = false;
+  EXPECT_THROW(kjit::build_shared_library(wrong), kjit::InternalError);
   fs::remove_all(dir);
 }
 

@@ -67,6 +67,8 @@ void expect_detail_includes_skipped(const std::string& text, size_t from = 0) {
 TEST(Preludes, EmitFunctionsReturnTheHeaders) {
   EXPECT_EQ(emit_stub_prelude(), header_text("float16_conversions") + header_text("stub_prelude"));
   EXPECT_EQ(emit_xla_prelude(), header_text("xla_prelude"));
+  EXPECT_EQ(emit_xla_helpers_source(),
+            kStubIncludesLine + emit_stub_prelude() + header_text("xla_prelude") + header_text("xla_helpers"));
   EXPECT_EQ(emit_cuda_prelude(), header_text("cuda_host_prelude"));
 }
 
@@ -105,6 +107,18 @@ TEST(Preludes, CacheKeyCoversThePreludeText) {
     edited.source.insert(at + header_text(name).size() / 2, " ");
     EXPECT_NE(build_key(edited), key) << name;
   }
+  // The helpers' text is in the object build the module links, whose key is in the module's.
+  BuildRequest helpers;
+  helpers.name = "kjit_xla_helpers";
+  helpers.source = emit_xla_helpers_source();
+  helpers.object_only = true;
+  request.objects = {helpers};
+  const std::string with_helpers = build_key(request);
+  EXPECT_NE(with_helpers, key);
+  const size_t at = request.objects[0].source.find(header_text("xla_helpers"));
+  ASSERT_NE(at, std::string::npos);
+  request.objects[0].source.insert(at + header_text("xla_helpers").size() / 2, " ");
+  EXPECT_NE(build_key(request), with_helpers);
 }
 
 }  // namespace

@@ -197,13 +197,18 @@ struct CallContext {
   void* stream;
 };
 
+}  // namespace
+
 /// An attr from the XLA handler that a TVMFFIAny cannot hold: a complex value
-/// (tvm-ffi has no complex scalar) or a uint64 above INT64_MAX.
+/// (tvm-ffi has no complex scalar) or a uint64 above INT64_MAX. Outside the unnamed
+/// namespace: the XLA helpers' object, built apart from the module, fills it.
 struct WideValue {
   double re;
   double im;
   uint64_t u64;
 };
+
+namespace {
 
 /// The float16/bfloat16 conversions (float16_conversions.h), under kjit_stub's names.
 using kjit_float16::bfloat16_bits;
