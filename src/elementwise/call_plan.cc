@@ -109,34 +109,35 @@ void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* d
   }
 }
 
-/// A call's operand pointers, scalar inputs and extra scalars: on the stack up to
-/// 16 operands and 128 bytes of extras, so a small call allocates nothing.
+/// A call's operand pointers, scalar inputs and extra scalars (one 16-byte slot
+/// each): on the stack up to 16 operands and 8 extras, so a small call allocates
+/// nothing.
 class CallData {
  public:
-  CallData(size_t n_ops, size_t n_in, size_t extra_bytes) {
-    if (n_ops > kInline || n_in > kInline || extra_bytes > sizeof(extra_inline_)) on_heap(n_ops, n_in, extra_bytes);
+  CallData(size_t n_ops, size_t n_in, size_t n_extra) {
+    if (n_ops > kInline || n_in > kInline || n_extra > kInlineExtras) on_heap(n_ops, n_in, n_extra);
   }
   CallData(const CallData&) = delete;
   CallData& operator=(const CallData&) = delete;
 
   char** ptrs = ptr_inline_;
   ScalarSlot* slots = slot_inline_;
-  unsigned char* extra = extra_inline_;
+  unsigned char* extra = extra_inline_[0].bytes;
 
  private:
   static constexpr size_t kInline = 16;
-  KJIT_COLD void on_heap(size_t n_ops, size_t n_in, size_t extra_bytes) {
-    // One block, extras first (16-byte aligned), then the slots, then the pointers.
-    const size_t extra_size = (extra_bytes + 15) / 16 * 16;
-    const size_t bytes = extra_size + n_in * sizeof(ScalarSlot) + n_ops * sizeof(char*);
-    heap_.reset(new ScalarSlot[(bytes + sizeof(ScalarSlot) - 1) / sizeof(ScalarSlot)]);
-    extra = reinterpret_cast<unsigned char*>(heap_.get());
-    slots = reinterpret_cast<ScalarSlot*>(extra + extra_size);
+  static constexpr size_t kInlineExtras = 8;
+  KJIT_COLD void on_heap(size_t n_ops, size_t n_in, size_t n_extra) {
+    // One block of slots: the extras, then the scalar inputs, then the pointers.
+    const size_t ptr_slots = (n_ops * sizeof(char*) + sizeof(ScalarSlot) - 1) / sizeof(ScalarSlot);
+    heap_.reset(new ScalarSlot[n_extra + n_in + ptr_slots]);
+    extra = heap_[0].bytes;
+    slots = heap_.get() + n_extra;
     ptrs = reinterpret_cast<char**>(slots + n_in);
   }
   char* ptr_inline_[kInline];
   ScalarSlot slot_inline_[kInline];
-  alignas(16) unsigned char extra_inline_[128];
+  ScalarSlot extra_inline_[kInlineExtras];
   std::unique_ptr<ScalarSlot[]> heap_;  // one allocation when a call outgrows the inline buffers
 };
 
@@ -247,7 +248,7 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
 void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwOperand>& inputs,
               const DLTensor* const* outputs, const std::vector<EwOperand>& extra, Promotion p, bool fresh_outputs) {
   const size_t n_in = inputs.size(), n_out = plan.n_out, n_ops = n_out + n_in;
-  CallData data(n_ops, n_in, extra.size() * sizeof(ScalarSlot));
+  CallData data(n_ops, n_in, extra.size());
   for (size_t k = 0; k < n_out; ++k) data.ptrs[k] = static_cast<char*>(outputs[k]->data) + outputs[k]->byte_offset;
   for (size_t i = 0; i < n_in; ++i) {
     if (const DLTensor* t = inputs[i].tensor) {
