@@ -37,6 +37,64 @@ bool call_predicate(PyObject* x, Predicate which) {
   return set != Py_False;
 }
 
+/// Whether weak reference `ref` refers to `x`, which the caller keeps alive.
+bool refers_to(PyObject* ref, PyObject* x) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* object = nullptr;
+  if (PyWeakref_GetRef(ref, &object) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_XDECREF(object);
+  return object == x;
+#else
+  return PyWeakref_GET_OBJECT(ref) == x;
+#endif
+}
+
+/// CPU torch tensors recently found without a conjugate or negative bit. Asking
+/// torch costs more than the rest of a 1-element call with three tensors (is_neg()
+/// is a Python method call through torch's argument parser), and loops pass the
+/// same tensors again and again. An entry is a weak reference, so a dead tensor's
+/// address, which a new tensor may reuse, never matches, and the data pointer the
+/// tensor was viewed with, so a tensor whose `.data` was replaced is asked again.
+/// A live tensor object's bits change only through torch's private
+/// _set_neg/_set_conj or a `.data` replaced by a view of the same data
+/// (docs/elementwise.md). Used with the GIL held.
+class PlainTensorMemo {
+ public:
+  bool contains(PyObject* x, const void* data) const {
+    for (const Entry& e : entries_) {
+      if (e.ref != nullptr && e.data == data && refers_to(e.ref, x)) return true;
+    }
+    return false;
+  }
+
+  /// Replaces the oldest entry; a tensor without weak reference support is not kept.
+  void remember(PyObject* x, const void* data) {
+    PyObject* ref = PyWeakref_NewRef(x, nullptr);
+    if (ref == nullptr) {
+      PyErr_Clear();
+      return;
+    }
+    Entry& e = entries_[next_];
+    next_ = (next_ + 1) % kEntries;
+    Py_XSETREF(e.ref, ref);
+    e.data = data;
+  }
+
+ private:
+  static constexpr int kEntries = 8;  // the tensors of a few calls in a loop
+  struct Entry {
+    PyObject* ref = nullptr;  ///< a weak reference (owned), or null
+    const void* data = nullptr;
+  };
+  Entry entries_[kEntries];
+  int next_ = 0;
+};
+
+PlainTensorMemo g_plain;  // never destroyed while Python runs: entries are released as replaced
+
 }  // namespace
 
 const DLPackExchangeAPI* torch_exchange_api(PyTypeObject* torch_tensor) {
@@ -53,10 +111,12 @@ ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t
     return ViewResult::kNotDirect;
   }
   if (t->device.device_type != kDLCPU) return ViewResult::kNotDirect;
+  if (g_plain.contains(x, t->data)) return ViewResult::kViewed;
   // Only complex tensors carry the conjugate bit; the negative one may be on any.
   if (call_predicate(x, kIsNeg) || (t->dtype.code == kDLComplex && call_predicate(x, kIsConj))) {
     return ViewResult::kChecked;
   }
+  g_plain.remember(x, t->data);
   return ViewResult::kViewed;
 }
 

@@ -20,7 +20,8 @@ const DLPackExchangeAPI* torch_exchange_api(PyTypeObject* torch_tensor);
 
 /// Fills `t` with a view of the CPU torch tensor `x`. kNotDirect for other devices
 /// and for tensors torch does not export (tvm-ffi's call then reports them);
-/// kChecked for conjugate and negative views (has_lazy_bits). No error set.
+/// kChecked for conjugate and negative views (has_lazy_bits; the answer for the
+/// last few plain tensors is remembered). No error set.
 ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t);
 
 /// Whether torch tensor `x` is a conjugate or negative view (is_conj(), is_neg()):

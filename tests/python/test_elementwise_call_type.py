@@ -321,6 +321,79 @@ def test_torch_conjugate_or_negative_out_is_rejected(add, bit):
     assert torch.equal(z, torch.zeros(2, dtype=torch.complex64))  # nothing written
 
 
+@pytest.fixture
+def is_neg_calls(monkeypatch):
+    """Counts the is_neg() calls torch tensors receive (kjit asks through the method)."""
+    torch = pytest.importorskip("torch")
+    calls = []
+    original = torch.Tensor.is_neg
+
+    def counted(self):
+        calls.append(id(self))
+        return original(self)
+
+    monkeypatch.setattr(torch.Tensor, "is_neg", counted)
+    return calls
+
+
+def test_torch_tensors_found_plain_are_not_asked_again(add, is_neg_calls):
+    import torch  # noqa: PLC0415 (the fixture skips without it)
+    a, b, out = torch.ones(3), torch.full((3,), 2.0), torch.empty(3)
+    before = paths(add)
+    add(a, b, out=out)
+    assert sorted(is_neg_calls) == sorted([id(a), id(b), id(out)])
+    is_neg_calls.clear()
+    for _ in range(5):
+        assert add(a, b, out=out) is out and torch.equal(out, torch.full((3,), 3.0))
+    assert is_neg_calls == []
+    assert moved(add, before)[0] == 6
+    c = torch.ones(3)  # a new tensor is asked
+    add(c, b, out=out)
+    assert is_neg_calls == [id(c)]
+
+
+def test_a_remembered_tensors_negative_view_of_the_same_data_is_asked(add, is_neg_calls):
+    import torch  # noqa: PLC0415
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    plain = z.imag
+    assert torch.equal(add(plain, plain), torch.tensor([4.0, -2.0]))
+    negative = z.conj().imag  # another object over the same data, with the negative bit
+    assert negative.data_ptr() == plain.data_ptr() and negative.is_neg()
+    is_neg_calls.clear()
+    assert torch.equal(add(negative, negative), torch.tensor([-4.0, 2.0]))
+    assert id(negative) in is_neg_calls
+
+
+def test_a_tensor_at_a_dead_tensors_address_is_asked(add):
+    """A dead tensor's entry never matches a new object, even at the same address."""
+    torch = pytest.importorskip("torch")
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    conjugate = z.conj()
+    for _ in range(200):
+        plain = z.imag  # the same data as `negative` below: only the object tells them apart
+        address = id(plain)
+        add(plain, plain)  # remembered
+        del plain
+        negative = conjugate.imag  # the next tensor object: usually at the freed address
+        if id(negative) == address:
+            assert negative.is_neg()
+            assert torch.equal(add(negative, negative), torch.tensor([-4.0, 2.0]))
+            return
+    pytest.skip("CPython did not reuse the address in 200 tries")
+
+
+def test_a_tensor_whose_data_was_replaced_is_asked_again(add, is_neg_calls):
+    import torch  # noqa: PLC0415
+    x = torch.ones(2)
+    add(x, x)
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    x.data = z.conj().imag  # new data, and with it the negative bit
+    assert x.is_neg()
+    is_neg_calls.clear()
+    assert torch.equal(add(x, x), torch.tensor([-4.0, 2.0]))
+    assert id(x) in is_neg_calls
+
+
 def _outcome(fn):
     try:
         return ("ok", fn())
