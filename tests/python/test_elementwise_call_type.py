@@ -394,6 +394,17 @@ def test_a_tensor_whose_data_was_replaced_is_asked_again(add, is_neg_calls):
     assert id(x) in is_neg_calls
 
 
+def test_numpy_and_torch_mixed_give_the_first_inputs_framework(add):
+    torch = pytest.importorskip("torch")
+    t, a = torch.tensor([1.0, 2.0]), np.array([10.0, 20.0], np.float32)
+    got = add(t, a)
+    assert isinstance(got, torch.Tensor) and torch.equal(got, torch.tensor([11.0, 22.0]))
+    got = add(a, t)
+    assert isinstance(got, np.ndarray) and np.array_equal(got, np.array([11.0, 22.0], np.float32))
+    out = np.empty(2, np.float32)
+    assert add(t, a, out=out) is out and np.array_equal(out, [11.0, 22.0])
+
+
 def _outcome(fn):
     try:
         return ("ok", fn())
