@@ -266,3 +266,43 @@ def test_user_exceptions_map_like_checked_kernels(kind, exc, message, n):
         np.testing.assert_array_equal(f(np.zeros(n)), np.zeros(n))  # the pool still works
     finally:
         kjit.set_num_threads(0)
+
+
+def _last_level_cache_bytes() -> int:
+    """cpu0's largest data cache from sysfs (as loop_driver reads it), 64 MiB when unknown."""
+    best = 0
+    for index in range(8):
+        base = f"/sys/devices/system/cpu/cpu0/cache/index{index}/"
+        try:
+            with open(base + "type") as t, open(base + "size") as s:
+                kind, size = t.read().strip(), s.read().strip()
+        except OSError:
+            continue
+        if kind != "Instruction" and size[:-1].isdigit():
+            best = max(best, int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 0))
+    return best or 64 << 20
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.complex128])
+def test_streamed_runs_write_every_element(dtype, threads):
+    """Operands past the last-level cache: runs of 4 MB of output or more go through
+    the kernel's non-temporal store path (256-byte blocks after a head that aligns
+    the output to 16 bytes, then a tail). The output starts 1 element past an
+    aligned address and the length is no multiple of a block, so head, blocks and
+    tail all run."""
+    item = np.dtype(dtype).itemsize
+    n = max(2 * _last_level_cache_bytes() // (3 * item), (4 << 20) // item) + 37
+    a = (np.arange(n) % 251).astype(dtype)
+    b = (np.arange(n)[::-1] % 7).astype(dtype)
+    if dtype == np.complex128:
+        b = b * 1j + 1
+    out = np.empty(n + 1, dtype)[1:]
+    kjit.set_num_threads(threads)
+    try:
+        add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+        add(a, b, out=out)
+        np.testing.assert_array_equal(out, a + b)
+        np.testing.assert_array_equal(add(a, b), a + b)
+    finally:
+        kjit.set_num_threads(0)
