@@ -72,11 +72,13 @@ const SystemPaths& system_paths();
 std::string default_cache_dir();
 
 /// Instruction-set flags for code built for this machine only (the elementwise
-/// loops): the x86-64-v3 extensions (AVX2, FMA, F16C, BMI1/2, LZCNT, MOVBE) when
-/// this CPU has all of them, with floating-point contraction off so results stay
-/// bit for bit those of separate operations; empty elsewhere, or when
-/// KJIT_HOST_ISA=baseline. The flags are part of the cache key, so a cache shared
-/// between machines keeps one entry per instruction set.
+/// loops), by x86-64 level: the x86-64-v3 extensions (AVX2, FMA, F16C, BMI1/2,
+/// LZCNT, MOVBE) when this CPU has all of them, and the x86-64-v4 ones (AVX-512 F,
+/// CD, VL, BW, DQ) too when it also has those, with floating-point contraction off
+/// so results stay bit for bit those of separate operations; empty elsewhere.
+/// KJIT_HOST_ISA=baseline|x86-64-v3|x86-64-v4 caps the level; another value throws
+/// ToolchainError. The flags are part of the cache key, so a cache shared between
+/// machines keeps one entry per instruction set.
 const std::vector<std::string>& host_isa_cflags();
 
 /// The flags of every host translation unit before the request's own: the JIT's

@@ -16,11 +16,12 @@ using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
 
 namespace ew {
 
-/// Below this many elements a loop runs on the calling thread (PyTorch's grain).
-/// On this project's 2-core machine, quiet, two threads already win from 2^14
-/// (bench_elementwise_call, BM_AddThreads: 1.9 us on one thread, 1.5 on two), but
-/// with other processes running they lose there (Python, 2^14: 3.6 us against 2.8),
-/// while from 2^15 they win either way.
+/// A loop of up to this many elements runs on the calling thread, a larger one on
+/// one thread per started grain (PyTorch's grain and count). On this project's
+/// 2-core machine, quiet, two threads already win from 2^14 (bench_elementwise_call,
+/// BM_AddThreads: 1.9 us on one thread, 1.5 on two), but with other processes
+/// running, or the data in one core's L2, they lose up to 2^15 (Python, 2^15: 3.3
+/// us against 2.1), while from 2^16 they win either way.
 constexpr int64_t kGrainSize = 32768;
 /// Chunks per thread of a parallel loop: the slack that lets a late thread's share
 /// go to the others. Each chunk more costs a little (float32 add on 2 threads,
@@ -34,7 +35,7 @@ constexpr int64_t kStreamBytes = int64_t{1} << 22;
 
 /// How a plan's loop runs (the part TensorIterator's FastSetupType plays).
 enum class Lane {
-  kOneRow,  ///< 1-D, non-empty, below the grain: one kernel call on the calling thread
+  kOneRow,  ///< 1-D, non-empty, up to one grain: one kernel call on the calling thread
   kRows,    ///< rows of the inner dim, split across threads from the grain up
   kTiled,   ///< the layout of tiles_small_inner_dim
   kCuda,    ///< a device loop (cuda_launch)

@@ -2,7 +2,6 @@
 // the call functions Python calls (made per call class by kjit.ew_function), and
 // the checked path's ew_outputs and ew_run. Packed calls: tensors and scalars
 // arrive as they were passed from Python.
-#include <sys/mman.h>
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "elementwise/output_memory.h"
 #include "ffi/boundary.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -187,48 +187,19 @@ void ew_run(PackedArgs args, Any* rv) {
                                    " bytes for an output of shape (" + shape + (t.ndim == 1 ? ",)" : ")"));
 }
 
-/// Asks for transparent huge pages on a large block, as NumPy does for its arrays
-/// from 4 MiB (its whole pages), so that it faults once per 2 MiB instead of once
-/// per 4 KiB page; from 32 MiB, also faults it in now, on the calling thread
-/// (MADV_POPULATE_WRITE, Linux 5.14+). Left to the loop, its threads fault the
-/// pages concurrently, which on this project's VM is at times as slow as 13-48 ms
-/// per 32 MiB, against 2.2-2.9 ms on one thread (a C program touching fresh huge
-/// pages): float32 add with a new 2^24-element output then took 47-56 ms, and
-/// 11-16 ms with the pages faulted first, against np.add's 14-18 ms, whose one
-/// thread faults them as it goes. When the machine is quiet, faulting first costs
-/// 20-35% of such a call (2^23: 5.9 ms against 4.3). From 32 MiB because glibc
-/// maps every block that large afresh, so its pages always fault; smaller blocks
-/// come again from memory malloc kept, whose pages are already there. Advice
-/// only: where a call fails, the loop faults the pages as before.
-void fault_in_huge_pages(void* data, size_t bytes) {
-  constexpr size_t kHugeFrom = size_t{1} << 22, kPopulateFrom = size_t{1} << 25, kPage = 4096;
-  if (bytes < kHugeFrom) return;
-  // The whole pages inside the block: the advice must not reach a neighbour's memory.
-  const uintptr_t address = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t begin = (address + kPage - 1) / kPage * kPage;
-  const size_t length = (address + bytes) / kPage * kPage - begin;
-  void* const start = static_cast<char*>(data) + (begin - address);
-  madvise(start, length, MADV_HUGEPAGE);
-#if defined(MADV_POPULATE_WRITE)
-  if (bytes >= kPopulateFrom) madvise(start, length, MADV_POPULATE_WRITE);
-#endif
-}
-
-/// Host memory for outputs kjit allocates itself: 64-byte aligned from 1 MiB (the
-/// vector loops' and non-temporal stores' preference), malloc's 16 below, where
-/// aligned_alloc's extra 30 ns (measured, glibc) is more than alignment gains;
-/// from 4 MiB on huge pages, from 32 MiB faulted in before the loop
-/// (fault_in_huge_pages).
+/// Host memory for outputs kjit allocates itself (elementwise/output_memory.h);
+/// tvm-ffi keeps this allocator inside the tensor object, so it remembers the
+/// block's capacity until FreeData.
 struct HostAlloc {
-  static constexpr size_t kAlignFrom = size_t{1} << 20;
+  ew::OutputBlock block;
   void AllocData(DLTensor* t) {
     // The planner checked that the size fits (check_broadcast_size): no wrap here.
-    size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
-    t->data = bytes < kAlignFrom ? std::malloc(bytes) : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (t->data == nullptr) throw_out_of_memory(*t, bytes);
-    fault_in_huge_pages(t->data, bytes);
+    const size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
+    block = ew::acquire_output_memory(bytes);
+    if (block.data == nullptr) throw_out_of_memory(*t, bytes);
+    t->data = block.data;
   }
-  void FreeData(DLTensor* t) { std::free(t->data); }
+  void FreeData(DLTensor*) { ew::release_output_memory(block); }
 };
 
 /// Up to 64 bytes of data inside the tensor object itself (tvm-ffi keeps the

@@ -1,7 +1,9 @@
-// host_isa_cflags: what the machine kjit runs on can execute. Measured on float32
-// add (bench_elementwise, one thread): AVX2 loops are 15-20% faster than the SSE2
-// baseline from 2^14 to 2^18 elements, where NumPy's own loops use AVX2 or AVX-512;
-// AVX-512 gained nothing more there.
+// host_isa_cflags: what the machine kjit runs on can execute, as x86-64 levels
+// (the psABI's x86-64-v3 and -v4). Measured on float32 add (bench_elementwise,
+// one thread): AVX2 loops are 15-20% faster than the SSE2 baseline from 2^14 to
+// 2^18 elements; on an AMD Zen 5 (full-width AVX-512), AVX-512 loops take
+// 0.80-0.94x the AVX2 loops' time from 2^14 to 2^16 and tie them from memory, as
+// torch's own AVX512 kernels do there.
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -12,14 +14,12 @@
 #include <vector>
 
 #include "kjit/build.h"
+#include "kjit/errors.h"
 
 namespace kjit {
 namespace {
 
-bool baseline_requested() {
-  const char* v = std::getenv("KJIT_HOST_ISA");
-  return v != nullptr && std::strcmp(v, "baseline") == 0;
-}
+enum class IsaLevel { kBaseline, kV3, kV4 };
 
 #if defined(__x86_64__)
 /// F16C, MOVBE and LZCNT from CPUID (clang's __builtin_cpu_supports does not
@@ -33,26 +33,58 @@ bool has_f16c_movbe_lzcnt() {
 }
 #endif
 
-bool has_x86_64_v3() {
+/// The highest level this CPU and OS run. __builtin_cpu_supports also checks
+/// that the OS saves the AVX (and AVX-512) register state.
+IsaLevel cpu_level() {
 #if defined(__x86_64__)
-  // __builtin_cpu_supports("avx2") also checks that the OS saves the AVX state.
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-         __builtin_cpu_supports("bmi2") && has_f16c_movbe_lzcnt();
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+                  __builtin_cpu_supports("bmi2") && has_f16c_movbe_lzcnt();
+  if (!v3) return IsaLevel::kBaseline;
+  const bool v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq");
+  return v4 ? IsaLevel::kV4 : IsaLevel::kV3;
 #else
-  return false;
+  return IsaLevel::kBaseline;
 #endif
+}
+
+/// KJIT_HOST_ISA caps the level: baseline, x86-64-v3 or x86-64-v4 (the default
+/// is the CPU's own). A cap above the CPU's level leaves the CPU's.
+IsaLevel requested_level(IsaLevel cpu) {
+  const char* v = std::getenv("KJIT_HOST_ISA");
+  if (v == nullptr || *v == '\0') return cpu;
+  IsaLevel cap;
+  if (std::strcmp(v, "baseline") == 0) {
+    cap = IsaLevel::kBaseline;
+  } else if (std::strcmp(v, "x86-64-v3") == 0) {
+    cap = IsaLevel::kV3;
+  } else if (std::strcmp(v, "x86-64-v4") == 0) {
+    cap = IsaLevel::kV4;
+  } else {
+    throw ToolchainError("KJIT_HOST_ISA='" + std::string(v) +
+                         "': expected baseline, x86-64-v3 or x86-64-v4 (the highest level kjit compiles "
+                         "elementwise loops for), or unset for this CPU's own level");
+  }
+  return cap < cpu ? cap : cpu;
+}
+
+std::vector<std::string> level_cflags(IsaLevel level) {
+  if (level == IsaLevel::kBaseline) return {};
+  // Named extensions rather than -march=x86-64-v3/v4, which older compilers lack.
+  std::vector<std::string> flags{"-mavx2", "-mfma", "-mf16c", "-mbmi", "-mbmi2", "-mlzcnt", "-mmovbe"};
+  if (level == IsaLevel::kV4) {
+    flags.insert(flags.end(), {"-mavx512f", "-mavx512cd", "-mavx512vl", "-mavx512bw", "-mavx512dq"});
+  }
+  flags.push_back("-ffp-contract=off");  // no fused multiply-add: results of separate operations
+  return flags;
 }
 
 }  // namespace
 
 const std::vector<std::string>& host_isa_cflags() {
-  static const std::vector<std::string> flags = [] {
-    if (baseline_requested() || !has_x86_64_v3()) return std::vector<std::string>{};
-    // Named extensions rather than -march=x86-64-v3, which older compilers lack.
-    return std::vector<std::string>{"-mavx2", "-mfma",   "-mf16c",  "-mbmi",
-                                    "-mbmi2", "-mlzcnt", "-mmovbe", "-ffp-contract=off"};
-  }();
+  static const std::vector<std::string> flags = level_cflags(requested_level(cpu_level()));
   return flags;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -305,15 +306,23 @@ TEST(ObjectBuilds, AreCachedCheckedAndLinkedIntoLibraries) {
   fs::remove_all(dir);
 }
 
-// host_isa_cflags: AVX2-level flags only on a CPU that has them, always with
-// contraction off (a fused multiply-add would change results against NumPy).
+// host_isa_cflags: x86-64-v3 flags only on a CPU that has them, AVX-512 (v4) ones
+// on top where it has those, always with contraction off (a fused multiply-add
+// would change results against NumPy).
+bool has_flag(const std::vector<std::string>& flags, const std::string& flag) {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
+
 TEST(HostIsa, FlagsFollowTheCpu) {
   const std::vector<std::string>& flags = kjit::host_isa_cflags();
 #if defined(__x86_64__)
   __builtin_cpu_init();
   const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512cd");
 #else
-  const bool v3 = false;
+  const bool v3 = false, v4 = false;
 #endif
   if (!v3) {
     EXPECT_TRUE(flags.empty());
@@ -322,6 +331,27 @@ TEST(HostIsa, FlagsFollowTheCpu) {
   ASSERT_FALSE(flags.empty());
   EXPECT_EQ(flags.front(), "-mavx2");
   EXPECT_EQ(flags.back(), "-ffp-contract=off");
+  EXPECT_EQ(has_flag(flags, "-mavx512f"), v4);
+  EXPECT_EQ(has_flag(flags, "-mavx512vl"), v4);
+}
+
+TEST(HostIsa, LevelCappedOnRequest) {
+  setenv("KJIT_HOST_ISA", "x86-64-v3", 1);  // read once, at the first call (each test is its own process)
+  const std::vector<std::string>& flags = kjit::host_isa_cflags();
+  EXPECT_FALSE(has_flag(flags, "-mavx512f"));
+  if (!flags.empty()) EXPECT_EQ(flags.front(), "-mavx2");
+}
+
+TEST(HostIsa, UnknownLevelIsAToolchainError) {
+  setenv("KJIT_HOST_ISA", "avx512", 1);
+  try {
+    kjit::host_isa_cflags();
+    FAIL() << "no error";
+  } catch (const kjit::ToolchainError& e) {
+    EXPECT_STREQ(e.what(),
+                 "KJIT_HOST_ISA='avx512': expected baseline, x86-64-v3 or x86-64-v4 (the highest level kjit "
+                 "compiles elementwise loops for), or unset for this CPU's own level");
+  }
 }
 
 TEST(HostIsa, BaselineOnRequest) {

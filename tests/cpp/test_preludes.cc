@@ -88,6 +88,7 @@ TEST(Preludes, ModuleSourceEmbedsEachHeaderInOrder) {
 TEST(Preludes, ElementwiseSourcesEmbedTheirHeaders) {
   const std::string cpu = emit_elementwise_cpu(kAdd, "add", float16_add());
   EXPECT_NE(cpu.find(header_text("float16_conversions")), std::string::npos);
+  EXPECT_NE(cpu.find(header_text("stream_stores")), std::string::npos);
   expect_detail_includes_skipped(cpu);
   const std::string cuda = emit_elementwise_cuda(kAdd, "add", float16_add(), EwCudaVariant::kCastStrided);
   EXPECT_NE(cuda.find(header_text("elementwise_cuda_prelude")), std::string::npos);

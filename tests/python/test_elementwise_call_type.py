@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import os
-import resource
 import sys
 import threading
 
@@ -189,38 +187,6 @@ def test_new_results_are_freed(add):
     for _ in range(200):  # 1.6 GB in all if none were freed
         add(x, x)
     assert rss_mb() - start < 200
-
-
-def _kernel_at_least(major: int, minor: int) -> bool:
-    release = os.uname().release.split(".")
-    try:
-        return (int(release[0]), int(release[1].split("-")[0])) >= (major, minor)
-    except (IndexError, ValueError):
-        return False
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not _kernel_at_least(5, 14),
-                    reason="MADV_POPULATE_WRITE needs Linux 5.14")
-def test_large_new_results_fault_in_on_the_calling_thread(add):
-    """From 32 MiB a new output's pages are faulted in by the calling thread before
-    the loop, so the loop's other thread faults none of them (docs/elementwise.md:
-    concurrent faults from two threads were 5-15x slower on this project's VM)."""
-    x = np.ones(1 << 23, np.float32)  # 32 MiB results
-    kjit.set_num_threads(2)
-    try:
-        add(x, x)  # the worker's own first-use faults (stack, TLS) happen here
-        for _ in range(3):
-            self_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            caller_before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-            got = add(x, x)
-            caller = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - caller_before
-            others = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - self_before - caller
-            assert caller >= 16, caller  # at least one fault per 2 MiB of the 32 MiB
-            assert others <= 2, f"the loop's other thread faulted {others} times (the caller {caller})"
-            assert got[0] == 2 and got[-1] == 2
-            del got
-    finally:
-        kjit.set_num_threads(0)
 
 
 def test_permuted_results_keep_numpy_layout(add):

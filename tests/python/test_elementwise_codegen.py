@@ -1,6 +1,7 @@
 """kjit.elementwise regressions of issue 15 (classes 1, 2, 6, 7, 8, 10) and issue 12
 (elementwise sizes that overflow, user exceptions): one test per class, CPU."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -288,7 +289,7 @@ def _last_level_cache_bytes() -> int:
 def test_streamed_runs_write_every_element(dtype, threads):
     """Operands past the last-level cache: runs of 4 MB of output or more go through
     the kernel's non-temporal store path (256-byte blocks after a head that aligns
-    the output to 16 bytes, then a tail). The output starts 1 element past an
+    the output to 64 bytes, then a tail). The output starts 1 element past an
     aligned address and the length is no multiple of a block, so head, blocks and
     tail all run."""
     item = np.dtype(dtype).itemsize
@@ -306,3 +307,53 @@ def test_streamed_runs_write_every_element(dtype, threads):
         np.testing.assert_array_equal(add(a, b), a + b)
     finally:
         kjit.set_num_threads(0)
+
+
+_STREAMED_AT_LEVEL = """
+import numpy as np, kjit
+n = {n}
+a = (np.arange(n) % 251).astype(np.float32)
+b = (np.arange(n)[::-1] % 7).astype(np.float32)
+out = np.empty(n + 1, np.float32)[1:]
+kjit.set_num_threads(1)
+add = kjit.elementwise("template <typename T> T add(T a, T b) {{ return a + b; }}")
+add(a, b, out=out)
+assert np.array_equal(out, a + b)
+"""
+
+
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":")[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.parametrize("level", ["baseline", "x86-64-v3", "x86-64-v4"])
+def test_streamed_runs_at_each_instruction_set_level(level, tmp_path):
+    """The non-temporal store helper has one form per level (16-, 32- and 64-byte
+    stores); KJIT_HOST_ISA caps the level (a level above the CPU's leaves its own),
+    and the kernel's compile command shows the level's flags."""
+    n = max(2 * _last_level_cache_bytes() // 12, 1 << 20) + 37
+    proc = subprocess.run([sys.executable, "-c", _STREAMED_AT_LEVEL.format(n=n)], capture_output=True, text=True,
+                          env={**os.environ, "KJIT_HOST_ISA": level, "KJIT_CACHE_DIR": str(tmp_path)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    commands = "".join(p.read_text() for p in tmp_path.glob("kjit_ew_add-*/build.log"))
+    flags = _cpu_flags()
+    v4 = level == "x86-64-v4" and {"avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd"} <= flags
+    assert ("-mavx512f" in commands) == v4, commands
+    assert ("-mavx2" in commands) == (level != "baseline" and "avx2" in flags), commands
+
+
+def test_an_unknown_instruction_set_level_is_a_toolchain_error():
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import numpy as np, kjit
+        try:
+            kjit.elementwise("template <typename T> T add2(T a, T b) { return a + b; }")(np.ones(2), np.ones(2))
+        except kjit.ToolchainError as e:
+            print(e)
+        """)], capture_output=True, text=True, env={**os.environ, "KJIT_HOST_ISA": "avx512"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("KJIT_HOST_ISA='avx512': expected baseline, x86-64-v3 or x86-64-v4 (the highest "
+                                   "level kjit compiles elementwise loops for), or unset for this CPU's own level")
