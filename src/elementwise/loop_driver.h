@@ -18,10 +18,11 @@ namespace ew {
 
 /// A loop of up to this many elements runs on the calling thread, a larger one on
 /// one thread per started grain (PyTorch's grain and count). On this project's
-/// 2-core machine, quiet, two threads already win from 2^14 (bench_elementwise_call,
-/// BM_AddThreads: 1.9 us on one thread, 1.5 on two), but with other processes
+/// 2-core machine two threads won from 2^14 when quiet (BM_AddThreads, when it
+/// still split there: 1.9 us on one thread, 1.5 on two), but with other processes
 /// running, or the data in one core's L2, they lose up to 2^15 (Python, 2^15: 3.3
-/// us against 2.1), while from 2^16 they win either way.
+/// us against 2.1), while from 2^16 they win either way (2^16: 4.15 us on one
+/// thread, 2.43 on two).
 constexpr int64_t kGrainSize = 32768;
 /// Chunks per thread of a parallel loop: the slack that lets a late thread's share
 /// go to the others. Each chunk more costs a little (float32 add on 2 threads,
