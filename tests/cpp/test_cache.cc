@@ -339,7 +339,9 @@ TEST(HostIsa, LevelCappedOnRequest) {
   setenv("KJIT_HOST_ISA", "x86-64-v3", 1);  // read once, at the first call (each test is its own process)
   const std::vector<std::string>& flags = kjit::host_isa_cflags();
   EXPECT_FALSE(has_flag(flags, "-mavx512f"));
-  if (!flags.empty()) EXPECT_EQ(flags.front(), "-mavx2");
+  if (!flags.empty()) {
+    EXPECT_EQ(flags.front(), "-mavx2");
+  }
 }
 
 TEST(HostIsa, UnknownLevelIsAToolchainError) {
