@@ -1,8 +1,7 @@
 """Host memory of kjit.elementwise's new CPU outputs (src/elementwise/output_memory.cc):
 blocks from 32 MiB are faulted in on the calling thread, and up to two freed ones
-are kept for the next output of their size; which thread runs a loop of a given
-size. Page faults are counted with getrusage, so these tests see what the kernel
-did, not what kjit says it did."""
+are kept for the next output of their size. Page faults are counted with
+getrusage, so these tests see what the kernel did, not what kjit says it did."""
 
 from __future__ import annotations
 
@@ -195,32 +194,3 @@ def test_a_forked_child_takes_the_parents_kept_block():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0"
-
-
-TID = """
-#include <unistd.h>
-#include <sys/syscall.h>
-template <typename T> T tid(T) { return static_cast<T>(syscall(SYS_gettid)); }
-"""
-
-
-@pytest.mark.parametrize(("n", "threads_used"), [(1 << 15, 1), ((1 << 15) + 1, 2), (1 << 16, 2)])
-def test_a_loop_of_one_grain_runs_on_the_calling_thread(n, threads_used):
-    """One thread per started grain of 32768 elements, as torch counts them
-    (loop_driver.cc's threads_for): each element records the thread that ran it.
-    A loop of one grain runs on the caller alone; a larger one on two threads,
-    once the worker is awake (a late worker leaves its chunk to the caller, so
-    that case may take a few tries)."""
-    f = kjit.elementwise(TID)
-    kjit.set_num_threads(2)
-    try:
-        for _ in range(5):
-            f(np.zeros(1 << 16, np.float64))  # the worker exists and is awake
-            ids = set(np.unique(f(np.zeros(n, np.float64))).astype(int).tolist())
-            if len(ids) == threads_used:
-                break
-    finally:
-        kjit.set_num_threads(0)
-    assert len(ids) == threads_used, ids
-    if threads_used == 1:
-        assert ids == {threading.get_native_id()}

@@ -218,3 +218,32 @@ def test_long_rows_split_into_runs_compute_every_element(threads):
         np.testing.assert_array_equal(out, sliced_a + sliced_b)
     finally:
         kjit.elementwise.set_num_threads(before)
+
+
+TID = """
+#include <unistd.h>
+#include <sys/syscall.h>
+template <typename T> T tid(T) { return static_cast<T>(syscall(SYS_gettid)); }
+"""
+
+
+@pytest.mark.parametrize(("n", "threads_used"), [(1 << 15, 1), ((1 << 15) + 1, 2), (1 << 16, 2)])
+def test_a_loop_of_one_grain_runs_on_the_calling_thread(n, threads_used):
+    """One thread per started grain of 32768 elements, as torch counts them
+    (loop_driver.cc's threads_for): each element records the thread that ran it.
+    A loop of one grain runs on the caller alone; a larger one on two threads,
+    once the worker is awake (a late worker leaves its chunk to the caller, so
+    that case may take a few tries)."""
+    f = kjit.elementwise(TID)
+    kjit.set_num_threads(2)
+    try:
+        for _ in range(5):
+            f(np.zeros(1 << 16, np.float64))  # the worker exists and is awake
+            ids = set(np.unique(f(np.zeros(n, np.float64))).astype(int).tolist())
+            if len(ids) == threads_used:
+                break
+    finally:
+        kjit.set_num_threads(0)
+    assert len(ids) == threads_used, ids
+    if threads_used == 1:
+        assert ids == {threading.get_native_id()}
