@@ -19,9 +19,21 @@ import kjit
 
 ADD = "template <typename T> T add(T a, T b) { return a + b; }"
 MIB32 = 1 << 23  # float32 elements in 32 MiB: the smallest block kjit faults in and keeps
-LINUX_5_14 = sys.platform.startswith("linux") and tuple(
-    int(p) for p in os.uname().release.split("-")[0].split(".")[:2]) >= (5, 14)
-needs_populate = pytest.mark.skipif(not LINUX_5_14, reason="MADV_POPULATE_WRITE needs Linux 5.14")
+
+
+def _linux_at_least(major: int, minor: int) -> bool:
+    """Whether this is Linux major.minor or later; False when the release string
+    does not start with two numbers (a custom kernel's "6.1rc", say)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        release = os.uname().release.split("-")[0].split(".")
+        return (int(release[0]), int(release[1])) >= (major, minor)
+    except (IndexError, ValueError):
+        return False
+
+
+needs_populate = pytest.mark.skipif(not _linux_at_least(5, 14), reason="MADV_POPULATE_WRITE needs Linux 5.14")
 
 
 @pytest.fixture(scope="module")
