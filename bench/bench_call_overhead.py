@@ -9,12 +9,16 @@ stub checks count, kind, rank, dtype, shapes (m, n), strides, byte offset, devic
 data pointer, the tvm-ffi export checks only the value kinds. Each case is timed over
 N calls (timeit), repeats interleaved across cases, best of R reported.
 
-A second table times kjit's other call forms against its positional out= call
-(same kernel, same checks): keyword arguments, a left-out default, and a returned
-output that kjit allocates (TileLang's out_idx), each bound in C from the function's
-call plan (src/pyext/call_plan.cc), with NumPy, torch and tvm_ffi.Tensor inputs. Two
-reference rows pass an output the caller allocates in the call (numpy.empty,
-torch.empty): the framework's own allocation cost, which a returned output pays too.
+A second table times `mod.fn` against its own stub's raw tvm_ffi.Function
+(`mod.fn.ffi_function`): target 1.05x for a positional call.
+
+A third times kjit's other call forms against its positional out= call (same
+kernel, same checks): keyword arguments, a left-out default (target: at most
++0.1 us), and a returned output that kjit allocates (TileLang's out_idx; target: at
+most the positional call plus the framework's own allocation), each bound, checked
+and shaped by the function's call model (src/call), with NumPy, torch and
+tvm_ffi.Tensor inputs. Two reference rows pass an output the caller allocates in
+the call (numpy.empty, torch.empty): the framework's own allocation cost.
 
 Run: /work/main/.venv/bin/python bench/bench_call_overhead.py [--number N] [--repeat R]
 """
@@ -41,6 +45,8 @@ KJIT_RET_SRC = "void noop_ret(const kjit::TensorView a, const kjit::TensorView b
 TVM_FFI_SRC = "void noop(tvm::ffi::TensorView a, tvm::ffi::TensorView b, tvm::ffi::TensorView c) {}\n"
 
 TARGET_RATIO = 1.10
+STUB_RATIO = 1.05  # mod.fn over its own stub's tvm_ffi.Function, positional
+KEYWORD_US = 0.1  # keywords and defaults over the positional call
 
 
 def main() -> int:
@@ -124,9 +130,10 @@ def main() -> int:
         np_add = np.add
 
         kfn, tfn = kmod.noop, tmod.noop  # the kjit function (kjit._call.Function) and the tvm_ffi.Function
+        kstub = kfn.ffi_function  # the kjit stub's own tvm_ffi.Function
         kkw, kret = kforms.noop_kw, kforms.noop_ret
         ns = dict(
-            kmod=kmod, tmod=tmod, kfn=kfn, tfn=tfn, py_noop=py_noop, np_add=np_add, torch_add=torch_add,
+            kmod=kmod, tmod=tmod, kfn=kfn, tfn=tfn, kstub=kstub, py_noop=py_noop, np_add=np_add, torch_add=torch_add,
             a_np=a_np, b_np=b_np, c_np=c_np, a_t=a_t, b_t=b_t, c_t=c_t, a_f=a_f, b_f=b_f, c_f=c_f,
             x1=x1, y1=y1, z1=z1, tx1=tx1, ty1=ty1, tz1=tz1, kkw=kkw, kret=kret,
             np_empty=np.empty, np_f32=np.dtype(np.float32),
@@ -149,6 +156,12 @@ def main() -> int:
             ("mod.noop(torch x3)", "kmod.noop(a_t, b_t, c_t)", "tmod.noop(a_t, b_t, c_t)", False),
             ("mod.noop(tvm_ffi.from_dlpack x3)", "kmod.noop(a_f, b_f, c_f)", "tmod.noop(a_f, b_f, c_f)", False),
         ]
+        # (row label, mod.fn statement, its stub's tvm_ffi.Function statement)
+        stubs = [
+            ("numpy x3", "kfn(a_np, b_np, c_np)", "kstub(a_np, b_np, c_np)"),
+            ("torch x3", "kfn(a_t, b_t, c_t)", "kstub(a_t, b_t, c_t)"),
+            ("tvm_ffi.from_dlpack x3", "kfn(a_f, b_f, c_f)", "kstub(a_f, b_f, c_f)"),
+        ]
         # (row label, call form, the positional out= call it is compared with)
         forms = [
             ("numpy: fn(a, b, c=c)", "kfn(a_np, b_np, c=c_np)", "kfn(a_np, b_np, c_np)"),
@@ -169,12 +182,16 @@ def main() -> int:
         if torch is None:
             rows = [r for r in rows if "torch" not in r[0]]
             forms = [f for f in forms if "torch" not in f[0]]
+            stubs = [r for r in stubs if "torch" not in r[0]]
             print("torch is not installed: its rows are skipped")
         timers = {}
         for label, ks, ts, _ in rows:
             timers[(label, "k")] = timeit.Timer(ks, globals=ns)
             if ts:
                 timers[(label, "t")] = timeit.Timer(ts, globals=ns)
+        for label, fs, ss in stubs:
+            timers[(label, "fn")] = timeit.Timer(fs, globals=ns)
+            timers[(label, "stub")] = timeit.Timer(ss, globals=ns)
         for label, fs, ps in forms:
             timers[(label, "form")] = timeit.Timer(fs, globals=ns)
             timers[(label, "pos")] = timeit.Timer(ps, globals=ns)
@@ -207,13 +224,28 @@ def main() -> int:
                 verdict = "(info)"
             print(f"{label:34s} {k:13.3f} {t:16.3f} {ratio:7.3f}  {verdict}")
         print(f"\ntarget (kjit fn within 10% of the tvm-ffi export's fn, every argument kind): {'MET' if all_met else 'NOT MET'}")
-        print("\n== kjit call forms vs the positional out= call, us (same kernel and checks) ==")
-        hdr = f"{'call form':42s} {'form us/call':>13s} {'positional':>11s} {'ratio':>7s} {'diff us':>8s}"
+        print(f"\n== mod.fn vs its own stub's tvm_ffi.Function (mod.fn.ffi_function), positional, us ==")
+        hdr = f"{'arguments':34s} {'mod.fn':>13s} {'ffi_function':>16s} {'ratio':>7s}  target (<= {STUB_RATIO:.2f})"
         print(hdr)
         print("-" * len(hdr))
+        for label, _fs, _ss in stubs:
+            f, st = best[(label, "fn")] * 1e6, best[(label, "stub")] * 1e6
+            print(f"{label:34s} {f:13.3f} {st:16.3f} {f / st:7.3f}  {'MET' if f / st <= STUB_RATIO else 'NOT MET'}")
+        print("\n== kjit call forms vs the positional out= call, us (same kernel and checks) ==")
+        hdr = f"{'call form':42s} {'form us/call':>13s} {'positional':>11s} {'ratio':>7s} {'diff us':>8s}  target"
+        print(hdr)
+        print("-" * len(hdr))
+        alloc = {fw: best[(label, "form")] - best[(label, "pos")] for label, _, _ in forms for fw in ("numpy", "torch")
+                 if label.startswith(fw) and "(ref.)" in label}
         for label, _fs, _ps in forms:
             f, p = best[(label, "form")] * 1e6, best[(label, "pos")] * 1e6
-            print(f"{label:42s} {f:13.3f} {p:11.3f} {f / p:7.2f} {f - p:+8.3f}")
+            verdict = ""
+            if "=" in label.split(":")[1] and "returned" not in label or "defaulted" in label:
+                verdict = f"<= +{KEYWORD_US} us: {'MET' if f - p <= KEYWORD_US else 'NOT MET'}"
+            elif "returned" in label and label.split(":")[0] in alloc:
+                limit = alloc[label.split(":")[0]] * 1e6
+                verdict = f"<= +{limit:.3f} us (its empty): {'MET' if f - p <= limit else 'NOT MET'}"
+            print(f"{label:42s} {f:13.3f} {p:11.3f} {f / p:7.2f} {f - p:+8.3f}  {verdict}")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -63,6 +63,11 @@ std::string emit_xla_prelude();
 /// module, so it is compiled once into an object (xla_helpers_request()).
 std::string emit_xla_helpers_source();
 
+/// The translation unit of the XLA FFI handler every kjit.elementwise function
+/// shares under JAX (kjit/detail/xla_elementwise.h after the stub and XLA
+/// preludes), linked with the XLA helpers' object.
+std::string emit_xla_elementwise_source();
+
 /// The exported symbol of a function's XLA FFI handler ("__kjit_xla_<fn>").
 std::string xla_handler_symbol(const std::string& fn);
 

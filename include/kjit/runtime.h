@@ -89,6 +89,13 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,
                    const InlineOptions& options = {});
 
+/// The shared library holding `__kjit_xla_elementwise`, the XLA FFI handler through
+/// which JAX calls kjit.elementwise functions (kjit/detail/xla_elementwise.h),
+/// built once per cache and XLA headers (`xla_include_dir`: jax.ffi.include_dir()).
+/// Returns its path. Throws CompileError, ToolchainError, CacheError.
+std::string elementwise_xla_library(const std::string& xla_include_dir, const std::string& cache_dir = "",
+                                    bool verbose = false);
+
 }  // namespace kjit
 
 #endif  // KJIT_RUNTIME_H_

@@ -25,6 +25,9 @@ struct DTypeInfo {
 };
 /// Looks up a dtype by name; nullptr when unknown.
 const DTypeInfo* find_dtype(const std::string& name);
+/// The dtype of a one-lane DLDataType (its first name: "float32", not "tfloat32");
+/// nullptr when kjit has no name for it.
+const DTypeInfo* find_dtype(DLDataType dl);
 /// Every dtype name the grammar accepts, for error messages.
 std::string known_dtype_names();
 /// Sub-byte storage as TileLang defines it (bits * lanes < 8, bool aside): int4,
@@ -63,6 +66,14 @@ bool is_complex(ScalarType t);
 bool is_text(ScalarType t);  ///< str, bytes
 /// Every scalar type name, for error messages.
 std::string known_scalar_names();
+/// The values an integer scalar of type `t` takes as an int64 check sees them: the
+/// range of the types narrower than int64, and [0, INT64_MAX] for uint64 (larger
+/// values never reach a symbol); nullopt for int64 and non-integer types.
+struct IntRange {
+  int64_t lo;
+  int64_t hi;
+};
+std::optional<IntRange> checked_int_range(ScalarType t);
 /// The canonical text of `text` as a default of a scalar of type `t` ("True" ->
 /// "true", "+2" -> "2"); nullopt, with the reason in `why`, when it is not one.
 std::optional<std::string> canonical_default(ScalarType t, const std::string& text, std::string* why);

@@ -6,6 +6,7 @@ with NumPy, PyTorch, JAX (DLPack) and tvm_ffi tensors.
 """
 
 from ._lib import api as _api
+from ._frameworks import TensorMeta
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
 from .elementwise import elementwise
 from .elementwise import get_num_threads, set_num_threads
@@ -21,11 +22,11 @@ def default_cache_dir() -> str:
 
 
 def __getattr__(attr):
-    # kjit.jax imports jax (slow, optional): only when first used.
-    if attr == "jax":
+    # kjit.jax and kjit.torch import jax and torch (slow, optional): only when first used.
+    if attr in ("jax", "torch"):
         import importlib
 
-        return importlib.import_module(".jax", __name__)
+        return importlib.import_module("." + attr, __name__)
     raise AttributeError(f"module 'kjit' has no attribute {attr!r}")
 
 
@@ -36,6 +37,7 @@ __all__ = [
     "Module",
     "Spec",
     "SpecError",
+    "TensorMeta",
     "ToolchainError",
     "default_cache_dir",
     "elementwise",

@@ -56,8 +56,11 @@ class _Api:
             "ew_run",
             "ew_function",
             "ew_empty",
+            "ew_xla_library",
             "ew_free",
-            "ew_raise_pending",
+            "raise_pending",
+            "call_model",
+            "call_infer",
             "get_num_threads",
             "set_num_threads",
         ):

@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import _frameworks
 from ._lib import api, call_type
 
 def _torch():
@@ -34,61 +35,12 @@ def _as_torch(result):
     return result if type(result) is torch.Tensor else torch.from_dlpack(result)
 
 
-_NUMPY_DTYPES: dict = {}
+_numpy_dtype = _frameworks.numpy_dtype
 
 
-def _numpy_dtype(name: str):
-    dt = _NUMPY_DTYPES.get(name)
-    if dt is None:
-        if name == "bfloat16":
-            import ml_dtypes  # noqa: PLC0415 (only needed for bfloat16)
-
-            dt = np.dtype(ml_dtypes.bfloat16)
-        else:
-            dt = np.dtype(name)
-        _NUMPY_DTYPES[name] = dt
-    return dt
-
-
-def _inverse(order):
-    inv = [0] * len(order)
-    for i, d in enumerate(order):
-        inv[d] = i
-    return inv
-
-
-_KDLCUDA = 2
-
-
-def _device_of(inputs):
-    """(DLPack device type, id) of the first tensor input; CPU for NumPy and scalars."""
-    for x in inputs:
-        if _is_torch_tensor(x):
-            return (_KDLCUDA, x.device.index or 0) if x.is_cuda else (1, 0)
-        if hasattr(x, "__dlpack_device__") and not isinstance(x, (np.ndarray, np.generic)):
-            kind, index = x.__dlpack_device__()
-            return int(kind), int(index)
-    return (1, 0)
-
-
-def _allocate(framework: str, shape, dtype: str, order, device=(1, 0)):
-    identity = all(d == i for i, d in enumerate(order))
-    if framework == "numpy" and identity:
-        return np.empty(shape, _numpy_dtype(dtype))
-    permuted = [shape[d] for d in order]
-    if framework == "torch":
-        torch = _torch()
-        where = f"cuda:{device[1]}" if device[0] == _KDLCUDA else "cpu"
-        t = torch.empty(permuted, dtype=getattr(torch, dtype), device=where)
-        return t if identity else t.permute(_inverse(order))
-    if framework != "numpy":  # other DLPack inputs: a C-contiguous tvm_ffi.Tensor
-        if device[0] == _KDLCUDA:
-            raise TypeError(
-                "kjit.elementwise: cannot allocate the output for CUDA tensors that are not torch tensors; pass out="
-            )
-        return api.ew_empty(shape, dtype)
-    a = np.empty(permuted, dtype=_numpy_dtype(dtype))
-    return a if identity else a.transpose(_inverse(order))
+def _first_tensor(inputs):
+    """The first input that is a tensor (the framework table's view), or None."""
+    return next((x for x in inputs if _frameworks.framework_of(x) != _frameworks.NONE), None)
 
 
 def _described(x: np.ndarray, keep: list):
@@ -169,14 +121,14 @@ def _extra(value, name: str):
 
 
 def _framework(inputs) -> str:
-    for x in inputs:
-        if isinstance(x, np.ndarray):
-            return "numpy"
-        if _is_torch_tensor(x):
-            return "torch"
-        if hasattr(x, "__dlpack__") and not isinstance(x, np.generic):
-            return "dlpack"
-    return "numpy"  # only scalars: NumPy results
+    """"numpy", "torch", "jax" or "dlpack": the first tensor input's framework (the
+    framework table's), NumPy for calls of scalars only."""
+    kind = _frameworks.framework_of(_first_tensor(inputs))
+    if kind == _frameworks.TORCH:
+        return "torch"
+    if kind == _frameworks.JAX:
+        return "jax"
+    return "numpy" if kind in (_frameworks.NUMPY, _frameworks.NONE) else "dlpack"
 
 
 _NUMPY, _TORCH = 0, 1  # the promotion rules the C++ side takes: NumPy's, PyTorch's
@@ -256,8 +208,8 @@ class _Engine:
         framework, promotion, args = self._arguments(inputs, keep)
         if out is None:
             layouts = api.ew_outputs(self.id, promotion, *args)
-            device = _device_of(inputs)
-            outs = [_allocate(framework, [int(s) for s in shape], str(dtype), [int(d) for d in order], device)
+            like = _first_tensor(inputs) if framework != "jax" else None
+            outs = [call_type.empty(like, [int(s) for s in shape], str(dtype), [int(d) for d in order])
                     for shape, dtype, order in layouts]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -282,6 +234,8 @@ class _Engine:
             return out
         if framework == "numpy":  # 0-d results are NumPy scalars, as ufuncs return
             outs = [o if o.ndim else o[()] for o in outs]
+        elif framework == "jax":  # NumPy arrays were written: JAX arrays over them, zero-copy
+            outs = [_frameworks.jax_result(o) for o in outs]
         return outs[0] if self.num_outputs == 1 else tuple(outs)
 
     def _check_complex_extras(self, promotion, args, extras):
@@ -355,6 +309,7 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
     call = _call_object(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
     call.result_type = engine.result_type
+    call._engine = engine  # kjit.jax.function(f) reads its id
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"
     call.__doc__ = (f"kjit.elementwise function '{engine.name}' ({num_outputs} output(s)): "
@@ -375,7 +330,7 @@ def _call_object(engine: _Engine):
     which classifies each call in C (framework, Python scalars, out=, count of extra
     scalars), calls the call function of that class, made on first use, and sends
     what a call function declines, and calls of no class, to engine.checked_call."""
-    return call_type.Elementwise(engine.make_function, engine.checked_call, api.ew_raise_pending, _numpy_dtype,
+    return call_type.Elementwise(engine.make_function, engine.checked_call, api.raise_pending, _numpy_dtype,
                                  _torch_results, engine.num_outputs)
 
 

@@ -1,10 +1,19 @@
 """JAX through generated XLA FFI handlers.
 
-``kjit.jax.register(mod)`` registers every function of a kjit module as an XLA FFI
-target. The handler is generated from the same spec as the tvm-ffi stub and runs
-the same checks: inputs are the ``arg`` tensors in order, results the ``ret``
-tensors, attrs are keyword arguments of the callable ``jax.ffi.ffi_call`` returns,
-and the stream comes from the call frame::
+``mod.jax.fn`` (``kjit.jax.function(mod, "fn")``) is a JAX-traceable callable: it
+takes the arguments ``mod.fn`` takes (bound by the function's call model), checks
+them and computes every result's shape and dtype while tracing (the call model
+again: kjit's messages as ``TypeError``/``ValueError`` at trace time, not XLA
+runtime errors), and calls the function's XLA FFI handler through
+``jax.ffi.ffi_call`` with those results, ``out`` tensors aliased to their inputs,
+and a batching rule derived from the spec. ``kjit.jax.function(f)`` does the same
+for a ``kjit.elementwise`` function (broadcasting and promotion at trace time).
+
+Underneath, ``kjit.jax.register(mod)`` registers every function of a kjit module as
+an XLA FFI target. The handler is generated from the same spec as the tvm-ffi stub
+and runs the same checks: inputs are the ``arg`` tensors in order, results the
+``ret`` tensors, attrs are keyword arguments of the callable ``jax.ffi.ffi_call``
+returns, and the stream comes from the call frame::
 
     mod = kjit.load_inline("ops", cpp_sources=src, functions={"scale": ["arg", "ret", "attr.alpha"]})
     kjit.jax.register(mod)
@@ -20,6 +29,8 @@ from typing import Dict, List, Optional, Tuple
 import jax as _jax
 import numpy as np
 
+from ._frameworks import TensorMeta, numpy_dtype
+from ._lib import api
 from .errors import SpecError
 from .module import Module, with_xla_handlers
 
@@ -40,11 +51,13 @@ def _platform(platform: str) -> str:
     return _PLATFORMS[platform.lower()]
 
 
-def _handler_capsule(lib: Module, fn: str):
-    cdll = _libraries.get(lib.path)
+def _handler_capsule(lib, symbol: str):
+    """The handler `symbol` of the library `lib` (a kjit.Module, or a path)."""
+    path = lib if isinstance(lib, str) else lib.path
+    cdll = _libraries.get(path)
     if cdll is None:
-        cdll = _libraries[lib.path] = ctypes.CDLL(lib.path)
-    return _jax.ffi.pycapsule(getattr(cdll, f"__kjit_xla_{fn}"))
+        cdll = _libraries[path] = ctypes.CDLL(path)
+    return _jax.ffi.pycapsule(getattr(cdll, symbol))
 
 
 def _check_device(mod: Module, fn: str, platform: str) -> None:
@@ -55,6 +68,21 @@ def _check_device(mod: Module, fn: str, platform: str) -> None:
             f"module '{mod.name}': function '{fn}' takes @{device} tensors, so it cannot be registered for "
             f"platform '{platform}' (declare its tensors @{wanted}, or register with platform='{device}')"
         )
+
+
+def _register_target(target: str, plat: str, lib, symbol: str, key: str) -> None:
+    """Registers `symbol` of `lib` (a kjit.Module, or a library path) as XLA target
+    `target` once per build (under _lock)."""
+    previous = _registered.get((target, plat))
+    if previous is not None and previous != key:
+        raise SpecError(
+            f"XLA target '{target}' is already registered for platform '{plat}' by a different build "
+            f"of '{getattr(lib, 'name', target)}' (key {previous[:12]}, now {key[:12]}); XLA keeps the first "
+            f"handler, so register the new code under another prefix= or module name"
+        )
+    if previous is None:
+        _jax.ffi.register_ffi_target(target, _handler_capsule(lib, symbol), platform=plat)
+        _registered[(target, plat)] = key
 
 
 def register(mod: Module, *, platform: str = "cpu", prefix: Optional[str] = None) -> List[str]:
@@ -78,16 +106,7 @@ def register(mod: Module, *, platform: str = "cpu", prefix: Optional[str] = None
     with _lock:
         for fn in lib.functions:
             target = f"{base}.{fn}"
-            previous = _registered.get((target, plat))
-            if previous is not None and previous != lib.key:
-                raise SpecError(
-                    f"XLA target '{target}' is already registered for platform '{plat}' by a different build "
-                    f"of '{mod.name}' (key {previous[:12]}, now {lib.key[:12]}); XLA keeps the first handler, "
-                    f"so register the new code under another prefix= or module name"
-                )
-            if previous is None:
-                _jax.ffi.register_ffi_target(target, _handler_capsule(lib, fn), platform=plat)
-                _registered[(target, plat)] = lib.key
+            _register_target(target, plat, lib, f"__kjit_xla_{fn}", lib.key)
             targets.append(target)
     return targets
 
@@ -122,3 +141,258 @@ def registered_targets() -> Dict[Tuple[str, str], str]:
     """{(target, platform): build key} of everything kjit registered in this process."""
     with _lock:
         return dict(_registered)
+
+
+# ---- JAX-traceable callables ----------------------------------------------------
+
+# How a scalar reaches the handler as an XLA attribute, by its spec type. XLA rejects
+# 16-bit float attrs, so float16/bfloat16 travel as float32 (exact) and the handler
+# rounds them back; complex attrs JAX cannot lower.
+_ATTR_TYPES = {
+    "bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "float16": np.float32, "bfloat16": np.float32, "float32": np.float32, "float64": np.float64,
+}
+_VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, _jax.core.Tracer)
+
+
+def _as_array(x, what: str):
+    """A JAX operand: JAX arrays and tracers as they are, NumPy arrays (and other
+    array-likes) through jnp.asarray; Python scalars are refused by name."""
+    if isinstance(x, (_jax.Array, _jax.core.Tracer)):
+        return x
+    if isinstance(x, (bool, int, float, complex)) or x is None:
+        raise TypeError(f"{what} must be an array, got {type(x).__name__} {x!r} (pass jnp.asarray(value, dtype))")
+    return _jax.numpy.asarray(x)
+
+
+def _vmap_method(params, vmap: Optional[str]) -> str:
+    """The batching rule of a kjit function under jax.vmap: `vmap` if given; else a
+    leading batch dim ("broadcast_all") when every tensor of the spec takes any rank
+    ([...]), so the kernel accepts the batched tensors; a loop ("sequential")
+    otherwise, right for any kernel."""
+    if vmap is not None:
+        if vmap not in _VMAP_METHODS:
+            raise ValueError(f"vmap must be one of {', '.join(_VMAP_METHODS)}, got {vmap!r}")
+        return vmap
+    tensors = [p for p in params if p.kind == "tensor"]
+    return "broadcast_all" if tensors and all("[...]" in p.type for p in tensors) else "sequential"
+
+
+class Function:
+    """``mod.jax.fn``: a kjit function as a JAX-traceable callable (docs/jax.md)."""
+
+    def __init__(self, mod: Module, fn_name: str, target: str, device: str, vmap: Optional[str]) -> None:
+        self.fn = mod[fn_name]
+        self.name = fn_name
+        self.target = target
+        self._device_type = 2 if device == "cuda" else 1
+        params = self.fn.__kjit_params__
+        self._callers = [p for p in params if not p.returned]
+        self._results = [p for p in params if p.kind == "tensor" and p.written]
+        inputs = [p for p in self._callers if p.kind == "tensor" and not p.written]
+        outs = [p for p in self._callers if p.kind == "tensor" and p.written]
+        self._operands = inputs + outs
+        result_index = {p.name: k for k, p in enumerate(self._results)}
+        #: each out tensor's operand is aliased to its result: the kernel reads what it was given
+        self.input_output_aliases = {len(inputs) + j: result_index[p.name] for j, p in enumerate(outs)}
+        self.vmap_method = _vmap_method(params, vmap)
+        self.__name__ = fn_name
+        self.__doc__ = self.fn.__doc__
+        self.__signature__ = self.fn.__signature__
+
+    def _meta(self, x) -> TensorMeta:
+        try:
+            shape = tuple(int(d) for d in x.shape)
+        except TypeError:
+            raise TypeError(f"{self.name}: symbolic shapes (jax.export's shape polymorphism) are not supported; got "
+                            f"shape {x.shape}") from None
+        return TensorMeta(shape, np.dtype(x.dtype).name, self._device_type, 0)
+
+    def result_shape_dtypes(self, *args, **kwargs) -> list:
+        """The ShapeDtypeStruct of each result of a call (its out tensors and returned
+        tensors, in spec order), after the call's checks (the call model)."""
+        return self._plan(args, kwargs)[0]
+
+    def _plan(self, args, kwargs):
+        values = self.fn.bind(*args, **kwargs)
+        arrays, metas, attrs = {}, [], {}
+        for p, v in zip(self._callers, values):
+            if p.kind == "tensor":
+                if v is None:
+                    raise TypeError(f"{self.name}: argument '{p.name}' is None, but an XLA call's operands are arrays: "
+                                    "pass the optional tensor under JAX")
+                a = _as_array(v, f"{self.name}: argument '{p.name}'")
+                arrays[p.name] = a
+                metas.append(self._meta(a))
+                continue
+            if _is_traced(v):
+                raise TypeError(f"{self.name}: argument '{p.name}' is traced, but scalars reach the kernel as XLA "
+                                "attributes, fixed when the program compiles: pass a Python or NumPy number (mark "
+                                "it static in jax.jit)")
+            metas.append(v)
+            attrs[p.name] = v
+        returned = iter(self.fn.infer(*metas))  # every check of the call, kjit's messages, while tracing
+        results = []
+        for p in self._results:
+            if p.returned:
+                shape, dtype, _ = next(returned)
+                results.append(_jax.ShapeDtypeStruct(shape, numpy_dtype(dtype)))
+            else:
+                results.append(_jax.ShapeDtypeStruct(arrays[p.name].shape, arrays[p.name].dtype))
+        for p in self._callers:
+            if p.name in attrs:
+                attrs[p.name] = self._attr(p, attrs[p.name])
+        return results, [arrays[p.name] for p in self._operands], attrs
+
+    def _attr(self, p, value):
+        kind = _ATTR_TYPES.get(p.type)
+        if kind is None:
+            raise TypeError(f"{self.name}: argument '{p.name}: {p.type}' cannot be an XLA attribute (JAX lowers no "
+                            "complex attrs): pass its real and imaginary parts as two float parameters")
+        return kind(value)
+
+    def __call__(self, *args, **kwargs):
+        results, operands, attrs = self._plan(args, kwargs)
+        call = _jax.ffi.ffi_call(self.target, results, vmap_method=self.vmap_method,
+                                 input_output_aliases=self.input_output_aliases)
+        out = call(*operands, **attrs)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def __repr__(self) -> str:
+        return f"<kjit JAX function {self.target} (vmap: {self.vmap_method})>"
+
+
+class Functions:
+    """The JAX callables of one module (``mod.jax``): ``fns.fn(...)``."""
+
+    def __init__(self, mod: Module) -> None:
+        self.module = mod
+        self._fns: Dict[str, Function] = {}
+        self._skipped: Dict[str, str] = {}
+
+    def __getattr__(self, name: str):
+        fns = self.__dict__.get("_fns", {})
+        if name in fns:
+            return fns[name]
+        skipped = self.__dict__.get("_skipped", {})
+        if name in skipped:
+            raise AttributeError(f"kjit.jax: '{name}' has no JAX callable: {skipped[name]}")
+        raise AttributeError(f"kjit.jax: no function '{name}' (functions: {', '.join(fns) or 'none'})")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._fns))
+
+    @property
+    def skipped(self) -> Dict[str, str]:
+        """{function: why it has no JAX callable}."""
+        return dict(self._skipped)
+
+    def __repr__(self) -> str:
+        return f"<kjit.jax functions of {self.module.name}: {', '.join(self._fns)}>"
+
+
+def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[str, str]] = None) -> Functions:
+    """Every function of ``mod`` as a JAX-traceable callable (``mod.jax``), registering
+    their XLA targets ``f"{prefix or mod.name}.{fn}"`` on their spec's platform (a
+    module loaded without ``jax=True`` is rebuilt once with handlers). ``vmap``
+    overrides the batching rule per function ({"fn": "sequential"})."""
+    if not isinstance(mod, Module):
+        raise TypeError(f"kjit.jax.functions() takes a kjit.Module, got {type(mod).__name__}")
+    cached = mod.__dict__.get("_jax_functions")
+    if cached is not None and prefix is None and not vmap:
+        return cached
+    lib = with_xla_handlers(mod)
+    base = mod.name if prefix is None else prefix
+    out = Functions(mod)
+    for fn_name in mod.functions:
+        returns = mod[fn_name].__kjit_return__
+        if returns != "None":
+            out._skipped[fn_name] = (f"its kernel returns a {returns}, which an XLA call cannot return; return it "
+                                     "in a tensor ('return' in the spec)")
+            continue
+        device = mod.devices[fn_name]
+        plat = _platform("cuda" if device == "cuda" else "cpu")
+        target = f"{base}.{fn_name}"
+        with _lock:
+            _register_target(target, plat, lib, f"__kjit_xla_{fn_name}", lib.key)
+        out._fns[fn_name] = Function(lib, fn_name, target, device, (vmap or {}).get(fn_name))
+    if prefix is None and not vmap:
+        mod.__dict__["_jax_functions"] = out
+    return out
+
+
+def function(f, fn_name: Optional[str] = None, *, vmap: Optional[str] = None):
+    """A JAX-traceable callable: ``function(mod, "fn")`` for a kjit function (as
+    ``mod.jax.fn``, with its own batching rule when ``vmap`` is given), or
+    ``function(f)`` for a ``kjit.elementwise`` function."""
+    if isinstance(f, Module):
+        if fn_name is None:
+            raise TypeError("kjit.jax.function(mod, fn_name): name the function")
+        if vmap is None:
+            return getattr(functions(f), fn_name)
+        fns = functions(f, vmap={fn_name: vmap})
+        return getattr(fns, fn_name)
+    if fn_name is not None:
+        raise TypeError("kjit.jax.function(f) of a kjit.elementwise function takes no function name")
+    return ElementwiseFunction(f)
+
+
+_ELEMENTWISE_TARGET = "kjit.elementwise"
+
+
+def _elementwise_target() -> str:
+    """The XLA target every elementwise function shares (kjit/detail/xla_elementwise.h),
+    built once per cache and registered once per process."""
+    with _lock:
+        if (_ELEMENTWISE_TARGET, "cpu") not in _registered:
+            path = str(api.ew_xla_library(_jax.ffi.include_dir(), "", False))
+            _register_target(_ELEMENTWISE_TARGET, "cpu", path, "__kjit_xla_elementwise", path)
+    return _ELEMENTWISE_TARGET
+
+
+class ElementwiseFunction:
+    """A ``kjit.elementwise`` function as a JAX-traceable callable: broadcasting and
+    the result dtype (NumPy's promotion rules, as for NumPy inputs, then JAX's
+    canonical dtype: float32 for float64 unless jax_enable_x64) at trace time,
+    the engine's checks and loops at run time through one shared XLA handler. CPU;
+    inputs are arrays (Python scalars: pass jnp.asarray(value, dtype))."""
+
+    def __init__(self, f) -> None:
+        engine = getattr(f, "_engine", None)
+        if engine is None:
+            raise TypeError(f"kjit.jax.function() takes a kjit.Module or a kjit.elementwise function, got "
+                            f"{type(f).__name__}")
+        if engine.num_outputs != 1:
+            raise TypeError("kjit.jax.function takes a kjit.elementwise function of one output")
+        self.f = f
+        self._engine = engine
+        self.target = _elementwise_target()
+        self.__name__ = f.name
+
+    def result_shape_dtype(self, *inputs):
+        arrays = [_as_array(x, f"{self.f.name}: input #{i}") for i, x in enumerate(inputs)]
+        try:
+            shape = np.broadcast_shapes(*[a.shape for a in arrays])
+        except ValueError:
+            raise ValueError(f"{self.f.name}: the input shapes {', '.join(str(tuple(a.shape)) for a in arrays)} do "
+                             "not broadcast") from None
+        probes = [np.empty(() if a.ndim == 0 else (0,), dtype=a.dtype) for a in arrays]
+        # JAX's own canonical dtype (float32 for float64 unless jax_enable_x64): the
+        # engine casts into the output as it does into any out=.
+        dtype = _jax.dtypes.canonicalize_dtype(self.f.result_type(*probes))
+        return _jax.ShapeDtypeStruct(shape, dtype), arrays
+
+    def __call__(self, *inputs):
+        if not inputs:
+            raise TypeError(f"{self.f.name}: expected at least one input")
+        result, arrays = self.result_shape_dtype(*inputs)
+        call = _jax.ffi.ffi_call(self.target, result, vmap_method="expand_dims")
+        return call(*arrays, engine=np.int64(self._engine.id), promotion=np.int64(0))
+
+    def __repr__(self) -> str:
+        return f"<kjit JAX elementwise function {self.f.name}>"

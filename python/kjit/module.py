@@ -26,7 +26,27 @@ _RESERVED = {
     "has_xla_handlers",
     "ffi_functions",
     "stub",
+    "torch",
+    "jax",
 }
+
+
+class _FrontEnd:
+    """``mod.torch`` (kjit.torch.register(mod)) and ``mod.jax`` (kjit.jax.functions(mod)):
+    made on first use, then a plain instance attribute (which torch.compile reads
+    like any other; it cannot trace the registration itself)."""
+
+    def __init__(self, module: str, maker: str) -> None:
+        self.module, self.maker = module, maker
+
+    def __get__(self, mod, owner=None):
+        if mod is None:
+            return self
+        import importlib  # noqa: PLC0415 (kjit.torch and kjit.jax import torch and jax)
+
+        made = getattr(importlib.import_module(f"kjit.{self.module}"), self.maker)(mod)
+        mod.__dict__[self.module] = made
+        return made
 
 
 class Module:
@@ -59,15 +79,21 @@ class Module:
         #: whether the library also has XLA FFI handlers (load_inline(jax=True))
         self.has_xla_handlers: bool = record["has_xla_handlers"]
         self._options = options
+        self._torch_ops: Dict[str, object] = {}  # namespace -> kjit.torch.Ops
         self._stubs = {n: str(s) for n, s in zip(names, res["stubs"])}
         #: function name -> the tvm_ffi.Function of its stub (positional arguments only)
         self.ffi_functions = dict(zip(names, res["functions"]))
-        self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n]) for n, f in zip(names, functions)}
+        models = dict(zip(names, res["models"]))
+        self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n], models[n])
+                     for n, f in zip(names, functions)}
         for fn_name, fn in self._fns.items():
             if fn_name not in _RESERVED:
                 # Plain instance attributes, and no __getattr__ on the class: that
                 # keeps mod.fn on CPython's fast attribute path (~15 ns a call).
                 self.__dict__[fn_name] = fn
+
+    torch = _FrontEnd("torch", "register")
+    jax = _FrontEnd("jax", "functions")
 
     def __getitem__(self, fn_name: str):
         try:
@@ -221,6 +247,7 @@ def load_inline(
     verbose: bool = False,
     force_rebuild: bool = False,
     jax: bool = False,
+    torch: bool = False,
 ) -> Module:
     """Compiles C++ kernels with generated, checked host stubs and loads them.
 
@@ -234,8 +261,9 @@ def load_inline(
 
     The build is cached by content under ``build_directory`` (default: KJIT_CACHE_DIR
     or ~/.cache/kjit); ``force_rebuild`` compiles anyway and replaces the cached module.
-    ``jax=True`` also compiles an XLA FFI handler per function, for
-    ``kjit.jax.register``.
+    ``jax=True`` also compiles an XLA FFI handler per function, for ``mod.jax``
+    (docs/jax.md); ``torch=True`` registers every function as a torch op,
+    ``mod.torch`` (docs/torch.md).
 
     ``cuda_sources`` hold device code, compiled by nvcc (side by side with the host
     compiler) into the same module; functions defined there take ``@cuda`` tensors
@@ -263,7 +291,10 @@ def load_inline(
         "cuda_arch": _cuda_arch_text(cuda_arch),
     }
     _add_brainevent_headers(options)
-    return _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+    mod = _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+    if torch:
+        mod.torch  # noqa: B018 (registers the ops now, not on first use)
+    return mod
 
 
 def brainevent_include_dir() -> str:

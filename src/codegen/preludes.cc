@@ -21,4 +21,8 @@ std::string emit_xla_helpers_source() {
   return kStubIncludesLine + emit_stub_prelude() + emit_xla_prelude() + detail::xla_helpers_text();
 }
 
+std::string emit_xla_elementwise_source() {
+  return kStubIncludesLine + emit_stub_prelude() + emit_xla_prelude() + detail::xla_elementwise_text();
+}
+
 }  // namespace kjit

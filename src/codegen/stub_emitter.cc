@@ -4,21 +4,16 @@
 // shapes and strides (binding symbols), layout and placement, constraints, call.
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <sstream>
 
 #include "codegen/cpp_text.h"
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 #include "signature/binding_plan.h"
+#include "signature/describe.h"
 
 namespace kjit {
 namespace {
-
-std::string type_text(const Param& p) {
-  std::string full = to_string(p);
-  return full.substr(p.name.size() + 2);
-}
 
 std::string tensor_var(const Param& p) { return "t_" + p.name; }
 std::string scalar_var(const Param& p) { return "v_" + p.name; }
@@ -41,54 +36,29 @@ std::vector<int> accepted_codes(const DTypeInfo& d) {
 /// formats accept several).
 bool is_one_dtype(const DTypeInfo& d) { return d.dl.code != kDLBool && accepted_codes(d).size() == 1; }
 
+/// The dtype check of `d` on tensor variable `t`: one word compare when exactly one
+/// DLDataType passes, else the prelude's dtype_accepted (bool's tolerance, float8
+/// relatives), which the call model applies too.
 std::string dtype_predicate(const DTypeInfo& d, const std::string& t) {
   std::string dt = t + "->dtype";
-  std::string lanes = dt + ".lanes == 1";
-  auto code_is = [&](int c) { return dt + ".code == " + std::to_string(c); };
-  if (d.dl.code == kDLBool) {
-    // TileLang's bool tolerance: kDLBool of 8 or 1 bits, int8/uint8, or any 1-bit type.
-    return "(" + lanes + " && ((" + code_is(kDLBool) + " && (" + dt + ".bits == 8 || " + dt + ".bits == 1)) || ((" +
-           code_is(kDLInt) + " || " + code_is(kDLUInt) + ") && " + dt + ".bits == 8) || " + dt + ".bits == 1))";
-  }
   if (is_one_dtype(d)) return "(dtype_word(" + dt + ") == " + dtype_word_text(d) + ")";
-  std::string codes;
-  for (int c : accepted_codes(d)) codes += (codes.empty() ? "" : " || ") + code_is(c);
-  return "((" + codes + ") && " + dt + ".bits == " + std::to_string(d.dl.bits) + " && " + lanes + ")";
+  return "dtype_accepted(" + dt + ", " + std::to_string(d.dl.code) + ", " + std::to_string(d.dl.bits) + ")";
 }
 
-/// The range of the integer types narrower than int64 ({lo, hi} as C text).
-const std::map<ScalarType, std::pair<std::string, std::string>>& int_ranges() {
-  static const std::map<ScalarType, std::pair<std::string, std::string>> kRanges = {
-      {ScalarType::kInt8, {"-128", "127"}},
-      {ScalarType::kInt16, {"-32768", "32767"}},
-      {ScalarType::kInt32, {"-2147483648", "2147483647"}},
-      {ScalarType::kUInt8, {"0", "255"}},
-      {ScalarType::kUInt16, {"0", "65535"}},
-      {ScalarType::kUInt32, {"0", "4294967295"}},
-      {ScalarType::kUInt64, {"0", "9223372036854775807"}},  // a symbol's int64 value, never above
-  };
-  return kRanges;
+/// The range of an integer scalar narrower than int64 as C text ({lo, hi}); nullopt
+/// for int64 and non-integers.
+std::optional<std::pair<std::string, std::string>> int_range_text(ScalarType t) {
+  std::optional<IntRange> r = checked_int_range(t);
+  if (!r) return std::nullopt;
+  return std::make_pair(std::to_string(r->lo), std::to_string(r->hi));
 }
 
-/// The values a packed tensor holds, for messages: "int4", "int4|uint4".
-std::string packed_values(const TensorSpec& t) {
-  std::string out;
-  for (const DTypeInfo& d : t.dtypes) out += (out.empty() ? "" : "|") + std::string(d.name);
-  return out;
-}
-
-int packed_bits(const TensorSpec& t) { return t.dtypes[0].dl.bits * t.dtypes[0].dl.lanes; }
-
-/// Bytes that carry a packed tensor's values: int8/uint8, or its own code with
-/// lanes filling a byte (torch's float4_e2m1fn_x2).
+/// Bytes that carry a packed tensor's values (the prelude's packs_values).
 std::string carrier_predicate(const TensorSpec& t, const std::string& var) {
-  std::string dt = var + "->dtype";
-  std::string out = "((" + dt + ".code == " + std::to_string(kDLInt) + " || " + dt +
-                    ".code == " + std::to_string(kDLUInt) + ") && " + dt + ".bits == 8 && " + dt + ".lanes == 1)";
+  std::string out;
   for (const DTypeInfo& d : t.dtypes) {
-    if (8 % d.dl.bits != 0) continue;
-    out += " || (" + dt + ".code == " + std::to_string(d.dl.code) + " && " + dt +
-           ".bits == " + std::to_string(d.dl.bits) + " && " + dt + ".lanes == " + std::to_string(8 / d.dl.bits) + ")";
+    out += (out.empty() ? "" : " || ") + std::string("packs_values(") + var + "->dtype, " + std::to_string(d.dl.code) +
+           ", " + std::to_string(d.dl.bits) + ")";
   }
   return out;
 }
@@ -98,22 +68,6 @@ std::string carrier_predicate(const TensorSpec& t, const std::string& var) {
 std::string single_dtype_word(const TensorSpec& t) {
   if (t.dtypes.size() != 1 || is_packed(t) || !is_one_dtype(t.dtypes[0])) return "";
   return dtype_word_text(t.dtypes[0]);
-}
-
-std::string expected_dtype_text(const TensorSpec& t) {
-  std::string out;
-  if (t.dtypes.size() == 1) {
-    out = t.dtypes[0].name;
-  } else {
-    out = "one of ";
-    for (size_t i = 0; i < t.dtypes.size(); ++i) out += (i ? ", " : "") + std::string(t.dtypes[i].name);
-  }
-  if (!is_packed(t)) return out;
-  int bits = packed_bits(t);
-  int group = std::lcm(8, bits);  // bits of the fewest whole bytes holding whole values
-  std::string per = 8 % bits == 0 ? std::to_string(8 / bits) + " per byte"
-                                  : std::to_string(group / bits) + " per " + std::to_string(group / 8) + " bytes";
-  return out + " (or int8/uint8 bytes packing its values, " + per + ")";
 }
 
 std::string element_type(const TensorSpec& t) {
@@ -180,7 +134,7 @@ class StubEmitter {
   void decode_tensor(const Param& p, int i, const std::string& a) {
     std::string v = tensor_var(p);
     std::string fail = "return fail_tensor_kind(kFn, " + std::to_string(i) + ", " + c_string(p.name) + ", " +
-                       c_string(type_text(p)) + ", " + a + ", " + (p.tensor.optional ? "true" : "false") + ");";
+                       c_string(param_type_text(p)) + ", " + a + ", " + (p.tensor.optional ? "true" : "false") + ");";
     if (p.tensor.optional) {
       out_ << "  const DLTensor* " << v << " = nullptr;\n"
            << "  if (!is_none(" << a << ")) {\n"
@@ -252,9 +206,9 @@ class StubEmitter {
            << v << ");\n";
       return;
     }
-    auto it = int_ranges().find(p.scalar);
-    if (it == int_ranges().end()) return;
-    const auto& [lo, hi] = it->second;
+    auto range_text = int_range_text(p.scalar);
+    if (!range_text) return;
+    const auto& [lo, hi] = *range_text;
     std::string cond = v + " < INT64_C(" + lo + ") || " + v + " > INT64_C(" + hi + ")";
     std::string range = "[" + lo + ", " + hi + "]";
     out_ << "  if (" << cond << ") return fail_int_range(kFn, " << idx << ", " << name << ", " << type << ", " << v
@@ -271,7 +225,7 @@ class StubEmitter {
       std::string body;
       if (!p->tensor.any_rank)
         body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) + ") return fail_ndim(kFn, " + idx +
-               ", " + c_string(p->name) + ", " + c_string(type_text(*p)) + ", " +
+               ", " + c_string(p->name) + ", " + c_string(param_type_text(*p)) + ", " +
                std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
       // A fixed rank, checked just above, lets the check run without a loop.
       // With one dtype to match, the fast test compares the dtype word the dtype
@@ -420,9 +374,9 @@ class StubEmitter {
     std::string body;
     for (const Param& p : spec_.params) {
       if (p.kind != ParamKind::kScalar || !p.symbol) continue;
-      auto it = int_ranges().find(p.scalar);
-      if (it == int_ranges().end()) continue;
-      const auto& [lo, hi] = it->second;
+      auto range_text = int_range_text(p.scalar);
+      if (!range_text) continue;
+      const auto& [lo, hi] = *range_text;
       body += "  if (s_" + p.name + " < INT64_C(" + lo + ") || s_" + p.name + " > INT64_C(" + hi +
               ")) return fail_symbol_range(kFn, " + c_string(p.name) + ", " + c_string(scalar_type_name(p.scalar)) +
               ", s_" + p.name + ", by_" + p.name + ", " + c_string("[" + lo + ", " + hi + "]") + ");\n";

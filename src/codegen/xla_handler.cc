@@ -31,10 +31,12 @@ std::string xla_handler_symbol(const std::string& fn) { return "__kjit_xla_" + f
 
 std::string emit_xla_handler(const FunctionSpec& spec) {
   std::vector<const Param*> inputs, results, attrs;
+  size_t aliased = 0;  // out tensors a caller may also pass as operands (their results alias them)
   bool cuda = false, has_stream = false;
   for (const Param& p : spec.params) {
     if (p.kind == ParamKind::kTensor) {
       (p.tensor.out ? results : inputs).push_back(&p);
+      aliased += p.tensor.out && !p.tensor.returned;
       cuda = cuda || p.tensor.device == DeviceKind::kCUDA;
     } else if (p.kind == ParamKind::kScalar) {
       if (p.symbol) continue;  // kjit passes it from the shapes, not an attr
@@ -59,7 +61,11 @@ std::string emit_xla_handler(const FunctionSpec& spec) {
     << "  if (frame->extension_start != nullptr && frame->extension_start->type == XLA_FFI_Extension_Metadata)\n"
     << "    return fill_metadata(frame, kFn);\n"
     << "  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;\n"
-    << "  if (frame->args.size != " << inputs.size() << " || frame->rets.size != " << results.size() << ")\n"
+    // kjit.jax passes each out tensor's value as one more operand, aliased to its
+    // result (input_output_aliases): the result buffer already holds it.
+    << "  if ((frame->args.size != " << inputs.size()
+    << (aliased ? " && frame->args.size != " + std::to_string(inputs.size() + aliased) : std::string())
+    << ") || frame->rets.size != " << results.size() << ")\n"
     << "    return fail_arity(frame, kFn, " << c_string(names_text(inputs)) << ", " << inputs.size() << ", "
     << c_string(names_text(results)) << ", " << results.size() << ");\n";
   if (cuda) {

@@ -25,6 +25,7 @@
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
+#include "kjit/runtime.h"
 #include "kjit/spec.h"
 #include "support/compiler_hints.h"
 #include "support/thread_scratch.h"
@@ -459,21 +460,6 @@ void ew_create(PackedArgs args, Any* rv) {
   });
 }
 
-/// kjit.ew_raise_pending(): raises the error a call function left on this thread
-/// when kjit._call called it through the C ABI, so that tvm-ffi's Python call
-/// converts it as any call's (the kind's exception type, a CompileError's command
-/// and log) and no second conversion exists.
-void ew_raise_pending(PackedArgs, Any*) {
-  TVMFFIObjectHandle error = nullptr;
-  TVMFFIErrorMoveFromRaised(&error);
-  if (error == nullptr) {
-    at_ffi_boundary([] { internal_check(false, "kjit.ew_raise_pending without a pending error"); });
-  }
-  using tvm::ffi::detail::ObjectUnsafe;
-  throw ObjectUnsafe::ObjectRefFromObjectPtr<tvm::ffi::Error>(
-      ObjectUnsafe::ObjectPtrFromOwned<tvm::ffi::Object>(static_cast<TVMFFIObject*>(error)));
-}
-
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef()
@@ -481,8 +467,13 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_packed("kjit.ew_outputs", ew_outputs)
       .def_packed("kjit.ew_run", ew_run)
       .def("kjit.ew_function", ew_function)
-      .def_packed("kjit.ew_raise_pending", ew_raise_pending)
       .def("kjit.ew_empty", ew_empty)
+      .def("kjit.ew_xla_library",
+           [](const String& xla_include_dir, const String& cache_dir, bool verbose) {
+             return at_ffi_boundary([&] {
+               return String(elementwise_xla_library(std::string(xla_include_dir), std::string(cache_dir), verbose));
+             });
+           })
       .def("kjit.ew_free",
            [](int64_t id) {
              // The engine's plans and kernel handles go; the compiled libraries stay

@@ -7,6 +7,7 @@
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include "call/call_model_object.h"
 #include "declare/cpp_signature.h"
 #include "ffi/boundary.h"
 #include "ffi/fields.h"
@@ -209,17 +210,19 @@ FieldMap function_record(const FunctionSpec& s, const std::vector<SourceText>& s
 }
 
 /// A loaded module as named fields: its objects ("module"; "functions", the stubs'
-/// functions in declaration order), its long texts ("source"; "stubs", in the same
+/// functions in declaration order; "models", their call models), its long texts ("source"; "stubs", in the same
 /// order), and "record", a JSON object of the short plain fields ("path",
 /// "cache_hit", "key", "has_xla_handlers", and per function its function_record).
 /// Python reads the record with one json.loads; field by field it took about fifty
 /// crossings per load.
 FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) {
   Array<tvm::ffi::Function> functions;
+  Array<tvm::ffi::ObjectRef> models;
   Array<String> stubs;
   Array<FieldMap> records;
   for (const FunctionSpec& s : m.specs()) {
     functions.push_back(m.function(s.name));
+    models.push_back(make_call_model_object(s));
     stubs.push_back(String(m.host_source(s.name)));
     records.push_back(function_record(s, sources));
   }
@@ -228,11 +231,9 @@ FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) 
                   {"cache_hit", m.cache_hit()},
                   {"key", String(m.key())},
                   {"has_xla_handlers", m.has_xla_handlers()}};
-  return FieldMap{{"module", m.ffi_module()},
-                  {"functions", functions},
-                  {"source", String(m.full_source())},
-                  {"stubs", stubs},
-                  {"record", tvm::ffi::json::Stringify(record)}};
+  return FieldMap{{"module", m.ffi_module()}, {"functions", functions},
+                  {"models", models},         {"source", String(m.full_source())},
+                  {"stubs", stubs},           {"record", tvm::ffi::json::Stringify(record)}};
 }
 
 /// load_inline with options as named fields: "name", "cpp_sources", "functions"

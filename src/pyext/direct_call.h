@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "small_vector.h"
+#include "support/small_vector.h"
 
 namespace kjit::pyext {
 
@@ -59,7 +59,7 @@ enum class DirectOutcome {
 /// Calls `function` with `a`'s inputs, out= tensors and extras, the GIL released
 /// while it runs. Returns out= itself, or the new output (a tuple of them for a
 /// multi-output function). An error the call function raises goes through
-/// `raise_pending` (kjit.ew_raise_pending), so tvm-ffi converts it as for any call.
+/// `raise_pending` (kjit.raise_pending), so tvm-ffi converts it as for any call.
 PyObject* call_direct(TVMFFIObjectHandle function, const TensorBridge& bridge, const CallArguments& a,
                       PyObject* raise_pending, DirectOutcome* outcome);
 

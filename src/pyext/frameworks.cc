@@ -1,30 +1,38 @@
 #include "frameworks.h"
 
-#include "call_plan.h"
-#include "small_vector.h"
+#include <tvm/ffi/c_api.h>
+
+#include <string>
+
+#include "kjit/spec.h"
+#include "numpy_tensors.h"
+#include "support/small_vector.h"
+#include "torch_tensors.h"
 
 namespace kjit::pyext {
 namespace {
 
 /// Strong references held for the life of the process (one interpreter).
-struct Cache {
-  PyObject* ndarray = nullptr;        ///< numpy.ndarray
-  PyObject* numpy_empty = nullptr;    ///< numpy.empty
-  PyObject* numpy_dtypes = nullptr;   ///< {input dtype: the dtype the binder allocates for it}
-  PyObject* ffi_tensor = nullptr;     ///< tvm_ffi.Tensor
-  PyObject* ffi_empty = nullptr;      ///< kjit.ew_empty
-  PyObject* torch = nullptr;          ///< the torch module, once imported
-  PyObject* torch_tensor = nullptr;   ///< torch.Tensor
-  PyObject* torch_empty = nullptr;    ///< torch.empty
+struct Table {
+  PyObject* tvm_tensor = nullptr;   ///< tvm_ffi.Tensor
+  PyObject* ffi_empty = nullptr;    ///< kjit.ew_empty(shape, dtype name) -> tvm_ffi.Tensor (CPU)
+  PyObject* dtype_named = nullptr;  ///< name -> numpy.dtype, for dtypes NumPy has no number for
+  PyObject* classify = nullptr;     ///< classify(x) -> Framework value, for what C does not know by type
+  PyObject* readable = nullptr;     ///< readable(array) -> tvm_ffi.Tensor through versioned DLPack
+  PyObject* jax_result = nullptr;   ///< jax_result(tensor) -> jax.Array over it
+  PyObject* torch = nullptr;        ///< the torch module, once imported
+  PyObject* torch_tensor = nullptr;
+  PyObject* torch_empty = nullptr;
   PyObject* torch_kwnames = nullptr;  ///< ("dtype", "device")
-  PyObject* s_shape = nullptr;
-  PyObject* s_dtype = nullptr;
-  PyObject* s_device = nullptr;
-  PyObject* s_dlpack_device = nullptr;
+  PyObject* torch_dtypes = nullptr;   ///< {dtype name: torch.dtype}
   PyObject* s_torch = nullptr;
+  PyObject* s_device = nullptr;
+  PyObject* s_dlpack = nullptr;
+  PyObject* s_chandle = nullptr;
+  PyObject* s_permute = nullptr;
 };
 
-Cache cache;
+Table table;
 
 bool intern(PyObject** slot, const char* text) {
   if (*slot == nullptr) *slot = PyUnicode_InternFromString(text);
@@ -38,218 +46,353 @@ void hold(PyObject** slot, PyObject* value) {
 
 /// torch.Tensor and torch.empty once torch is in sys.modules (kjit never imports it).
 bool resolve_torch() {
-  if (cache.torch_tensor != nullptr) return true;
-  PyObject* torch = PyImport_GetModule(cache.s_torch);
+  if (table.torch_tensor != nullptr) return true;
+  if (table.s_torch == nullptr) return false;
+  PyObject* torch = PyImport_GetModule(table.s_torch);
   if (torch == nullptr) {
     PyErr_Clear();
     return false;
   }
   PyObject* tensor = PyObject_GetAttrString(torch, "Tensor");
   PyObject* empty = tensor != nullptr ? PyObject_GetAttrString(torch, "empty") : nullptr;
-  if (empty == nullptr) {  // torch still importing, or not the real one: the binder decides
+  if (empty == nullptr) {  // torch still importing, or not the real one
     PyErr_Clear();
     Py_XDECREF(tensor);
     Py_DECREF(torch);
     return false;
   }
-  cache.torch = torch;
-  cache.torch_tensor = tensor;
-  cache.torch_empty = empty;
+  table.torch = torch;
+  table.torch_tensor = tensor;
+  table.torch_empty = empty;
   return true;
 }
 
-PyObject* tuple_of(const int64_t* shape, size_t rank) {
-  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(rank));
-  if (t == nullptr) return nullptr;
-  for (size_t i = 0; i < rank; ++i) {
-    PyObject* v = PyLong_FromLongLong(shape[i]);
-    if (v == nullptr) {
-      Py_DECREF(t);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v);
+PyObject* tuple_of(const int64_t* values, int n) {
+  PyObject* t = PyTuple_New(n);
+  for (int i = 0; t != nullptr && i < n; ++i) {
+    PyObject* v = PyLong_FromLongLong(values[i]);
+    if (v == nullptr) Py_CLEAR(t);
+    if (t != nullptr) PyTuple_SET_ITEM(t, i, v);
   }
   return t;
 }
 
-/// The NumPy dtype the binder would allocate (np.dtype(source.dtype.name)), for the
-/// native dtypes of the configured table; nullptr otherwise (borrowed).
-PyObject* numpy_dtype(ReturnedOutput& out, PyObject* source) {
-  if (out.dtype_of < 0) return out.numpy_dtype == Py_None ? nullptr : out.numpy_dtype;
-  if (Py_TYPE(source) != reinterpret_cast<PyTypeObject*>(cache.ndarray)) return nullptr;
-  PyObject* dtype = PyObject_GetAttr(source, cache.s_dtype);
-  if (dtype == nullptr) return nullptr;
-  PyObject* mapped = PyDict_GetItemWithError(cache.numpy_dtypes, dtype);
-  Py_DECREF(dtype);
-  return mapped;
-}
-
-PyObject* allocate_numpy(ReturnedOutput& out, PyObject* source, const int64_t* shape, size_t rank) {
-  PyObject* dtype = numpy_dtype(out, source);
-  if (dtype == nullptr) return nullptr;
-  PyObject* dims = tuple_of(shape, rank);
-  if (dims == nullptr) return nullptr;
-  PyObject* argv[] = {dims, dtype};
-  PyObject* array = PyObject_Vectorcall(cache.numpy_empty, argv, 2, nullptr);
-  Py_DECREF(dims);
-  return array;
-}
-
-/// torch.<name> for a fixed dtype (cached), source.dtype for dtype(x); new reference.
-PyObject* torch_dtype(ReturnedOutput& out, PyObject* source) {
-  if (out.dtype_of >= 0) {
-    if (Py_TYPE(source) != reinterpret_cast<PyTypeObject*>(cache.torch_tensor)) return nullptr;
-    return PyObject_GetAttr(source, cache.s_dtype);
+/// torch.<name> of a dtype, cached by name.
+PyObject* torch_dtype(DLDataType d) {
+  PyObject* name = dtype_name(d);
+  if (name == nullptr) return nullptr;
+  PyObject* dtype = PyDict_GetItemWithError(table.torch_dtypes, name);  // borrowed
+  if (dtype != nullptr) {
+    Py_INCREF(dtype);
+  } else if (!PyErr_Occurred()) {
+    dtype = PyObject_GetAttr(table.torch, name);
+    if (dtype != nullptr && PyDict_SetItem(table.torch_dtypes, name, dtype) < 0) Py_CLEAR(dtype);
   }
-  if (out.torch_dtype == nullptr) out.torch_dtype = PyObject_GetAttr(cache.torch, out.dtype_name);
-  Py_XINCREF(out.torch_dtype);
-  return out.torch_dtype;
+  Py_DECREF(name);
+  return dtype;
 }
 
-/// torch.empty(*shape, dtype=..., device=template.device): sizes as separate ints
-/// parse ~0.5 us faster than a tuple; a 0-d tensor needs the empty tuple.
-PyObject* allocate_torch(PyObject* template_, ReturnedOutput& out, PyObject* source, const int64_t* shape,
-                         size_t rank) {
-  PyObject* dtype = torch_dtype(out, source);
-  if (dtype == nullptr) return nullptr;
-  PyObject* device = PyObject_GetAttr(template_, cache.s_device);
+/// torch.empty(*sizes, dtype=..., device=template.device), permuted to `order`.
+PyObject* allocate_torch(PyObject* template_, const int64_t* shape, int rank, DLDataType d, const int64_t* order) {
+  PyObject* dtype = torch_dtype(d);
+  PyObject* device = dtype != nullptr ? PyObject_GetAttr(template_, table.s_device) : nullptr;
   if (device == nullptr) {
-    Py_DECREF(dtype);
+    Py_XDECREF(dtype);
     return nullptr;
   }
   SmallVector<PyObject*, 12> argv;
   bool ok = true;
-  if (rank == 0) {
+  if (rank == 0) {  // sizes as separate ints parse faster than a tuple; a 0-d tensor needs ()
     argv.push_back(PyTuple_New(0));
     ok = argv[0] != nullptr;
   }
-  for (size_t i = 0; ok && i < rank; ++i) {
-    argv.push_back(PyLong_FromLongLong(shape[i]));
-    ok = argv[i] != nullptr;
+  for (int i = 0; ok && i < rank; ++i) {
+    argv.push_back(PyLong_FromLongLong(shape[order != nullptr ? order[i] : i]));
+    ok = argv[static_cast<size_t>(i)] != nullptr;
   }
   PyObject* tensor = nullptr;
   if (ok) {
-    size_t npos = argv.size();
+    const size_t npos = argv.size();
     argv.push_back(dtype);
     argv.push_back(device);
-    tensor = PyObject_Vectorcall(cache.torch_empty, argv.data(), npos, cache.torch_kwnames);
+    tensor = PyObject_Vectorcall(table.torch_empty, argv.data(), npos, table.torch_kwnames);
     argv.resize(npos);
   }
   for (PyObject* a : argv) Py_XDECREF(a);
   Py_DECREF(dtype);
   Py_DECREF(device);
-  return tensor;
+  if (tensor == nullptr || order == nullptr) return tensor;
+  SmallVector<int64_t, 8> inverse(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) inverse[static_cast<size_t>(order[i])] = i;
+  PyObject* dims = tuple_of(inverse.data(), rank);
+  PyObject* permuted = dims != nullptr ? PyObject_CallMethodOneArg(tensor, table.s_permute, dims) : nullptr;
+  Py_XDECREF(dims);
+  Py_DECREF(tensor);
+  return permuted;
 }
 
-/// Whether a tvm_ffi.Tensor is on the CPU (kDLCPU), where kjit.ew_empty allocates.
-bool on_cpu(PyObject* tensor) {
-  PyObject* device = PyObject_CallMethodNoArgs(tensor, cache.s_dlpack_device);
-  if (device == nullptr) return false;
-  bool cpu = false;
-  if (PyTuple_Check(device) && PyTuple_GET_SIZE(device) >= 1) {
-    cpu = PyLong_AsLong(PyTuple_GET_ITEM(device, 0)) == 1;
-  }
-  Py_DECREF(device);
-  return cpu;
-}
+const char* device_text(DLDevice d) { return d.device_type == kDLCUDA ? "cuda" : "a non-CPU device"; }
 
-PyObject* allocate_tvm_ffi(PyObject* template_, ReturnedOutput& out, PyObject* source, const int64_t* shape,
-                           size_t rank) {
-  if (!on_cpu(template_)) return nullptr;  // the binder's TypeError names it
-  PyObject* dtype = nullptr;
-  if (out.dtype_of < 0) {
-    dtype = out.dtype_name;
-    Py_INCREF(dtype);
-  } else if (Py_TYPE(source) == reinterpret_cast<PyTypeObject*>(cache.ffi_tensor)) {
-    PyObject* d = PyObject_GetAttr(source, cache.s_dtype);
-    dtype = d != nullptr ? PyObject_Str(d) : nullptr;
-    Py_XDECREF(d);
+/// kjit.ew_empty(shape, dtype name): a C-contiguous CPU tvm_ffi.Tensor.
+PyObject* allocate_tvm_ffi(PyObject* template_, const int64_t* shape, int rank, DLDataType d, DLDevice device) {
+  if (device.device_type != kDLCPU) {
+    PyErr_Format(PyExc_TypeError,
+                 "kjit: cannot allocate an output on %s for %s inputs (kjit allocates GPU memory through torch "
+                 "only); pass torch tensors, or pass the output (out=)",
+                 device_text(device), Py_TYPE(template_)->tp_name);
+    return nullptr;
   }
-  if (dtype == nullptr) return nullptr;
-  PyObject* dims = tuple_of(shape, rank);  // tvm-ffi converts a tuple as the binder's list, a little faster
+  PyObject* dims = tuple_of(shape, rank);
+  PyObject* name = dims != nullptr ? dtype_name(d) : nullptr;
   PyObject* tensor = nullptr;
-  if (dims != nullptr) {
-    PyObject* argv[] = {dims, dtype};
-    tensor = PyObject_Vectorcall(cache.ffi_empty, argv, 2, nullptr);
-    Py_DECREF(dims);
+  if (name != nullptr) {
+    PyObject* argv[] = {dims, name};
+    tensor = PyObject_Vectorcall(table.ffi_empty, argv, 2, nullptr);
   }
-  Py_DECREF(dtype);
+  Py_XDECREF(dims);
+  Py_XDECREF(name);
   return tensor;
+}
+
+/// A DLPack capsule's tensor ("dltensor" or "dltensor_versioned"), described in `t`.
+bool view_capsule(PyObject* capsule, DLTensor* t) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    *t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"))->dl_tensor;
+    return true;
+  }
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    *t = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"))->dl_tensor;
+    return true;
+  }
+  PyErr_SetString(PyExc_TypeError, "kjit: __dlpack__() did not return a DLPack capsule");
+  return false;
+}
+
+/// The dtype of a name kjit knows (spec.h's table, the grammar's names); false with
+/// a ValueError naming `who` otherwise.
+bool dtype_of_name(PyObject* name, DLDataType* out, const char* who) {
+  const char* text = PyUnicode_AsUTF8(name);
+  if (text == nullptr) return false;
+  const kjit::DTypeInfo* d = kjit::find_dtype(std::string(text));
+  if (d == nullptr) {
+    PyErr_Format(PyExc_ValueError, "%s: unknown dtype '%s' (kjit's dtypes: %s)", who, text,
+                 kjit::known_dtype_names().c_str());
+    return false;
+  }
+  *out = d->dl;
+  return true;
+}
+
+/// kjit.TensorMeta (shape, dtype name, device type, device id, strides or None).
+bool view_meta(PyObject* x, DLTensor* t, int64_t* scratch) {
+  PyObject* shape = PyTuple_GET_ITEM(x, 0);
+  PyObject* strides = PyTuple_GET_ITEM(x, 4);
+  const Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+  if (rank > 64 || (strides != Py_None && PyTuple_GET_SIZE(strides) != rank)) {
+    PyErr_SetString(PyExc_ValueError, "kjit.TensorMeta: at most 64 dims, and one stride per dim");
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < rank; ++i) {
+    scratch[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    if (strides != Py_None) scratch[64 + i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+  }
+  if (PyErr_Occurred()) return false;
+  if (!dtype_of_name(PyTuple_GET_ITEM(x, 1), &t->dtype, "kjit.TensorMeta")) return false;
+  t->data = nullptr;
+  t->device = DLDevice{static_cast<DLDeviceType>(PyLong_AsLong(PyTuple_GET_ITEM(x, 2))),
+                       static_cast<int32_t>(PyLong_AsLong(PyTuple_GET_ITEM(x, 3)))};
+  t->ndim = static_cast<int32_t>(rank);
+  t->shape = scratch;
+  t->strides = strides != Py_None ? scratch + 64 : nullptr;
+  t->byte_offset = 0;
+  return !PyErr_Occurred();
 }
 
 }  // namespace
 
 PyObject* configure_frameworks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 5 || !PyType_Check(args[0]) || !PyCallable_Check(args[1]) || !PyDict_Check(args[2]) ||
-      !PyType_Check(args[3]) || !PyCallable_Check(args[4])) {
+  if (nargs != 7 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError,
-                    "kjit._call.configure(ndarray, numpy_empty, numpy_dtypes: dict, ffi_tensor, ffi_empty)");
+                    "kjit._call.configure(ndarray, tvm_tensor, ffi_empty, dtype_named, classify, readable, "
+                    "jax_result)");
     return nullptr;
   }
-  if (!intern(&cache.s_shape, "shape") || !intern(&cache.s_dtype, "dtype") || !intern(&cache.s_device, "device") ||
-      !intern(&cache.s_dlpack_device, "__dlpack_device__") || !intern(&cache.s_torch, "torch")) {
+  for (Py_ssize_t i = 2; i < nargs; ++i) {
+    if (!PyCallable_Check(args[i])) {
+      PyErr_Format(PyExc_TypeError, "kjit._call.configure: argument %zd must be callable", i);
+      return nullptr;
+    }
+  }
+  if (!intern(&table.s_torch, "torch") || !intern(&table.s_device, "device") ||
+      !intern(&table.s_dlpack, "__dlpack__") || !intern(&table.s_chandle, "__chandle__") ||
+      !intern(&table.s_permute, "permute")) {
     return nullptr;
   }
-  if (cache.torch_kwnames == nullptr) {
-    cache.torch_kwnames = Py_BuildValue("(OO)", cache.s_dtype, cache.s_device);
-    if (cache.torch_kwnames == nullptr) return nullptr;
+  if (table.torch_kwnames == nullptr && (table.torch_kwnames = Py_BuildValue("(ss)", "dtype", "device")) == nullptr) {
+    return nullptr;
   }
-  hold(&cache.ndarray, args[0]);
-  hold(&cache.numpy_empty, args[1]);
-  hold(&cache.numpy_dtypes, args[2]);
-  hold(&cache.ffi_tensor, args[3]);
-  hold(&cache.ffi_empty, args[4]);
+  if (table.torch_dtypes == nullptr && (table.torch_dtypes = PyDict_New()) == nullptr) return nullptr;
+  if (import_numpy_api() < 0) return nullptr;
+  hold(&table.tvm_tensor, args[1]);
+  hold(&table.ffi_empty, args[2]);
+  hold(&table.dtype_named, args[3]);
+  hold(&table.classify, args[4]);
+  hold(&table.readable, args[5]);
+  hold(&table.jax_result, args[6]);
   Py_RETURN_NONE;
 }
 
-Framework framework_of(PyObject* x) {
-  if (cache.ndarray == nullptr) return Framework::kOther;  // not configured: the binder does it all
-  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(x));
-  if (x == Py_None || type == cache.ndarray) return Framework::kNumpy;
-  if (type == cache.ffi_tensor) return Framework::kTvmFfi;
-  if (resolve_torch() && type == cache.torch_tensor) return Framework::kTorch;
-  return Framework::kOther;
+bool framework_of(PyObject* x, Framework* out) {
+  PyTypeObject* type = Py_TYPE(x);
+  if (type == ndarray_type()) {
+    *out = Framework::kNumpy;
+  } else if (resolve_torch() && type == reinterpret_cast<PyTypeObject*>(table.torch_tensor)) {
+    *out = Framework::kTorch;
+  } else if (type == reinterpret_cast<PyTypeObject*>(table.tvm_tensor)) {
+    *out = Framework::kTvmFfi;
+  } else if (x == Py_None || type == &PyFloat_Type || type == &PyLong_Type || type == &PyBool_Type ||
+             table.classify == nullptr) {
+    *out = Framework::kNone;
+  } else {
+    PyObject* kind = PyObject_CallOneArg(table.classify, x);
+    if (kind == nullptr) return false;
+    const long k = PyLong_AsLong(kind);
+    Py_DECREF(kind);
+    if (k == -1 && PyErr_Occurred()) return false;
+    *out = static_cast<Framework>(k);
+  }
+  return true;
 }
 
 PyTypeObject* torch_tensor_type() {
-  if (!intern(&cache.s_torch, "torch")) {
-    PyErr_Clear();
+  return resolve_torch() ? reinterpret_cast<PyTypeObject*>(table.torch_tensor) : nullptr;
+}
+
+bool view_tensor(PyObject* x, Framework f, DLTensor* t, int64_t* scratch, PyObject** held) {
+  *held = nullptr;
+  switch (f) {
+    case Framework::kNumpy:
+      if (ndarray_metadata(x, t, scratch)) return true;
+      break;  // a dtype DLPack does not know, a byte order it cannot carry: DLPack's error names it
+    case Framework::kTorch:
+      if (const DLPackExchangeAPI* api = torch_exchange_api(Py_TYPE(x))) {
+        if (api->dltensor_from_py_object_no_sync(x, t) == 0) return true;
+        PyErr_Clear();
+      }
+      break;
+    case Framework::kTvmFfi: {
+      PyObject* address = PyObject_CallMethodNoArgs(x, table.s_chandle);
+      void* handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
+      Py_XDECREF(address);
+      if (handle == nullptr) return false;
+      *t = *TVMFFITensorGetDLTensorPtr(static_cast<TVMFFIObjectHandle>(handle));
+      return true;
+    }
+    case Framework::kMeta:
+      return view_meta(x, t, scratch);
+    case Framework::kJaxTracer:
+    case Framework::kNone:
+      PyErr_SetString(PyExc_TypeError, "kjit: not a tensor");
+      return false;
+    case Framework::kJax:
+    case Framework::kDlpack:
+      break;
+  }
+  PyObject* capsule = PyObject_CallMethodNoArgs(x, table.s_dlpack);
+  if (capsule == nullptr) return false;
+  if (!view_capsule(capsule, t)) {
+    Py_DECREF(capsule);
+    return false;
+  }
+  *held = capsule;  // its destructor frees the tensor: it was never consumed
+  return true;
+}
+
+PyObject* allocate(Framework f, PyObject* template_, const int64_t* shape, int rank, DLDataType dtype, DLDevice device,
+                   const int64_t* order) {
+  switch (f) {
+    case Framework::kNumpy:
+    case Framework::kNone:
+      return empty_ndarray(shape, rank, dtype, order, table.dtype_named);
+    case Framework::kTorch:
+      if (resolve_torch()) return allocate_torch(template_, shape, rank, dtype, order);
+      break;
+    default:
+      break;
+  }
+  return allocate_tvm_ffi(template_, shape, rank, dtype, device);
+}
+
+PyObject* as_result(Framework f, PyObject* tensor) {
+  if (f != Framework::kJax || tensor == nullptr) return tensor;
+  PyObject* array = PyObject_CallOneArg(table.jax_result, tensor);
+  Py_DECREF(tensor);
+  return array;
+}
+
+bool is_read_only_ndarray(PyObject* x) { return PyObject_TypeCheck(x, ndarray_type()) && !ndarray_writeable(x); }
+
+PyObject* readable_view(PyObject* x) { return PyObject_CallOneArg(table.readable, x); }
+
+PyObject* py_framework_of(PyObject*, PyObject* x) {
+  Framework f = Framework::kNone;
+  if (!framework_of(x, &f)) return nullptr;
+  return PyLong_FromLong(static_cast<long>(f));
+}
+
+namespace {
+
+bool int64s(PyObject* seq, SmallVector<int64_t, 8>* out, const char* what) {
+  PyObject* fast = PySequence_Fast(seq, what);
+  if (fast == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    out->push_back(PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i)));
+  }
+  Py_DECREF(fast);
+  return !PyErr_Occurred();
+}
+
+}  // namespace
+
+PyObject* py_empty(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 3 || nargs > 4) {
+    PyErr_SetString(PyExc_TypeError, "kjit._call.empty(like, shape, dtype, order=None)");
     return nullptr;
   }
-  return resolve_torch() ? reinterpret_cast<PyTypeObject*>(cache.torch_tensor) : nullptr;
-}
-
-PyObject* shape_of(PyObject* x) { return PyObject_GetAttr(x, cache.s_shape); }
-
-PyObject* allocate_output(Framework framework, PyObject* template_, ReturnedOutput& out, PyObject* dtype_source,
-                          const int64_t* shape, size_t rank) {
-  PyObject* tensor = nullptr;
-  switch (framework) {
-    case Framework::kNumpy:
-      tensor = allocate_numpy(out, dtype_source, shape, rank);
-      break;
-    case Framework::kTorch:
-      tensor = allocate_torch(template_, out, dtype_source, shape, rank);
-      break;
-    case Framework::kTvmFfi:
-      tensor = allocate_tvm_ffi(template_, out, dtype_source, shape, rank);
-      break;
-    case Framework::kOther:
-      break;
+  PyObject* like = args[0];
+  Framework f = Framework::kNone;
+  if (!framework_of(like, &f)) return nullptr;
+  SmallVector<int64_t, 8> shape, order;
+  if (!int64s(args[1], &shape, "kjit._call.empty: shape must be a sequence of ints")) return nullptr;
+  const bool ordered = nargs == 4 && args[3] != Py_None;
+  if (ordered && (!int64s(args[3], &order, "kjit._call.empty: order must be a sequence of ints") ||
+                  order.size() != shape.size())) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "kjit._call.empty: order must have one entry per dim");
+    return nullptr;
   }
-  if (tensor == nullptr) PyErr_Clear();
-  return tensor;
+  DLDataType dtype{};
+  if (!dtype_of_name(args[2], &dtype, "kjit._call.empty")) return nullptr;
+  DLDevice device{kDLCPU, 0};
+  if (f != Framework::kNone && f != Framework::kNumpy) {
+    DLTensor t;
+    int64_t scratch[128];
+    PyObject* held = nullptr;
+    if (!view_tensor(like, f, &t, scratch, &held)) return nullptr;
+    device = t.device;
+    Py_XDECREF(held);
+  }
+  return allocate(f, like, shape.data(), static_cast<int>(shape.size()), dtype, device,
+                  ordered ? order.data() : nullptr);
 }
 
-bool is_read_only_ndarray(PyObject* x) {
-  if (cache.ndarray == nullptr || Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(cache.ndarray)) return false;
-  PyObject* flags = PyObject_GetAttrString(x, "flags");
-  PyObject* writeable = flags != nullptr ? PyObject_GetAttrString(flags, "writeable") : nullptr;
-  int truth = writeable != nullptr ? PyObject_IsTrue(writeable) : -1;
-  Py_XDECREF(writeable);
-  Py_XDECREF(flags);
-  if (truth < 0) PyErr_Clear();
-  return truth == 0;
+PyObject* dtype_name(DLDataType d) {
+  const kjit::DTypeInfo* info = kjit::find_dtype(d);
+  if (info == nullptr) {
+    PyErr_Format(PyExc_ValueError, "kjit: a dtype without a name (DLPack code %d, %d bits, %d lanes)", d.code, d.bits,
+                 d.lanes);
+    return nullptr;
+  }
+  return PyUnicode_FromString(info->name);
 }
 
 }  // namespace kjit::pyext

@@ -1,95 +1,417 @@
-// kjit._call.Function: what `mod.fn` is. A positional call with the full argument
-// count goes straight to the tvm-ffi function (one vectorcall more than calling it
-// directly). Keywords, left-out defaults and returned outputs are bound in C from the
-// function's call plan (call_plan.h), still one call of the stub. What the plan does not
-// cover (read-only NumPy arrays, which DLPack refuses with a BufferError; every wrong
-// call; unusual arguments) goes to the Python binder (python/kjit/function.py), which
-// owns every message. tvm-ffi's Function cannot take keywords and Python code in the
-// positional path would cost ~100 ns a call, hence this small C type.
+// kjit._call.Function: what `mod.fn` is. Every call is one call of the generated
+// stub's tvm_ffi.Function. A positional call with every argument and no returned
+// tensors goes straight to it (one vectorcall more than calling it directly); any
+// other call is bound by the function's call model (src/call: keywords, defaults,
+// its TypeErrors), read-only NumPy arrays are passed through versioned DLPack (or
+// refused by name where the kernel writes them), and returned tensors are checked
+// and shaped by the model, then allocated in the caller's framework (frameworks.h).
+// tvm-ffi's Function cannot take keywords, and Python code in the positional path
+// would cost ~100 ns a call, hence this small C type.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
 #include <cstddef>
+#include <memory>
+#include <string_view>
+#include <vector>
 
-#include "call_plan.h"
+#include "call/call_model_object.h"
 #include "elementwise_type.h"
 #include "frameworks.h"
+#include "model_arguments.h"
+#include "support/small_vector.h"
 
 namespace {
 
-using kjit::pyext::CallPlan;
-using kjit::pyext::Outcome;
+using kjit::CallModel;
+using kjit::OutputMeta;
+using kjit::SmallVector;
+using kjit::pyext::Framework;
+using kjit::pyext::ModelArguments;
 
 struct KjitFunction {
   PyObject ob_base;           ///< PyObject_HEAD, spelled out (the macro's ';' trips -Wpedantic)
   vectorcallfunc vectorcall;  ///< kjit_function_call, for every instance
   PyObject* fast;             ///< the tvm_ffi.Function of the generated stub
-  PyObject* binder;           ///< binder(*args, **kwargs): the Python path
-  PyObject* repr;             ///< str returned by repr()
-  PyObject* dict;             ///< __doc__, __signature__, __name__, ...
+  PyObject* model_ref;        ///< the kjit.CallModel object that owns `model`
+  const CallModel* model;
+  PyObject* raise_pending;  ///< kjit.raise_pending: raises what the model left on this thread
+  PyObject* repr;           ///< str returned by repr()
+  PyObject* dict;           ///< __doc__, __signature__, __name__, ...
   PyObject* weakrefs;
-  Py_ssize_t fast_arity;  ///< positional count that may take the fast path; -1: any
-  CallPlan* plan;         ///< keywords, defaults and returned outputs in C; nullptr: the binder's
-  // How many calls took each path: tests check the common ones stay in C.
-  Py_ssize_t direct_calls;
-  Py_ssize_t bound_calls;
-  Py_ssize_t binder_calls;
+  PyObject** defaults;  ///< per caller parameter: its default (owned), or nullptr
+  Py_ssize_t n_callers;
+  bool direct;  ///< no returned tensors: a full positional call goes straight to the stub
 };
 
-/// The fast path unless keywords, another count, or a read-only array need binding;
-/// then the plan; then the binder.
-PyObject* kjit_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  KjitFunction* f = reinterpret_cast<KjitFunction*>(self);
-  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  bool keywords = kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0;
-  if (!keywords && (f->fast_arity < 0 || n == f->fast_arity)) {
-    PyObject* result = PyObject_Vectorcall(f->fast, args, nargsf, nullptr);
-    // DLPack cannot export a read-only NumPy array; the binder passes it another way.
-    if (result != nullptr || !PyErr_ExceptionMatches(PyExc_BufferError)) {
-      ++f->direct_calls;
-      return result;
-    }
-    PyErr_Clear();
-  } else if (f->plan != nullptr) {
-    PyObject* result = nullptr;
-    if (f->plan->call(f->fast, args, n, keywords ? kwnames : nullptr, &result) == Outcome::kDone) {
-      ++f->bound_calls;
-      return result;
+/// The error the call model raised, through tvm-ffi's conversion (kjit's messages
+/// as the exceptions of their kinds).
+PyObject* raise_model_error(KjitFunction* f) {
+  PyObject* r = PyObject_Vectorcall(f->raise_pending, nullptr, 0, nullptr);
+  Py_XDECREF(r);
+  if (r != nullptr) PyErr_SetString(PyExc_RuntimeError, "kjit._call: the call model failed without an error");
+  return nullptr;
+}
+
+/// A failed stub call: a JAX tracer among the arguments gets the framework table's
+/// message (tvm-ffi's conversion only says it has no __dlpack_device__).
+PyObject* explain_failure(KjitFunction* f, PyObject* const* values, Py_ssize_t n) {
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return nullptr;
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  for (Py_ssize_t i = 0; i < n && i < f->n_callers; ++i) {
+    Framework fw = Framework::kNone;
+    if (!f->model->callers()[static_cast<size_t>(i)].tensor) continue;
+    if (!kjit::pyext::framework_of(values[i], &fw)) {
+      PyErr_Clear();
+    } else if (!kjit::pyext::accepted_tensor(*f->model, static_cast<size_t>(i), fw, false)) {
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(traceback);
+      return nullptr;
     }
   }
-  ++f->binder_calls;
-  return PyObject_Vectorcall(f->binder, args, nargsf, kwnames);
+  PyErr_Restore(type, value, traceback);
+  return nullptr;
+}
+
+/// Binds a call to one value per caller parameter (borrowed); false with the
+/// model's TypeError raised.
+bool bind(KjitFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** values) {
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  SmallVector<std::string_view, 8> names(static_cast<size_t>(nkw));
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kwnames, k), &size);
+    if (text == nullptr) return false;
+    names[static_cast<size_t>(k)] = std::string_view(text, static_cast<size_t>(size));
+  }
+  SmallVector<int32_t, 16> from(static_cast<size_t>(f->n_callers));
+  if (f->model->bind(static_cast<size_t>(nargs), names.data(), static_cast<size_t>(nkw), from.data()) != 0) {
+    raise_model_error(f);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < f->n_callers; ++i) {
+    const int32_t k = from[static_cast<size_t>(i)];
+    values[i] = k >= 0 ? args[k] : f->defaults[i];
+  }
+  return true;
+}
+
+/// Read-only NumPy arrays as tvm_ffi.Tensor through versioned DLPack, which says
+/// "read-only" (the unversioned export refuses them); a ValueError for a tensor the
+/// kernel writes. `owned` keeps the replacements.
+bool pass_read_only(KjitFunction* f, PyObject** values, SmallVector<PyObject*, 4>* owned) {
+  for (Py_ssize_t i = 0; i < f->n_callers; ++i) {
+    const kjit::CallerParam& c = f->model->callers()[static_cast<size_t>(i)];
+    if (!c.tensor || !kjit::pyext::is_read_only_ndarray(values[i])) continue;
+    if (c.written) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s: argument #%zd '%s' is a read-only NumPy array, but the kernel writes it (%s: %s); pass a "
+                   "writeable array (np.array(x) copies it)",
+                   f->model->spec().name.c_str(), i, c.name.c_str(), c.name.c_str(), c.type_text.c_str());
+      return false;
+    }
+    PyObject* view = kjit::pyext::readable_view(values[i]);
+    if (view == nullptr) return false;
+    owned->push_back(view);
+    values[i] = view;
+  }
+  return true;
+}
+
+/// The call's result: the returned tensors (one alone, several a tuple), after the
+/// kernel's own result when it has one. Steals kernel_result.
+PyObject* assemble(PyObject* kernel_result, PyObject* const* outputs, size_t n) {
+  const bool with_result = kernel_result != Py_None;
+  if (!with_result && n == 1) {
+    Py_DECREF(kernel_result);
+    Py_INCREF(outputs[0]);
+    return outputs[0];
+  }
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(n + (with_result ? 1 : 0)));
+  if (tuple == nullptr) {
+    Py_DECREF(kernel_result);
+    return nullptr;
+  }
+  Py_ssize_t at = 0;
+  if (with_result) {
+    PyTuple_SET_ITEM(tuple, at++, kernel_result);
+  } else {
+    Py_DECREF(kernel_result);
+  }
+  for (size_t r = 0; r < n; ++r) {
+    Py_INCREF(outputs[r]);
+    PyTuple_SET_ITEM(tuple, at++, outputs[r]);
+  }
+  return tuple;
+}
+
+/// A call with returned tensors: the model checks the arguments and shapes the
+/// outputs, which are allocated like the first tensor argument, then the stub runs.
+PyObject* call_returning(KjitFunction* f, PyObject* const* values, PyObject* const* call_values) {
+  const CallModel& model = *f->model;
+  const size_t nret = model.returned().size();
+  ModelArguments packed(static_cast<size_t>(f->n_callers));
+  if (!packed.pack(model, values, false)) return nullptr;
+  std::unique_ptr<OutputMeta[]> outputs(new OutputMeta[nret]);
+  if (model.infer(packed.data(), /*data_checked=*/true, outputs.get()) != 0) return raise_model_error(f);
+  SmallVector<PyObject*, 4> tensors(nret, nullptr);
+  auto release = [&] {
+    for (PyObject* t : tensors) Py_XDECREF(t);
+  };
+  for (size_t r = 0; r < nret; ++r) {
+    const OutputMeta& o = outputs[r];
+    tensors[r] = kjit::pyext::allocate(packed.framework(), packed.first_tensor(), o.shape.data(),
+                                       static_cast<int>(o.shape.size()), o.dtype, o.device);
+    if (tensors[r] == nullptr) {
+      release();
+      return nullptr;
+    }
+  }
+  const std::vector<int32_t>& slots = model.stub_slots();
+  SmallVector<PyObject*, 16> stub_args(slots.size());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    stub_args[s] = slots[s] >= 0 ? call_values[slots[s]] : tensors[static_cast<size_t>(-1 - slots[s])];
+  }
+  PyObject* result = PyObject_Vectorcall(f->fast, stub_args.data(), slots.size(), nullptr);
+  for (size_t r = 0; result != nullptr && r < nret; ++r) {
+    tensors[r] = kjit::pyext::as_result(packed.framework(), tensors[r]);
+    if (tensors[r] == nullptr) Py_CLEAR(result);
+  }
+  if (result != nullptr) result = assemble(result, tensors.data(), nret);
+  release();
+  return result;
+}
+
+/// Any call but a full positional one without returned tensors. With
+/// `defer_to_torch`, NotImplemented (a new reference) when a torch tensor needs
+/// torch's dispatcher (check_tensors).
+PyObject* call_bound(KjitFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                     bool defer_to_torch = false) {
+  SmallVector<PyObject*, 16> values(static_cast<size_t>(f->n_callers));
+  if (!bind(f, args, nargs, kwnames, values.data())) return nullptr;
+  switch (kjit::pyext::check_tensors(*f->model, values.data(), defer_to_torch)) {
+    case kjit::pyext::TensorCheck::kRefused:
+      return nullptr;
+    case kjit::pyext::TensorCheck::kDispatch:
+      Py_RETURN_NOTIMPLEMENTED;
+    case kjit::pyext::TensorCheck::kAccepted:
+      break;
+  }
+  SmallVector<PyObject*, 16> call_values(static_cast<size_t>(f->n_callers));
+  for (Py_ssize_t i = 0; i < f->n_callers; ++i) call_values[static_cast<size_t>(i)] = values[static_cast<size_t>(i)];
+  SmallVector<PyObject*, 4> owned;
+  PyObject* result = nullptr;
+  if (pass_read_only(f, call_values.data(), &owned)) {
+    if (f->direct) {
+      result = PyObject_Vectorcall(f->fast, call_values.data(), static_cast<size_t>(f->n_callers), nullptr);
+      if (result == nullptr) explain_failure(f, values.data(), f->n_callers);
+    } else {
+      result = call_returning(f, values.data(), call_values.data());
+    }
+  }
+  for (PyObject* o : owned) Py_DECREF(o);
+  return result;
+}
+
+/// A call of mod.fn; with `defer_to_torch` (fn.eager), NotImplemented where torch's
+/// dispatcher must take it.
+PyObject* call(KjitFunction* f, PyObject* const* args, size_t nargsf, PyObject* kwnames, bool defer_to_torch) {
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  const bool keywords = kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0;
+  if (!keywords && f->direct && n == f->n_callers) {
+    switch (kjit::pyext::check_tensors(*f->model, args, defer_to_torch)) {
+      case kjit::pyext::TensorCheck::kRefused:
+        return nullptr;
+      case kjit::pyext::TensorCheck::kDispatch:
+        Py_RETURN_NOTIMPLEMENTED;
+      case kjit::pyext::TensorCheck::kAccepted:
+        break;
+    }
+    PyObject* result = PyObject_Vectorcall(f->fast, args, nargsf, nullptr);
+    // DLPack cannot export a read-only NumPy array: the bound path passes it another way.
+    if (result != nullptr || !PyErr_ExceptionMatches(PyExc_BufferError)) {
+      return result != nullptr ? result : explain_failure(f, args, n);
+    }
+    PyErr_Clear();
+  }
+  return call_bound(f, args, n, keywords ? kwnames : nullptr, defer_to_torch);
+}
+
+PyObject* kjit_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return call(reinterpret_cast<KjitFunction*>(self), args, nargsf, kwnames, false);
+}
+
+/// fn.eager(*args, **kwargs): the call, or NotImplemented when a torch tensor argument
+/// needs torch's dispatcher (a fake, functional or subclassed tensor, or one that
+/// requires grad with grad mode on): a torch op's eager path (kjit.torch).
+PyObject* kjit_function_eager(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  return call(reinterpret_cast<KjitFunction*>(self), args, static_cast<size_t>(nargsf), kwnames, true);
+}
+
+/// fn.bind(*args, **kwargs): the values a call binds, defaults filled, in parameter order.
+PyObject* kjit_function_bind(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  KjitFunction* f = reinterpret_cast<KjitFunction*>(self);
+  SmallVector<PyObject*, 16> values(static_cast<size_t>(f->n_callers));
+  if (!bind(f, args, PyVectorcall_NARGS(nargsf), kwnames, values.data())) return nullptr;
+  PyObject* tuple = PyTuple_New(f->n_callers);
+  for (Py_ssize_t i = 0; tuple != nullptr && i < f->n_callers; ++i) {
+    Py_INCREF(values[static_cast<size_t>(i)]);
+    PyTuple_SET_ITEM(tuple, i, values[static_cast<size_t>(i)]);
+  }
+  return tuple;
+}
+
+/// fn.infer(*args, **kwargs): the checks of a call on its arguments' metadata (real
+/// tensors or kjit.TensorMeta), and each returned tensor as (shape, dtype name,
+/// (device type, device id)).
+PyObject* kjit_function_infer(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  KjitFunction* f = reinterpret_cast<KjitFunction*>(self);
+  const CallModel& model = *f->model;
+  SmallVector<PyObject*, 16> values(static_cast<size_t>(f->n_callers));
+  if (!bind(f, args, PyVectorcall_NARGS(nargsf), kwnames, values.data())) return nullptr;
+  ModelArguments packed(static_cast<size_t>(f->n_callers));
+  if (!packed.pack(model, values.data(), true)) return nullptr;
+  const size_t nret = model.returned().size();
+  std::unique_ptr<OutputMeta[]> outputs(new OutputMeta[nret]);
+  if (model.infer(packed.data(), /*data_checked=*/false, outputs.get()) != 0) return raise_model_error(f);
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(nret));
+  for (size_t r = 0; tuple != nullptr && r < nret; ++r) {
+    const OutputMeta& o = outputs[r];
+    PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(o.shape.size()));
+    for (size_t d = 0; shape != nullptr && d < o.shape.size(); ++d) {
+      PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(d), PyLong_FromLongLong(o.shape[d]));
+    }
+    PyObject* name = shape != nullptr ? kjit::pyext::dtype_name(o.dtype) : nullptr;
+    PyObject* entry = name != nullptr ? Py_BuildValue("(NN(ii))", shape, name, static_cast<int>(o.device.device_type),
+                                                      static_cast<int>(o.device.device_id))
+                                      : nullptr;
+    if (entry == nullptr) {
+      Py_XDECREF(shape);
+      Py_CLEAR(tuple);
+      break;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(r), entry);
+  }
+  return tuple;
+}
+
+/// One dim of a returned tensor as a tree over the caller's arguments (see
+/// kjit_function_returned_shapes). New reference; nullptr with an error set.
+PyObject* dim_tree(const CallModel& model, const kjit::Expr& e) {
+  switch (e->op) {
+    case kjit::ExprOp::kConst:
+      return PyLong_FromLongLong(e->value);
+    case kjit::ExprOp::kSymbol: {
+      const std::pair<int, int> source = model.symbol_source(e->name);
+      if (source.second < 0) return Py_BuildValue("(si)", "arg", source.first);
+      return Py_BuildValue("(sii)", "dim", source.first, source.second);
+    }
+    case kjit::ExprOp::kNeg: {
+      PyObject* operand = dim_tree(model, e->lhs);
+      return operand != nullptr ? Py_BuildValue("(sN)", "neg", operand) : nullptr;
+    }
+    default: {
+      static const char* kOps[] = {"", "", "+", "-", "*", "//", "%"};
+      PyObject* lhs = dim_tree(model, e->lhs);
+      PyObject* rhs = lhs != nullptr ? dim_tree(model, e->rhs) : nullptr;
+      if (rhs == nullptr) {
+        Py_XDECREF(lhs);
+        return nullptr;
+      }
+      return Py_BuildValue("(sNN)", kOps[static_cast<int>(e->op)], lhs, rhs);
+    }
+  }
+}
+
+/// fn.returned_shapes(): each returned tensor's dims as trees over the caller's
+/// arguments: an int, ("dim", i, d) for argument i's shape[d], ("arg", i) for
+/// integer argument i, (op, a, b) for + - * // %, ("neg", a). Front ends whose
+/// sizes are symbolic (torch.compile's dynamic shapes) fold them with their own
+/// integers; the model itself computes concrete shapes (infer).
+PyObject* kjit_function_returned_shapes(PyObject* self, PyObject*) {
+  const CallModel& model = *reinterpret_cast<KjitFunction*>(self)->model;
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(model.returned().size()));
+  for (size_t r = 0; out != nullptr && r < model.returned().size(); ++r) {
+    const std::vector<kjit::Expr>& dims = model.spec().params[model.returned()[r]].tensor.shape;
+    PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(dims.size()));
+    for (size_t d = 0; shape != nullptr && d < dims.size(); ++d) {
+      PyObject* tree = dim_tree(model, dims[d]);
+      if (tree == nullptr) Py_CLEAR(shape);
+      if (shape != nullptr) PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(d), tree);
+    }
+    if (shape == nullptr) Py_CLEAR(out);
+    if (out != nullptr) PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(r), shape);
+  }
+  return out;
+}
+
+/// The C++ model behind a kjit.CallModel object (its tvm-ffi handle); nullptr with
+/// an error set for anything else.
+const CallModel* model_of(PyObject* ref) {
+  PyObject* address = PyObject_CallMethod(ref, "__chandle__", nullptr);
+  void* handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
+  Py_XDECREF(address);
+  if (handle == nullptr) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kjit._call.Function: model must be a kjit.CallModel");
+    return nullptr;
+  }
+  auto* object = static_cast<TVMFFIObject*>(handle);
+  if (object->type_index != kjit::CallModelObj::RuntimeTypeIndex()) {
+    PyErr_SetString(PyExc_TypeError, "kjit._call.Function: model must be a kjit.CallModel");
+    return nullptr;
+  }
+  return reinterpret_cast<kjit::CallModelObj*>(object)->model.get();
+}
+
+/// A caller parameter's default as a Python value (the canonical text, docs/spec.md).
+PyObject* default_object(const CallModel& model, const kjit::CallerParam& c) {
+  const kjit::Param& p = model.spec().params[c.param];
+  if (c.default_value.type_index == kTVMFFIBool) return PyBool_FromLong(static_cast<long>(c.default_value.v_int64));
+  if (c.default_value.type_index == kTVMFFIInt) return PyLong_FromString(p.default_value.c_str(), nullptr, 10);
+  return PyFloat_FromDouble(c.default_value.v_float64);
 }
 
 PyObject* kjit_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kNames[] = {"fast", "binder", "repr", "fast_arity", "plan", nullptr};
-  PyObject *fast = nullptr, *binder = nullptr, *repr = nullptr, *plan = Py_None;
-  Py_ssize_t fast_arity = -1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU|nO:Function", const_cast<char**>(kNames), &fast, &binder, &repr,
-                                   &fast_arity, &plan)) {
+  static const char* kNames[] = {"fast", "model", "repr", "raise_pending", nullptr};
+  PyObject *fast = nullptr, *model_ref = nullptr, *repr = nullptr, *raise_pending = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOUO:Function", const_cast<char**>(kNames), &fast, &model_ref, &repr,
+                                   &raise_pending)) {
     return nullptr;
   }
-  if (!PyCallable_Check(fast) || !PyCallable_Check(binder)) {
-    PyErr_SetString(PyExc_TypeError, "kjit._call.Function: fast and binder must be callable");
+  if (!PyCallable_Check(fast) || !PyCallable_Check(raise_pending)) {
+    PyErr_SetString(PyExc_TypeError, "kjit._call.Function: fast and raise_pending must be callable");
     return nullptr;
   }
-  CallPlan* call_plan = nullptr;
-  if (plan != Py_None && (call_plan = CallPlan::from_tuple(plan)) == nullptr) return nullptr;
+  const CallModel* model = model_of(model_ref);
+  if (model == nullptr) return nullptr;
+  const Py_ssize_t n = static_cast<Py_ssize_t>(model->callers().size());
+  std::unique_ptr<PyObject*[]> defaults(new PyObject*[static_cast<size_t>(n)]());
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const kjit::CallerParam& c = model->callers()[static_cast<size_t>(i)];
+    if (!c.has_default) continue;
+    if ((defaults[static_cast<size_t>(i)] = default_object(*model, c)) == nullptr) {
+      for (Py_ssize_t k = 0; k < i; ++k) Py_XDECREF(defaults[static_cast<size_t>(k)]);
+      return nullptr;
+    }
+  }
   KjitFunction* f = reinterpret_cast<KjitFunction*>(type->tp_alloc(type, 0));
-  if (f == nullptr) {
-    delete call_plan;
-    return nullptr;
-  }
-  f->plan = call_plan;
+  if (f == nullptr) return nullptr;
   f->vectorcall = kjit_function_call;
+  f->model = model;
+  f->defaults = defaults.release();
+  f->n_callers = n;
+  f->direct = model->returned().empty();
   Py_INCREF(fast);
   f->fast = fast;
-  Py_INCREF(binder);
-  f->binder = binder;
+  Py_INCREF(model_ref);
+  f->model_ref = model_ref;
   Py_INCREF(repr);
   f->repr = repr;
-  f->fast_arity = fast_arity;
+  Py_INCREF(raise_pending);
+  f->raise_pending = raise_pending;
   return reinterpret_cast<PyObject*>(f);
 }
 
@@ -97,20 +419,25 @@ int kjit_function_traverse(PyObject* self, visitproc visit, void* arg) {
   KjitFunction* f = reinterpret_cast<KjitFunction*>(self);
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(f->fast);
-  Py_VISIT(f->binder);
+  Py_VISIT(f->model_ref);
+  Py_VISIT(f->raise_pending);
   Py_VISIT(f->dict);
-  if (f->plan != nullptr) Py_VISIT(f->plan->table());
   return 0;
 }
 
 int kjit_function_clear(PyObject* self) {
   KjitFunction* f = reinterpret_cast<KjitFunction*>(self);
   Py_CLEAR(f->fast);
-  Py_CLEAR(f->binder);
+  Py_CLEAR(f->raise_pending);
   Py_CLEAR(f->repr);
   Py_CLEAR(f->dict);
-  delete f->plan;  // its table holds only names, defaults and dtypes: no cycle through it
-  f->plan = nullptr;
+  if (f->defaults != nullptr) {
+    for (Py_ssize_t i = 0; i < f->n_callers; ++i) Py_XDECREF(f->defaults[i]);
+    delete[] f->defaults;
+    f->defaults = nullptr;
+  }
+  f->model = nullptr;
+  Py_CLEAR(f->model_ref);  // after the model's last use: it owns the model
   return 0;
 }
 
@@ -132,22 +459,50 @@ PyObject* kjit_function_repr(PyObject* self) {
 PyMemberDef kMembers[] = {
     {"ffi_function", T_OBJECT, offsetof(KjitFunction, fast), READONLY,
      "the tvm_ffi.Function of the generated stub (positional arguments only)"},
-    {"_binder", T_OBJECT, offsetof(KjitFunction, binder), READONLY,
-     "the Python binder every call the C paths do not cover goes to (tests compare the two)"},
-    {"_direct_calls", T_PYSSIZET, offsetof(KjitFunction, direct_calls), READONLY,
-     "calls that went straight to ffi_function (a debug counter)"},
-    {"_bound_calls", T_PYSSIZET, offsetof(KjitFunction, bound_calls), READONLY,
-     "calls bound in C from the call plan: keywords, defaults, returned outputs (a debug counter)"},
-    {"_binder_calls", T_PYSSIZET, offsetof(KjitFunction, binder_calls), READONLY,
-     "calls handed to the Python binder (a debug counter)"},
+    {"model", T_OBJECT, offsetof(KjitFunction, model_ref), READONLY,
+     "the kjit.CallModel of the function (kjit.call_infer takes it)"},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(KjitFunction, vectorcall), READONLY, nullptr},
     {"__dictoffset__", T_PYSSIZET, offsetof(KjitFunction, dict), READONLY, nullptr},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(KjitFunction, weakrefs), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr},
 };
 
+PyMethodDef kFunctionMethods[] = {
+    {"bind", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit_function_bind)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "bind(*args, **kwargs) -> tuple: the arguments of a call in parameter order, defaults filled (returned tensors "
+     "left out); the call's TypeError for a missing, unknown or repeated argument"},
+    {"infer", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit_function_infer)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "infer(*args, **kwargs) -> tuple: runs a call's checks on its arguments' metadata (tensors, or kjit.TensorMeta) "
+     "and gives each returned tensor as (shape, dtype, (device type, device id))"},
+    {"eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit_function_eager)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "eager(*args, **kwargs): the call, or NotImplemented when a torch tensor argument needs torch's dispatcher (a "
+     "fake, functional or subclassed tensor, or one that requires grad with grad mode on); kjit.torch's eager path"},
+    {"returned_shapes", kjit_function_returned_shapes, METH_NOARGS,
+     "returned_shapes() -> tuple: each returned tensor's dims as trees over the caller's arguments (an int, "
+     "('dim', i, d), ('arg', i), (op, a, b) for + - * // %, ('neg', a)), for symbolic sizes"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+/// fn.defaults: {name: default} of the parameters that have one, the values calls bind.
+PyObject* kjit_function_defaults(PyObject* self, void*) {
+  KjitFunction* f = reinterpret_cast<KjitFunction*>(self);
+  PyObject* out = PyDict_New();
+  for (Py_ssize_t i = 0; out != nullptr && i < f->n_callers; ++i) {
+    if (f->defaults[i] == nullptr) continue;
+    if (PyDict_SetItemString(out, f->model->callers()[static_cast<size_t>(i)].name.c_str(), f->defaults[i]) < 0) {
+      Py_CLEAR(out);
+    }
+  }
+  return out;
+}
+
 PyGetSetDef kGetSet[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {"defaults", kjit_function_defaults, nullptr, const_cast<char*>("{name: default} of the parameters with one"),
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -159,6 +514,7 @@ PyType_Slot kSlots[] = {
     {Py_tp_repr, reinterpret_cast<void*>(kjit_function_repr)},
     {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
     {Py_tp_members, kMembers},
+    {Py_tp_methods, kFunctionMethods},
     {Py_tp_getset, kGetSet},
     {Py_tp_doc, const_cast<char*>("A kjit function: a checked C++ kernel, called like a Python function.")},
     {0, nullptr},
@@ -170,7 +526,11 @@ PyType_Spec kSpec = {"kjit._call.Function", sizeof(KjitFunction), 0,
 PyMethodDef kMethods[] = {
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit::pyext::configure_frameworks)),
      METH_FASTCALL,
-     "configure(ndarray, numpy_empty, numpy_dtypes, ffi_tensor, ffi_empty): what returned outputs are allocated with"},
+     "configure(ndarray, tvm_tensor, ffi_empty, dtype_named, classify, readable, jax_result): the framework table's "
+     "Python parts (python/kjit/_frameworks.py)"},
+    {"framework_of", kjit::pyext::py_framework_of, METH_O, "framework_of(x) -> int: the framework table's class of x"},
+    {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit::pyext::py_empty)), METH_FASTCALL,
+     "empty(like, shape, dtype, order=None): a new output in the framework and on the device of `like`"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -89,8 +89,42 @@ int import_numpy_api() { return _import_array(); }
 PyTypeObject* ndarray_type() { return &PyArray_Type; }
 
 bool view_ndarray(PyObject* obj, DLTensor* t, int64_t* strides) {
+  return ndarray_writeable(obj) && ndarray_metadata(obj, t, strides);
+}
+
+bool numpy_scalar(PyObject* x, TVMFFIAny* out) {
+  if (!PyArray_IsScalar(x, Generic)) return false;
+  if (PyArray_IsScalar(x, Bool)) {
+    out->type_index = kTVMFFIBool;
+    out->v_int64 = PyObject_IsTrue(x);
+    return true;
+  }
+  if (PyArray_IsScalar(x, Integer)) {
+    PyObject* value = PyNumber_Index(x);
+    if (value == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    Py_DECREF(value);
+    out->type_index = overflow != 0 ? kTVMFFIBigInt : kTVMFFIInt;
+    out->v_int64 = overflow != 0 ? 0 : v;
+    return true;
+  }
+  if (PyArray_IsScalar(x, Floating)) {
+    out->type_index = kTVMFFIFloat;
+    out->v_float64 = PyFloat_AsDouble(x);
+    return true;
+  }
+  return false;
+}
+
+bool ndarray_writeable(PyObject* a) { return PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(a)); }
+
+bool ndarray_metadata(PyObject* obj, DLTensor* t, int64_t* strides) {
   auto* a = reinterpret_cast<PyArrayObject*>(obj);
-  if (!PyArray_ISWRITEABLE(a) || !PyArray_ISNOTSWAPPED(a)) return false;
+  if (!PyArray_ISNOTSWAPPED(a)) return false;
   DLDataType dtype;
   if (!dl_dtype_of(PyArray_TYPE(a), &dtype)) return false;
   const int nd = PyArray_NDIM(a);
@@ -108,6 +142,25 @@ bool view_ndarray(PyObject* obj, DLTensor* t, int64_t* strides) {
   t->strides = strides;
   t->byte_offset = 0;
   return true;
+}
+
+PyObject* empty_ndarray(const int64_t* shape, int rank, DLDataType dtype, const int64_t* order, PyObject* dtype_named) {
+  if (rank < 0 || rank > NPY_MAXDIMS) {
+    PyErr_Format(PyExc_ValueError, "kjit: an output of rank %d, beyond NumPy's %d dims", rank, NPY_MAXDIMS);
+    return nullptr;
+  }
+  PyArray_Descr* descr = descr_of(dtype, dtype_named);
+  if (descr == nullptr) return nullptr;
+  npy_intp dims[NPY_MAXDIMS];
+  for (int i = 0; i < rank; ++i) dims[i] = shape[order != nullptr ? order[i] : i];
+  PyObject* array = PyArray_Empty(rank, dims, descr, 0);  // steals descr
+  if (array == nullptr || order == nullptr) return array;
+  npy_intp inverse[NPY_MAXDIMS];
+  for (int i = 0; i < rank; ++i) inverse[order[i]] = i;
+  PyArray_Dims perm{inverse, rank};
+  PyObject* transposed = PyArray_Transpose(reinterpret_cast<PyArrayObject*>(array), &perm);
+  Py_DECREF(array);
+  return transposed;
 }
 
 TensorBridge numpy_bridge(PyObject* dtype_named) {

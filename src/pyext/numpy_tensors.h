@@ -34,6 +34,23 @@ bool view_ndarray(PyObject* a, DLTensor* t, int64_t* strides);
 /// nullptr with an error set on failure.
 PyObject* ndarray_owning(TVMFFIObjectHandle tensor, PyObject* dtype_named);
 
+/// Fills `t` with the metadata and data of ndarray `a` (a subclass too), writeable
+/// or not (`scratch` has room for 64 strides). False, nothing set, for a byte order
+/// or dtype DLPack cannot carry, or strides that are not whole elements.
+bool ndarray_metadata(PyObject* a, DLTensor* t, int64_t* scratch);
+
+/// A NumPy scalar as tvm-ffi passes it (np.bool_ a bool, integers an int, floating
+/// types a float); false for anything else, complex scalars included.
+bool numpy_scalar(PyObject* x, TVMFFIAny* out);
+
+/// Whether ndarray `a` is writeable.
+bool ndarray_writeable(PyObject* a);
+
+/// A new C-contiguous ndarray of `shape` and `dtype` (bfloat16 through
+/// `dtype_named`), its axes in `order` when given (outermost first). nullptr with
+/// an error set.
+PyObject* empty_ndarray(const int64_t* shape, int rank, DLDataType dtype, const int64_t* order, PyObject* dtype_named);
+
 /// How NumPy arrays cross a direct call: views by view_ndarray (the others take the
 /// checked path), results by ndarray_owning with `dtype_named`.
 TensorBridge numpy_bridge(PyObject* dtype_named);

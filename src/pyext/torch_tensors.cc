@@ -120,6 +120,56 @@ ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t
   return ViewResult::kViewed;
 }
 
+namespace {
+
+/// torch.Tensor.requires_grad's getter (a C function of a getset descriptor), and
+/// torch.is_grad_enabled, looked up once for the torch.Tensor type.
+struct GradProbe {
+  PyTypeObject* type = nullptr;
+  getter get = nullptr;
+  void* closure = nullptr;
+  PyObject* is_grad_enabled = nullptr;
+};
+GradProbe g_grad;
+
+bool look_up_grad(PyTypeObject* torch_tensor) {
+  if (g_grad.type == torch_tensor) return g_grad.get != nullptr;
+  g_grad.type = torch_tensor;
+  g_grad.get = nullptr;
+  PyObject* descr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(torch_tensor), "requires_grad");
+  PyObject* torch = PyImport_ImportModule("torch");
+  Py_XSETREF(g_grad.is_grad_enabled, torch != nullptr ? PyObject_GetAttrString(torch, "is_grad_enabled") : nullptr);
+  Py_XDECREF(torch);
+  if (descr != nullptr && Py_TYPE(descr) == &PyGetSetDescr_Type && g_grad.is_grad_enabled != nullptr) {
+    PyGetSetDef* def = reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset;
+    g_grad.get = def->get;
+    g_grad.closure = def->closure;
+  }
+  Py_XDECREF(descr);
+  PyErr_Clear();
+  return g_grad.get != nullptr;
+}
+
+}  // namespace
+
+int torch_needs_grad(PyTypeObject* torch_tensor, PyObject* x) {
+  PyObject* requires = nullptr;
+  if (look_up_grad(torch_tensor)) {
+    requires = g_grad.get(x, g_grad.closure);
+  } else {
+    requires = PyObject_GetAttrString(x, "requires_grad");
+  }
+  if (requires == nullptr) return -1;
+  const bool needs = requires == Py_True;
+  Py_DECREF(requires);
+  if (!needs || g_grad.is_grad_enabled == nullptr) return needs ? 1 : 0;
+  PyObject* enabled = PyObject_CallNoArgs(g_grad.is_grad_enabled);
+  if (enabled == nullptr) return -1;
+  const int on = enabled == Py_True;
+  Py_DECREF(enabled);
+  return on;
+}
+
 bool has_lazy_bits(PyObject* x) { return call_predicate(x, kIsNeg) || call_predicate(x, kIsConj); }
 
 TensorBridge torch_bridge(PyTypeObject* torch_tensor, const DLPackExchangeAPI* api) {

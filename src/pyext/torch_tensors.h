@@ -29,6 +29,11 @@ ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t
 /// would be read without them. True also when asking fails.
 bool has_lazy_bits(PyObject* x);
 
+/// Whether torch tensor `x` (of torch.Tensor or a subclass, `torch_tensor` the
+/// base type) requires grad while grad mode is on: a call would drop its grad_fn.
+/// -1 with an error set when asking failed. Reads the attribute through its getter.
+int torch_needs_grad(PyTypeObject* torch_tensor, PyObject* x);
+
 /// A torch tensor over `tensor`, taking its reference; nullptr with an error set.
 PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor);
 

@@ -8,6 +8,7 @@
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
+#include "runtime/xla_builds.h"
 #include "signature/lexer.h"
 #include "signature/validate.h"
 
@@ -79,6 +80,8 @@ std::shared_ptr<Module::State> load_built(const std::string& name, const BuildRe
   return state;
 }
 
+}  // namespace
+
 /// The XLA handlers' helpers (kjit/detail/xla_helpers.h) as an object build: the
 /// same for every module with the module's flags and XLA headers, so it is
 /// compiled once per cache and linked into each (the helpers took most of the time
@@ -94,8 +97,6 @@ BuildRequest xla_helpers_request(const BuildRequest& module, const std::string& 
   r.object_only = true;
   return r;
 }
-
-}  // namespace
 
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,
                    const InlineOptions& options) {

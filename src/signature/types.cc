@@ -1,4 +1,5 @@
 // Name tables of the spec model: dtypes, scalar types, devices, comparison ops.
+#include <cstdint>
 #include <string>
 
 #include "kjit/errors.h"
@@ -88,6 +89,13 @@ const DTypeInfo* find_dtype(const std::string& name) {
   return nullptr;
 }
 
+const DTypeInfo* find_dtype(DLDataType dl) {
+  for (const DTypeInfo& d : kDTypes) {
+    if (d.dl.code == dl.code && d.dl.bits == dl.bits && d.dl.lanes == dl.lanes) return &d;
+  }
+  return nullptr;
+}
+
 bool is_packed(const DTypeInfo& d) { return d.dl.code != kDLBool && d.dl.bits * d.dl.lanes < 8; }
 
 bool is_packed(const TensorSpec& t) { return !t.dtypes.empty() && is_packed(t.dtypes[0]); }
@@ -117,6 +125,27 @@ bool is_float(ScalarType t) {
 }
 bool is_complex(ScalarType t) { return t == ScalarType::kComplex64 || t == ScalarType::kComplex128; }
 bool is_text(ScalarType t) { return t == ScalarType::kStr || t == ScalarType::kBytes; }
+std::optional<IntRange> checked_int_range(ScalarType t) {
+  switch (t) {
+    case ScalarType::kInt8:
+      return IntRange{INT8_MIN, INT8_MAX};
+    case ScalarType::kInt16:
+      return IntRange{INT16_MIN, INT16_MAX};
+    case ScalarType::kInt32:
+      return IntRange{INT32_MIN, INT32_MAX};
+    case ScalarType::kUInt8:
+      return IntRange{0, UINT8_MAX};
+    case ScalarType::kUInt16:
+      return IntRange{0, UINT16_MAX};
+    case ScalarType::kUInt32:
+      return IntRange{0, UINT32_MAX};
+    case ScalarType::kUInt64:
+      return IntRange{0, INT64_MAX};
+    default:
+      return std::nullopt;
+  }
+}
+
 bool is_integer(ScalarType t) { return !is_float(t) && !is_complex(t) && !is_text(t) && t != ScalarType::kBool; }
 
 std::string known_scalar_names() {

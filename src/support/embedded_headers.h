@@ -11,6 +11,7 @@ const char* stream_stores_text();             ///< kjit/detail/stream_stores.h
 const char* stub_prelude_text();              ///< kjit/detail/stub_prelude.h
 const char* xla_prelude_text();               ///< kjit/detail/xla_prelude.h
 const char* xla_helpers_text();               ///< kjit/detail/xla_helpers.h
+const char* xla_elementwise_text();           ///< kjit/detail/xla_elementwise.h
 const char* cuda_host_prelude_text();         ///< kjit/detail/cuda_host_prelude.h
 const char* elementwise_cuda_prelude_text();  ///< kjit/detail/elementwise_cuda_prelude.h
 

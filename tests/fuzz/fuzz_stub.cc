@@ -7,7 +7,9 @@
 // on-stack kind tvm-ffi has, and DLTensors (raw pointers or Tensor objects) with
 // random ndim, shape, strides, dtype, device, data and byte_offset. A rejected call
 // is fine; a crash, a sanitizer report, an InternalError, a return code other than
-// 0/-1, or a call the kernel's oracle finds breaking its spec is a bug.
+// 0/-1, or a call the kernel's oracle finds breaking its spec is a bug. The call
+// model (src/call) runs on the same arguments and must answer as the stub did: the
+// same pass, or the same error.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <tvm/ffi/c_api.h>
 
@@ -17,9 +19,12 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "call/call_model.h"
 #include "fuzz_common.h"
 #include "stub_table.h"
 
@@ -317,23 +322,48 @@ TVMFFIAny argument(FuzzedDataProvider& in, Arena& arena) {
   return a;
 }
 
-/// Takes the error a failed call raised; its kind must be a user error.
-void check_raised(const KjitFuzzStub& stub) {
+/// Takes the error a failed call raised ("Kind: message"); its kind must be a user error.
+std::string take_raised(const char* who) {
   TVMFFIObjectHandle error = nullptr;
   TVMFFIErrorMoveFromRaised(&error);
-  if (error == nullptr) kjit_fuzz::bug(std::string(stub.name) + ": returned -1 without raising an error");
+  if (error == nullptr) kjit_fuzz::bug(std::string(who) + ": returned -1 without raising an error");
   const auto* cell = reinterpret_cast<const TVMFFIErrorCell*>(static_cast<char*>(error) + sizeof(TVMFFIObject));
   const std::string kind(cell->kind.data, cell->kind.size);
   const std::string message(cell->message.data, cell->message.size);
   TVMFFIObjectDecRef(error);
-  if (kind == "InternalError") kjit_fuzz::bug(std::string(stub.name) + ": InternalError: " + message);
+  if (kind == "InternalError") kjit_fuzz::bug(std::string(who) + ": InternalError: " + message);
+  return kind + ": " + message;
+}
+
+/// The call model of a stub's spec (src/call), made once.
+const kjit::CallModel& model_of(int index, const KjitFuzzStub& stub) {
+  static std::map<int, std::unique_ptr<kjit::CallModel>> models;
+  std::unique_ptr<kjit::CallModel>& m = models[index];
+  if (!m) m = std::make_unique<kjit::CallModel>(kjit::parse_signature(stub.name, stub.signature));
+  return *m;
+}
+
+/// The call model must answer a call as the stub did: pass when it passed, and raise
+/// the stub's own error when it failed (the fuzzed specs return no tensors, so the
+/// caller's arguments are the stub's).
+void check_model_agrees(int index, const KjitFuzzStub& stub, const std::vector<TVMFFIAny>& args,
+                        const std::string& stub_answer) {
+  const kjit::CallModel& model = model_of(index, stub);
+  if (!model.returned().empty() || static_cast<int>(args.size()) != stub.num_args) return;
+  const int rc = model.infer(args.data(), /*data_checked=*/true, nullptr);
+  const std::string answer = rc == 0 ? "" : take_raised("the call model");
+  if (answer != stub_answer) {
+    kjit_fuzz::bug(std::string(stub.name) + ": the call model answered '" + answer + "' where the stub answered '" +
+                   stub_answer + "'");
+  }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  const KjitFuzzStub& stub = kjit_fuzz_stubs[in.ConsumeIntegralInRange(0, kjit_fuzz_stub_count - 1)];
+  const int index = in.ConsumeIntegralInRange(0, kjit_fuzz_stub_count - 1);
+  const KjitFuzzStub& stub = kjit_fuzz_stubs[index];
   const int num_args = in.ConsumeIntegralInRange(0, 7) != 0 ? stub.num_args : in.ConsumeIntegralInRange(0, 10);
   Arena arena;
   std::vector<TVMFFIAny> args;
@@ -341,10 +371,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TVMFFIAny result;
   std::memset(&result, 0, sizeof(result));
   const int rc = stub.call(nullptr, args.data(), static_cast<int32_t>(args.size()), &result);
-  if (rc == -1) {
-    check_raised(stub);
-  } else if (rc != 0) {
+  if (rc != 0 && rc != -1) {
     kjit_fuzz::bug(std::string(stub.name) + ": the safe call returned " + std::to_string(rc) + ", not 0 or -1");
   }
+  const std::string answer = rc == 0 ? "" : take_raised(stub.name);
+  if (rc == 0 && result.type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(result.v_obj);
+  check_model_agrees(index, stub, args, answer);
   return 0;
 }

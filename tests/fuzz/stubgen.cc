@@ -23,6 +23,16 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+/// `text` as a C string literal.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string stub_table(const std::vector<kjit::FunctionSpec>& specs) {
   std::string text = "\n// ---- the fuzzer's table (tests/fuzz/stub_table.h) ----\n#include \"stub_table.h\"\n";
   for (const kjit::FunctionSpec& spec : specs) {
@@ -30,8 +40,8 @@ std::string stub_table(const std::vector<kjit::FunctionSpec>& specs) {
   }
   text += "extern \"C\" const KjitFuzzStub kjit_fuzz_stubs[] = {\n";
   for (const kjit::FunctionSpec& spec : specs) {
-    text +=
-        "    {\"" + spec.name + "\", &__tvm_ffi_" + spec.name + ", " + std::to_string(spec.call_args().size()) + "},\n";
+    text += "    {\"" + spec.name + "\", &__tvm_ffi_" + spec.name + ", " + std::to_string(spec.call_args().size()) +
+            ", " + quoted(kjit::to_string(spec)) + "},\n";
   }
   text += "};\nextern \"C\" const int kjit_fuzz_stub_count = " + std::to_string(specs.size()) + ";\n";
   return text;

@@ -41,6 +41,7 @@ def test_bench_call_overhead_smoke(tmp_path):
     out = _run("bench_call_overhead.py", "--number", "200", "--repeat", "1", tmp_path=tmp_path)
     assert "target (kjit fn within 10% of the tvm-ffi export's fn" in out, out
     assert "kjit call forms vs the positional out= call" in out, out
+    assert "mod.fn vs its own stub's tvm_ffi.Function" in out, out
 
 
 def test_bench_compile_smoke(tmp_path):
@@ -91,3 +92,12 @@ def test_ab_trees_names_a_tree_without_a_library(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert f"ab_trees: {tmp_path}/build/bench/libkjit.so does not exist; build that tree first" in proc.stderr
+
+
+def test_bench_frontends_smoke(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    out = _run("bench_frontends.py", "--smoke", tmp_path=tmp_path)
+    for heading in ("== torch eager: one call", "torch.compile(fullgraph=True)", "== JAX: jax.jit(mod.jax.twice)",
+                    "front-end targets:", "smoke run: every case ran"):
+        assert heading in out, out

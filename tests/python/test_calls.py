@@ -106,10 +106,12 @@ def test_too_many_arguments_with_defaults(mod):
     assert str(err.value) == "scale() takes 4 arguments (x, y, alpha, shift) but 5 were given"
 
 
-def test_wrong_count_without_defaults_keeps_the_stub_message(plain):
+def test_wrong_count_without_defaults_is_the_call_models_message(plain):
     x, _ = _xy()
-    with pytest.raises(TypeError, match=r"^copy: expected 2 arguments"):
+    with pytest.raises(TypeError, match=r"^copy\(\) missing required argument: 'y'$"):
         plain.copy(x)
+    with pytest.raises(TypeError, match=r"^copy: expected 2 arguments"):  # the stub's, for ffi_function callers
+        plain.copy.ffi_function(x)
 
 
 def test_defaults_in_the_canonical_signature():
@@ -335,14 +337,20 @@ def test_returned_checks_still_run(ret):
 def test_returned_negative_extent_is_a_value_error(ret):
     with pytest.raises(ValueError) as err:
         ret.split(np.arange(2, dtype=np.float32), 3)
-    assert str(err.value) == "split: returned tensor 'hi': shape[0] is -1 with n = 2, k = 3; it must not be negative"
+    assert str(err.value) == ("split: constraint 'k <= n' failed with k = 3 (bound by argument 'k'), n = 2 (bound by "
+                              "x.shape[0])")  # the spec's own checks come first
+    m = build("calls_returned_negative", "#include <kjit/kernel.h>\nvoid f(const kjit::TensorView x, int64_t k, kjit::TensorView y) {}\n",
+              {"f": "x: float32[n], k: int64, y: float32[n - k] return"})
+    with pytest.raises(ValueError) as err:
+        m.f(np.arange(2, dtype=np.float32), 3)
+    assert str(err.value) == ("f: returned tensor 'y': shape[0] = n - k is -1 with k = 3 (bound by argument 'k'), "
+                              "n = 2 (bound by x.shape[0]); an extent must not be negative")
 
 
 def test_returned_shape_symbol_given_a_float_is_a_type_error(ret):
     with pytest.raises(TypeError) as err:
         ret.split(np.arange(5, dtype=np.float32), 2.0)
-    assert str(err.value) == ("split: returned tensor 'lo': shape[0] needs symbol 'k', but argument 'k' is "
-                              "float 2.0; it must be an integer")
+    assert str(err.value) == "split: argument #1 'k': expected an int (int64), got float 2"
 
 
 def test_returned_is_not_a_caller_parameter(ret):

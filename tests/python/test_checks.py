@@ -115,10 +115,15 @@ def aligned_f32(n, align, offset_elems=0):
 
 def test_count(mod):
     mod.pair(f32(2), f32(2))
-    fails(TypeError, "pair: expected 2 arguments (a: float32[n], b: float32[n]), got 1", mod.pair, f32(2))
+    # The stub's own count check, for callers of its tvm-ffi function ...
+    fails(TypeError, "pair: expected 2 arguments (a: float32[n], b: float32[n]), got 1", mod.pair.ffi_function, f32(2))
     fails(TypeError, "pair: expected 2 arguments (a: float32[n], b: float32[n]), got 3",
-          mod.pair, f32(2), f32(2), f32(2))
-    fails(TypeError, "as_int: expected 1 argument (x: int64), got 0", mod.as_int)
+          mod.pair.ffi_function, f32(2), f32(2), f32(2))
+    fails(TypeError, "as_int: expected 1 argument (x: int64), got 0", mod.as_int.ffi_function)
+    # ... and the call model's, for mod.fn (tests/python/test_call_model.py)
+    fails(TypeError, "pair() missing required argument: 'b'", mod.pair, f32(2))
+    fails(TypeError, "pair() takes 2 arguments (a, b) but 3 were given", mod.pair, f32(2), f32(2), f32(2))
+    fails(TypeError, "as_int() missing required argument: 'x'", mod.as_int)
 
 
 @pytest.mark.parametrize(

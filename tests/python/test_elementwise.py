@@ -799,8 +799,9 @@ def test_cuda_call_rules(add):
     with pytest.raises(ValueError, match=r"^add: input #1 is on cpu but the call's tensors are on cuda:0; all "
                                          r"tensors of a call must be on one device$"):
         add(cuda, np.ones(4, np.float32), out=FakeDLPack(device_type=2))
-    with pytest.raises(TypeError, match=r"cannot allocate the output for CUDA tensors that are not torch tensors; "
-                                        r"pass out="):
+    with pytest.raises(TypeError, match=r"^kjit: cannot allocate an output on cuda for FakeDLPack inputs \(kjit "
+                                        r"allocates GPU memory through torch only\); pass torch tensors, or pass the "
+                                        r"output \(out=\)$"):
         add(cuda, FakeDLPack(device_type=2))
 
 

@@ -172,6 +172,33 @@ template <int R>
   return w;
 }
 
+/// The format family of a DLPack code: float8 formats that share bits under several
+/// names across frameworks (e4m3, e4m3fn, e4m3fnuz; e5m2, e5m2fnuz) are one.
+[[maybe_unused]] inline int dtype_family(int code) {
+  if (code == kDLFloat8_e4m3fn || code == kDLFloat8_e4m3fnuz) return kDLFloat8_e4m3;
+  if (code == kDLFloat8_e5m2fnuz) return kDLFloat8_e5m2;
+  return code;
+}
+
+/// Whether a tensor of dtype `got` passes the check for the spec's dtype {code, bits}:
+/// one lane of the same family and bits; bool with TileLang's tolerance (kDLBool of 8
+/// or 1 bits, int8/uint8, or any 1-bit type). Stubs and the call model both ask this.
+[[maybe_unused]] inline bool dtype_accepted(DLDataType got, int code, int bits) {
+  if (got.lanes != 1) return false;
+  if (code == kDLBool) {
+    return (got.code == kDLBool && (got.bits == 8 || got.bits == 1)) ||
+           ((got.code == kDLInt || got.code == kDLUInt) && got.bits == 8) || got.bits == 1;
+  }
+  return got.bits == bits && dtype_family(got.code) == dtype_family(code);
+}
+
+/// Whether `got` is bytes that carry packed values of {code, bits}: int8/uint8, or
+/// the values' own code with lanes filling a byte (torch's float4_e2m1fn_x2).
+[[maybe_unused]] inline bool packs_values(DLDataType got, int code, int bits) {
+  if ((got.code == kDLInt || got.code == kDLUInt) && got.bits == 8 && got.lanes == 1) return true;
+  return 8 % bits == 0 && got.code == code && got.bits == bits && got.lanes == 8 / bits;
+}
+
 /// malformed_ranked<R> for a tensor whose dtype must be `expected` (a dtype_word
 /// of nonzero bits and lanes): when it is, bits and lanes need no test of their
 /// own, and the dtype check after this one compares the same word. Any other
@@ -749,6 +776,21 @@ KJIT_COLD int fail_constraint(const char* fn, const char* text, const SymVal* sy
   char bound[512];
   describe_syms(syms, nsyms, bound, sizeof(bound));
   return raise("ValueError", "%s: constraint '%s' failed with %s", fn, text, bound);
+}
+
+/// A returned tensor's extent that came out negative (the call model's check: kjit
+/// allocates returned tensors from the shapes the arguments bind).
+KJIT_COLD int fail_negative_extent(const char* fn, const char* what, int64_t value, const SymVal* syms, int nsyms) {
+  char bound[512];
+  describe_syms(syms, nsyms, bound, sizeof(bound));
+  return raise("ValueError", "%s: %s is %" PRId64 "%s%s; an extent must not be negative", fn, what, value,
+               nsyms ? " with " : "", bound);
+}
+
+/// A returned tensor whose dtype is dtype(x), called with x None (the call model's check).
+KJIT_COLD int fail_dtype_source_none(const char* fn, const char* name, const char* source) {
+  return raise("ValueError", "%s: returned tensor '%s' takes the dtype of '%s' (dtype(%s)), which is None", fn, name,
+               source, source);
 }
 
 /// Maps the exception in flight to an FFI error; the one place C++ exceptions

@@ -1,12 +1,14 @@
 // A vector that keeps its first N elements inline: the per-call buffers of a bound
-// call (values, symbols, shapes) then cost no heap allocation in the common case.
-#ifndef KJIT_PYEXT_SMALL_VECTOR_H_
-#define KJIT_PYEXT_SMALL_VECTOR_H_
+// call (values, symbols, shapes, output dims) then cost no heap allocation in the
+// common case.
+#ifndef KJIT_SUPPORT_SMALL_VECTOR_H_
+#define KJIT_SUPPORT_SMALL_VECTOR_H_
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
-namespace kjit::pyext {
+namespace kjit {
 
 template <typename T, size_t N>
 class SmallVector {
@@ -15,6 +17,15 @@ class SmallVector {
   explicit SmallVector(size_t n, T fill = T()) { resize(n, fill); }
   SmallVector(const SmallVector&) = delete;
   SmallVector& operator=(const SmallVector&) = delete;
+  SmallVector(SmallVector&& other) noexcept { *this = std::move(other); }
+  SmallVector& operator=(SmallVector&& other) noexcept {
+    for (size_t i = 0; i < N; ++i) small_[i] = other.small_[i];
+    large_ = std::move(other.large_);
+    size_ = other.size_;
+    other.large_.clear();
+    other.size_ = 0;
+    return *this;
+  }
 
   void resize(size_t n, T fill = T()) {
     if (n > N && large_.empty()) large_.assign(small_, small_ + size_);
@@ -44,6 +55,6 @@ class SmallVector {
   size_t size_ = 0;
 };
 
-}  // namespace kjit::pyext
+}  // namespace kjit
 
-#endif  // KJIT_PYEXT_SMALL_VECTOR_H_
+#endif  // KJIT_SUPPORT_SMALL_VECTOR_H_

@@ -1,0 +1,425 @@
+"""kjit functions as PyTorch custom ops (torch.library), so that ``torch.compile``,
+``torch.export`` and autograd see them as first-class operators.
+
+``kjit.torch.register(mod)`` (or ``mod.torch``, or ``load_inline(..., torch=True)``)
+makes every function of a module an op ``<namespace>::<fn>``: its schema comes
+from the spec (scalars with their types and defaults, ``out`` tensors mutated,
+``return`` tensors returned, ``optional`` tensors ``Tensor?``), its fake
+implementation asks the function's call model (src/call) for the returned tensors'
+shapes and dtypes and raises the spec's errors while tracing, and its dispatch keys
+are the devices the spec allows. ``backward={"fn": "fn_backward"}`` pairs a function
+with the kjit function that computes its gradients (torch.library.register_autograd).
+``kjit.torch.op(f)`` does the same for a ``kjit.elementwise`` function.
+
+``mod.torch.fn(...)`` calls the op under ``torch.compile`` and ``torch.export``, on
+fake or subclassed tensors and when autograd needs it, and calls ``mod.fn`` directly
+otherwise: the dispatcher costs microseconds a call in eager mode (docs/torch.md,
+bench/bench_frontends.py). Register before compiling (``mod.torch`` registers on
+first use, which torch.compile cannot trace; ``load_inline(..., torch=True)``
+registers at load).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from . import function as _function
+from ._frameworks import TensorMeta
+from .errors import SpecError
+from .module import Module
+
+__all__ = ["Ops", "register", "op"]
+
+_SCALAR_SCHEMA = {
+    "bool": "bool",
+    "str": "str",
+    **{t: "int" for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
+    # tvm-ffi carries complex scalars as real numbers (docs/spec.md)
+    **{t: "float" for t in ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")},
+}
+_DEVICE_TYPES = {"cpu": ("cpu",), "cuda": ("cuda",), "none": None}
+
+_lock = threading.Lock()
+_registered: Dict[str, str] = {}  # "namespace::name" -> key of the build (or code) registered under it
+
+
+# ---- schemas --------------------------------------------------------------------
+
+def _default_text(value) -> Optional[str]:
+    """A default as torch's schema writes it; None for what it cannot (inf, nan)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return repr(value)
+    return None
+
+
+def _schema(fn_name: str, params, kernel_return: str) -> Tuple[str, List[str]]:
+    """(schema, mutated argument names) of a kjit function; SpecError for what a
+    torch op cannot express."""
+    args, mutated, n_returned = [], [], 0
+    alias = iter("abcdefghijklmnopqrstuvwxyz")
+    for p in params:
+        if p.returned:
+            n_returned += 1
+            continue
+        if p.kind == "tensor":
+            kind = f"Tensor({next(alias)}!)" if p.written else "Tensor"
+            args.append(f"{kind}{'?' if p.optional else ''} {p.name}")
+            if p.written:
+                mutated.append(p.name)
+            continue
+        scalar = _SCALAR_SCHEMA.get(p.type)
+        if scalar is None:
+            raise SpecError(f"kjit.torch: '{fn_name}' takes '{p.name}: {p.type}', which a torch op schema cannot "
+                            "carry (bytes); declare it str")
+        default = "" if p.default is _function._REQUIRED else _default_text(p.default)
+        args.append(f"{scalar} {p.name}" + (f"={default}" if default else ""))
+    if not any(p.kind == "tensor" and not p.returned for p in params):
+        raise SpecError(f"kjit.torch: '{fn_name}' takes no tensor, and a torch op without tensor inputs needs a "
+                        "device argument to dispatch on; call the kjit function itself")
+    if kernel_return != "None":
+        raise SpecError(f"kjit.torch: '{fn_name}' returns a {kernel_return} from its kernel, which a torch op cannot "
+                        "return under torch.compile (the fake implementation cannot know a computed value); return "
+                        "it in a tensor ('return' in the spec)")
+    if mutated and n_returned:
+        pass  # torch allows both: the mutated inputs and new outputs
+    rets = "()" if n_returned == 0 else "Tensor" if n_returned == 1 else f"({', '.join(['Tensor'] * n_returned)})"
+    return f"({', '.join(args)}) -> {rets}", mutated
+
+
+def _namespace(name: str) -> str:
+    text = re.sub(r"\W", "_", name)
+    return text if text and not text[0].isdigit() else f"kjit_{text}"
+
+
+def _claim(qualname: str, key: str) -> bool:
+    """Whether `qualname` must be defined (False: the same build defined it already);
+    SpecError when a different build holds it (torch keeps the first definition)."""
+    with _lock:
+        previous = _registered.get(qualname)
+        if previous is None:
+            _registered[qualname] = key
+            return True
+    if previous != key:
+        raise SpecError(f"kjit.torch: op '{qualname}' is already registered by a different build (key "
+                        f"{previous[:12]}, now {key[:12]}); torch keeps the first definition, so register this one "
+                        "under another namespace=")
+    return False
+
+
+# ---- fake tensors and symbolic sizes ---------------------------------------------
+
+def _hint(value):
+    """A concrete int for a SymInt (its hint), the value itself otherwise."""
+    if isinstance(value, torch.SymInt):
+        hint = value.node.hint
+        if hint is None:
+            raise NotImplementedError("kjit.torch: a size without a hint (data-dependent) reached a kjit op")
+        return int(hint)
+    return value
+
+
+def _meta(x):
+    """A fake (or real) tensor as the call model reads it (sizes by their hints)."""
+    if not isinstance(x, torch.Tensor):
+        return _hint(x)
+    device = x.device
+    return TensorMeta(tuple(_hint(s) for s in x.shape), str(x.dtype).replace("torch.", ""),
+                      2 if device.type == "cuda" else 1, device.index or 0,
+                      tuple(_hint(s) for s in x.stride()))
+
+
+_FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
+
+
+def _fold(tree, args):
+    """A returned dim (fn.returned_shapes()) with the caller's own integers, SymInts
+    included: the model says what the dim is, torch's integers keep it symbolic."""
+    if isinstance(tree, int):
+        return tree
+    if tree[0] == "dim":
+        return args[tree[1]].shape[tree[2]]
+    if tree[0] == "arg":
+        return args[tree[1]]
+    if tree[0] == "neg":
+        return -_fold(tree[1], args)
+    return _FOLD[tree[0]](_fold(tree[1], args), _fold(tree[2], args))
+
+
+def _symbolic(args) -> bool:
+    for a in args:
+        if isinstance(a, torch.SymInt):
+            return True
+        if isinstance(a, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in (*a.shape, *a.stride())):
+            return True
+    return False
+
+
+def _fake_outputs(fn, args):
+    """The returned tensors of a call on fake tensors: shapes and dtypes from the call
+    model (every check runs, with the spec's messages); symbolic sizes stay symbolic."""
+    outs = fn.infer(*[_meta(a) for a in args])
+    shapes = [o[0] for o in outs]
+    if _symbolic(args):
+        shapes = [tuple(_fold(d, args) for d in dims) for dims in fn.returned_shapes()]
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    tensors = [torch.empty(shape, dtype=getattr(torch, dtype),
+                           device=device if device is not None else ("cuda" if dev[0] == 2 else "cpu"))
+               for shape, (_, dtype, dev) in zip(shapes, outs)]
+    return None if not tensors else tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+# ---- autograd ---------------------------------------------------------------------
+
+class _Backward:
+    """How a backward kjit function's parameters come from a forward call: by name,
+    `grad_<output>` the gradient of a returned tensor, a forward argument's name that
+    argument, a returned tensor's name that output. Its returned tensors named
+    `grad_<input>` are the gradients of those inputs."""
+
+    def __init__(self, fwd_name: str, fwd, bwd_name: str, bwd, bwd_op) -> None:
+        fwd_params = fwd.__kjit_params__
+        self.inputs = [p.name for p in fwd_params if not p.returned]
+        self.outputs = [p.name for p in fwd_params if p.returned]
+        if any(p.written for p in fwd_params if not p.returned):
+            raise SpecError(f"kjit.torch: '{fwd_name}' writes an out tensor; autograd needs a function that returns "
+                            "its results ('return' tensors), not one that mutates its arguments")
+        self.op = bwd_op  # the backward's own op: traceable when torch.compile compiles the backward
+        self.sources: List[Tuple[str, int]] = []
+        for p in (p for p in bwd.__kjit_params__ if not p.returned):
+            if p.name.startswith("grad_") and p.name[5:] in self.outputs:
+                self.sources.append(("grad", self.outputs.index(p.name[5:])))
+            elif p.name in self.inputs:
+                self.sources.append(("input", self.inputs.index(p.name)))
+            elif p.name in self.outputs:
+                self.sources.append(("output", self.outputs.index(p.name)))
+            else:
+                raise SpecError(
+                    f"kjit.torch: backward '{bwd_name}' of '{fwd_name}' has parameter '{p.name}', which is neither "
+                    f"grad_<output> ({', '.join('grad_' + o for o in self.outputs) or 'no outputs'}), an argument of "
+                    f"'{fwd_name}' ({', '.join(self.inputs)}) nor one of its outputs ({', '.join(self.outputs)})")
+        self.grads: List[int] = []
+        for p in (p for p in bwd.__kjit_params__ if p.returned):
+            if not (p.name.startswith("grad_") and p.name[5:] in self.inputs):
+                raise SpecError(f"kjit.torch: backward '{bwd_name}' returns '{p.name}'; its returned tensors must be "
+                                f"grad_<input> of '{fwd_name}' ({', '.join('grad_' + i for i in self.inputs)})")
+            self.grads.append(self.inputs.index(p.name[5:]))
+
+    def setup_context(self, ctx, inputs, output) -> None:
+        outputs = output if isinstance(output, tuple) else (output,)
+        ctx.inputs = inputs
+        ctx.outputs = outputs
+
+    def backward(self, ctx, *grads):
+        args = []
+        for kind, k in self.sources:
+            if kind == "grad":
+                g = grads[k]
+                args.append((torch.zeros_like(ctx.outputs[k]) if g is None else g).contiguous())
+            elif kind == "input":
+                v = ctx.inputs[k]
+                args.append(v.detach().contiguous() if isinstance(v, torch.Tensor) else v)
+            else:
+                args.append(ctx.outputs[k].detach())
+        result = self.op(*args)
+        result = result if isinstance(result, tuple) else (result,)
+        out: List[Any] = [None] * len(self.inputs)
+        for k, g in zip(self.grads, result):
+            out[k] = g
+        return tuple(out)
+
+
+# ---- ops ----------------------------------------------------------------------------
+
+def _requires_grad(values) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
+
+
+def _eager_op(fn, op, qualname: str, has_backward: bool) -> Callable:
+    """``mod.torch.fn``: the op under torch.compile and torch.export, on fake, functional
+    or subclassed tensors and when autograd needs it; ``mod.fn`` itself otherwise, in
+    one C call (``fn.eager``), since the dispatcher costs microseconds in eager mode."""
+    eager = fn.eager
+    is_compiling = torch.compiler.is_compiling
+
+    def dispatch(args, kwargs):
+        values = fn.bind(*args, **kwargs)
+        if not has_backward and _requires_grad(values):
+            raise TypeError(
+                f"{qualname}: an argument requires grad, but this op has no backward; register one "
+                f"(kjit.torch.register(mod, backward={{'{fn.__name__}': ...}}), docs/torch.md), or call it "
+                "under torch.no_grad() or with detached tensors")
+        return op(*values)
+
+    def call(*args, **kwargs):
+        if is_compiling():
+            return op(*args, **kwargs)
+        result = eager(*args, **kwargs)
+        return dispatch(args, kwargs) if result is NotImplemented else result
+
+    call.op = op
+    call.fn = fn
+    call.has_backward = has_backward
+    call.__name__ = fn.__name__
+    call.__qualname__ = qualname
+    call.__doc__ = fn.__doc__
+    call.__signature__ = fn.__signature__
+    return call
+
+
+class Ops:
+    """The ops of one module (``mod.torch``): ``ops.fn`` calls the op (_eager_op),
+    ``ops.fn.op`` is the torch.library op itself (``torch.ops.<namespace>.<fn>``).
+    The ops are plain instance attributes, which torch.compile reads like any."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._ops: Dict[str, Callable] = {}
+        self._skipped: Dict[str, str] = {}
+
+    def _add(self, name: str, call: Callable) -> None:
+        self._ops[name] = call
+        if not hasattr(Ops, name):
+            self.__dict__[name] = call
+
+    def __getattr__(self, name: str):
+        ops = self.__dict__.get("_ops", {})
+        if name in ops:
+            return ops[name]
+        skipped = self.__dict__.get("_skipped", {})
+        if name in skipped:
+            raise AttributeError(f"kjit.torch: '{name}' is not a torch op: {skipped[name]}")
+        raise AttributeError(f"kjit.torch: no op '{name}' (ops: {', '.join(ops) or 'none'})")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._ops))
+
+    @property
+    def skipped(self) -> Dict[str, str]:
+        """{function: why it is not an op}."""
+        return dict(self._skipped)
+
+    def __repr__(self) -> str:
+        return f"<kjit.torch ops {self.namespace}: {', '.join(self._ops)}>"
+
+
+def _define(qualname: str, key: str, impl: Callable, fake: Callable, schema: str, mutated: Sequence[str],
+            device_types) -> Any:
+    if not _claim(qualname, key):
+        ns, name = qualname.split("::")
+        return getattr(getattr(torch.ops, ns), name).default
+    custom = torch.library.custom_op(qualname, impl, mutates_args=tuple(mutated), device_types=device_types,
+                                     schema=schema)
+    custom.register_fake(fake)
+    return custom
+
+
+def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional[Mapping[str, str]] = None) -> Ops:
+    """Registers every function of ``mod`` as the torch op ``<namespace>::<fn>``
+    (namespace: the module's name) and returns them (``mod.torch`` after this).
+
+    ``backward={"fn": "fn_backward"}`` pairs functions with kjit functions of the same
+    module that compute their gradients (parameters ``grad_<output>``, the forward's
+    arguments and outputs by name; returned tensors ``grad_<input>``). Functions a
+    torch op cannot express (a value returned by the kernel, a bytes parameter) are
+    left out: ``ops.skipped`` says why. Registering a module again returns the same
+    ops; a different build under a registered name is a SpecError.
+    """
+    if not isinstance(mod, Module):
+        raise TypeError(f"kjit.torch.register() takes a kjit.Module, got {type(mod).__name__}")
+    ns = _namespace(namespace if namespace is not None else mod.name)
+    backward = dict(backward or {})
+    for fwd, bwd in backward.items():
+        for name in (fwd, bwd):
+            if name not in mod:
+                raise SpecError(f"kjit.torch: backward={{'{fwd}': '{bwd}'}} names '{name}', which module "
+                                f"'{mod.name}' does not have (it has: {', '.join(mod.functions)})")
+    cached = mod._torch_ops.get(ns)
+    if cached is not None and not backward:
+        return cached
+    ops = Ops(ns)
+    for fn_name in mod.functions:
+        fn = mod[fn_name]
+        try:
+            schema, mutated = _schema(fn_name, fn.__kjit_params__, fn.__kjit_return__)
+        except SpecError as err:
+            if fn_name in backward:
+                raise
+            ops._skipped[fn_name] = str(err).removeprefix("kjit.torch: ")
+            continue
+        qualname = f"{ns}::{fn_name}"
+
+        def impl(*args, _fn=fn):
+            return _fn(*args)
+
+        def fake(*args, _fn=fn):
+            return _fake_outputs(_fn, args)
+
+        custom = _define(qualname, mod.key, impl, fake, schema, mutated, _DEVICE_TYPES[mod.devices[fn_name]])
+        ops._add(fn_name, _eager_op(fn, custom, qualname, fn_name in backward))
+    for fwd, bwd in backward.items():
+        if bwd not in ops._ops:
+            raise SpecError(f"kjit.torch: backward '{bwd}' of '{fwd}' is not a torch op: {ops._skipped[bwd]}")
+        pair = _Backward(fwd, mod[fwd], bwd, mod[bwd], ops._ops[bwd].op)
+        torch.library.register_autograd(f"{ns}::{fwd}", pair.backward, setup_context=pair.setup_context)
+    mod._torch_ops[ns] = ops
+    return ops
+
+
+# ---- elementwise functions ----------------------------------------------------------
+
+_RESULT_DTYPES: Dict[Tuple[Any, ...], Any] = {}
+
+
+def _result_dtype(f, inputs):
+    """The function's own result_type, asked with tiny real tensors that promote like
+    the inputs (torch's promotion reads dtypes and which inputs are 0-d, not sizes),
+    made outside any fake mode so it works while tracing; cached by that key."""
+    key = (f.code, f.name, *((x.dtype, x.dim() == 0) for x in inputs))
+    dtype = _RESULT_DTYPES.get(key)
+    if dtype is None:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: PLC0415
+
+        with unset_fake_temporarily(), torch._C._DisableTorchDispatch():
+            probes = [torch.empty(() if zero_d else (0,), dtype=dt) for dt, zero_d in key[2:]]
+            dtype = _RESULT_DTYPES[key] = f.result_type(*probes)
+    return dtype
+
+
+def op(f, *, name: Optional[str] = None, namespace: str = "kjit") -> Callable:
+    """A ``kjit.elementwise`` function as the torch op ``<namespace>::<name>``
+    (name: the entry function's): ``(Tensor[] inputs) -> Tensor``, broadcasting and
+    type promotion in its fake implementation (torch.broadcast_shapes, the
+    function's own result_type). Returns a callable taking the input tensors as
+    positional arguments (``.op`` is the op); outputs are new, contiguous tensors."""
+    if getattr(f, "num_outputs", None) != 1:
+        raise TypeError("kjit.torch.op takes a kjit.elementwise function of one output")
+    qualname = f"{_namespace(namespace)}::{_namespace(name or f.name)}"
+
+    def impl(inputs):
+        shape = torch.broadcast_shapes(*[x.shape for x in inputs])
+        out = torch.empty(shape, dtype=_result_dtype(f, inputs), device=inputs[0].device)
+        f(*inputs, out=out)
+        return out
+
+    def fake(inputs):
+        shape = torch.broadcast_shapes(*[x.shape for x in inputs])
+        return torch.empty(shape, dtype=_result_dtype(f, inputs), device=inputs[0].device)
+
+    custom = _define(qualname, f"elementwise:{f.code}", impl, fake, "(Tensor[] inputs) -> Tensor", (), None)
+
+    def call(*inputs):
+        return custom(list(inputs))
+
+    call.op = custom
+    call.__name__ = f.name
+    call.__doc__ = f"The torch op {qualname} of kjit.elementwise function '{f.name}': call(*inputs) -> Tensor."
+    return call

@@ -1,0 +1,203 @@
+"""kjit functions as JAX-traceable callables (mod.jax.fn, kjit.jax.function,
+docs/jax.md): arguments bound and checked by the call model while tracing, result
+shapes and dtypes from it, out tensors aliased, a batching rule from the spec, and
+elementwise functions through one shared XLA handler. jit, vmap and shard_map (4
+host devices, in a subprocess) equal the sequential calls."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import kjit  # noqa: E402
+import kjit.jax  # noqa: E402
+from conftest import build  # noqa: E402
+
+SRC = r"""
+#include <kjit/kernel.h>
+void scale(const kjit::TensorView x, kjit::TensorView y, float alpha, int32_t shift) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = alpha * x.data<float>()[i] + shift;
+}
+void axpy(const kjit::TensorView x, kjit::TensorView y, float alpha) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] += alpha * x.data<float>()[i];
+}
+void twice(const kjit::TensorView x, kjit::TensorView y) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[2 * i] = y.data<float>()[2 * i + 1] = x.data<float>()[i];
+}
+void rowsum(const kjit::TensorView x, kjit::TensorView y) {
+  const int64_t m = x.size(0), n = x.size(1);
+  for (int64_t i = 0; i < m; ++i) {
+    float s = 0;
+    for (int64_t j = 0; j < n; ++j) s += x.data<float>()[i * n + j];
+    y.data<float>()[i] = s;
+  }
+}
+void add3(const kjit::TensorView a, const kjit::TensorView b, kjit::TensorView c) {
+  for (int64_t i = 0; i < a.numel(); ++i) c.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+}
+double value(const kjit::TensorView x) { return 1.0; }
+"""
+SIGS = {
+    "scale": "x: float32[n], y: float32[n] return, alpha: float32 = 2.0, shift: int32 = 0",
+    "axpy": "x: float32[n], y: float32[n] out, alpha: float32 = 1.0",
+    "twice": "x: float32[n], y: float32[2*n] return",
+    "rowsum": "x: float32[m, n], y: float32[m] return; n % 2 == 0",
+    "add3": "a: float32[...], b: float32[...], c: float32[...] out",
+    "value": "x: float32[n]",
+}
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return build("tjf_mod", SRC, SIGS, jax=True)
+
+
+def test_defaults_keywords_and_result_shapes(mod):
+    x = jnp.arange(4, dtype=jnp.float32)
+    np.testing.assert_array_equal(mod.jax.scale(x), [0, 2, 4, 6])
+    np.testing.assert_array_equal(mod.jax.scale(x, shift=1, alpha=0.5), [1, 1.5, 2, 2.5])
+    np.testing.assert_array_equal(jax.jit(mod.jax.twice)(x), [0, 0, 1, 1, 2, 2, 3, 3])
+    assert mod.jax.twice.result_shape_dtypes(x) == [jax.ShapeDtypeStruct((8,), jnp.float32)]
+    np.testing.assert_array_equal(mod.jax.rowsum(jnp.ones((3, 4), jnp.float32)), [4, 4, 4])
+    np.testing.assert_array_equal(mod.jax.twice(np.arange(2, dtype=np.float32)), [0, 0, 1, 1])  # NumPy in
+
+
+def test_out_tensors_are_results_aliased_to_their_inputs(mod):
+    x, y = jnp.ones(4, jnp.float32), jnp.arange(4, dtype=jnp.float32)
+    assert mod.jax.axpy.input_output_aliases == {1: 0}
+    out = jax.jit(lambda a, b: mod.jax.axpy(a, b, alpha=3.0))(x, y)
+    np.testing.assert_array_equal(out, [3, 4, 5, 6])  # the kernel read y's values
+    np.testing.assert_array_equal(y, [0, 1, 2, 3])  # y itself is unchanged (JAX arrays are immutable)
+
+
+@pytest.mark.parametrize("call, kind, message", [
+    (lambda m: m.jax.twice(jnp.ones(3, jnp.int32)), TypeError, "twice: argument #0 'x': dtype must be float32, got int32"),
+    (lambda m: m.jax.twice(jnp.ones((2, 2), jnp.float32)), TypeError,
+     "twice: argument #0 'x': ndim must be 1 (float32[n]), got 2"),
+    (lambda m: m.jax.axpy(jnp.ones(3, jnp.float32), jnp.ones(4, jnp.float32)), ValueError,
+     "axpy: argument #1 'y': shape[0] must equal n = 3 (bound by x.shape[0]), got 4"),
+    (lambda m: m.jax.rowsum(jnp.ones((2, 3), jnp.float32)), ValueError,
+     "rowsum: constraint 'n % 2 == 0' failed with n = 3 (bound by x.shape[1])"),
+    (lambda m: m.jax.scale(jnp.ones(3, jnp.float32), shift=2**40), ValueError,
+     "scale: argument #2 'shift': 1099511627776 is out of range for int32 [-2147483648, 2147483647]"),
+    (lambda m: m.jax.scale(jnp.ones(3, jnp.float32), beta=1.0), TypeError,
+     "scale() got an unexpected keyword argument 'beta' (its parameters: x, alpha, shift)"),
+    (lambda m: m.jax.twice(1.5), TypeError, "twice: argument 'x' must be an array, got float 1.5"),
+])
+def test_each_check_kind_fails_at_trace_time_with_kjits_message(mod, call, kind, message):
+    with pytest.raises(kind) as err:
+        jax.jit(lambda: call(mod))()
+    assert str(err.value).startswith(message)
+
+
+def test_traced_scalars_are_refused_by_name(mod):
+    with pytest.raises(TypeError, match=r"^scale: argument 'alpha' is traced, but scalars reach the kernel as XLA "
+                                        r"attributes"):
+        jax.jit(lambda a, s: mod.jax.scale(a, alpha=s))(jnp.ones(2, jnp.float32), 2.0)
+    f = jax.jit(lambda a, s: mod.jax.scale(a, alpha=s), static_argnums=1)
+    np.testing.assert_array_equal(f(jnp.ones(2, jnp.float32), 3.0), [3, 3])
+
+
+def test_mod_fn_with_jax_values_names_the_jax_callable(mod):
+    with pytest.raises(TypeError, match=r"call mod\.jax\.twice, its JAX-traceable form"):
+        jax.jit(lambda a: mod.twice(a))(jnp.ones(2, jnp.float32))
+
+
+def test_vmap_rules_from_the_spec(mod):
+    assert mod.jax.twice.vmap_method == "sequential"  # fixed rank: a loop
+    assert mod.jax.add3.vmap_method == "broadcast_all"  # any rank: the kernel takes the batch dim
+    xs = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    batched = jax.vmap(mod.jax.twice)(xs)
+    np.testing.assert_array_equal(batched, np.stack([np.repeat(np.asarray(r), 2) for r in xs]))
+    b = jnp.ones(4, jnp.float32)
+    np.testing.assert_array_equal(jax.vmap(lambda a: mod.jax.add3(a, b, jnp.zeros(4, jnp.float32)))(xs), xs + 1)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(lambda a: mod.jax.scale(a, alpha=2.0)))(xs), xs * 2)
+    looped = kjit.jax.function(mod, "add3", vmap="sequential")
+    assert looped.vmap_method == "sequential"
+
+
+def test_functions_xla_cannot_call_are_skipped_with_a_reason(mod):
+    assert "returns a float" in mod.jax.skipped["value"]
+    with pytest.raises(AttributeError, match=r"kjit\.jax: 'value' has no JAX callable: its kernel returns a float"):
+        mod.jax.value  # noqa: B018
+
+
+def test_a_module_without_handlers_is_rebuilt_once():
+    m = build("tjf_plain", SRC, {"twice": SIGS["twice"]})
+    assert not m.has_xla_handlers
+    np.testing.assert_array_equal(m.jax.twice(jnp.ones(1, jnp.float32)), [1, 1])
+    assert kjit.jax.function(m, "twice") is m.jax.twice
+
+
+def test_jitted_call_matches_the_raw_ffi_call(mod):
+    x = jnp.arange(6, dtype=jnp.float32)
+    raw = jax.ffi.ffi_call("tjf_mod.twice", jax.ShapeDtypeStruct((12,), jnp.float32))
+    np.testing.assert_array_equal(jax.jit(mod.jax.twice)(x), jax.jit(raw)(x))
+
+
+# ---- elementwise functions ----
+
+@pytest.fixture(scope="module")
+def jadd():
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    return kjit.jax.function(add)
+
+
+def test_elementwise_broadcasts_and_promotes_at_trace_time(jadd):
+    a = jnp.arange(3, dtype=jnp.int32).reshape(3, 1)
+    b = jnp.ones(4, jnp.float32)
+    out = jax.jit(jadd)(a, b)
+    assert out.shape == (3, 4)
+    assert out.dtype == jax.dtypes.canonicalize_dtype(np.result_type(np.int32, np.float32))  # NumPy's rules, then JAX's
+    np.testing.assert_allclose(np.asarray(out), np.asarray(a) + np.asarray(b))
+    with pytest.raises(ValueError, match=r"add: the input shapes \(3, 2\), \(4,\) do not broadcast"):
+        jax.jit(jadd)(jnp.ones((3, 2), jnp.float32), b)
+
+
+def test_elementwise_under_vmap_and_jit(jadd):
+    xs = jnp.arange(12, dtype=jnp.float32).reshape(4, 3)
+    y = jnp.ones(3, jnp.float32)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(lambda r: jadd(r, y)))(xs), np.asarray(xs) + 1)
+    with pytest.raises(TypeError, match=r"add: input #1 must be an array, got float 1.0"):
+        jadd(xs, 1.0)
+
+
+SHARD_MAP = textwrap.dedent(r"""
+    import os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import numpy as np, jax, jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec as P
+    import kjit, kjit.jax
+    src = '''
+    #include <kjit/kernel.h>
+    void twice(const kjit::TensorView x, kjit::TensorView y) {
+      for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[2 * i] = y.data<float>()[2 * i + 1] = x.data<float>()[i];
+    }
+    '''
+    mod = kjit.load_inline("tjf_shard", cpp_sources=src, functions={"twice": "x: float32[n], y: float32[2*n] return"},
+                           jax=True)
+    assert len(jax.devices()) == 4
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    shard_map = getattr(jax, "shard_map", None) or __import__("jax.experimental.shard_map", fromlist=["x"]).shard_map
+    f = jax.jit(shard_map(mod.jax.twice, mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+    x = jnp.arange(16, dtype=jnp.float32)
+    got = np.asarray(f(x))
+    want = np.concatenate([np.repeat(np.asarray(s), 2) for s in np.split(np.asarray(x), 4)])
+    np.testing.assert_array_equal(got, want)
+    add = kjit.jax.function(kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }"))
+    g = jax.jit(shard_map(lambda a: add(a, a), mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+    np.testing.assert_array_equal(np.asarray(g(x)), 2 * np.asarray(x))
+    print("ok")
+""")
+
+
+def test_shard_map_over_four_host_devices(kjit_cache_dir):
+    env = dict(os.environ, KJIT_CACHE_DIR=str(kjit_cache_dir))
+    proc = subprocess.run([sys.executable, "-c", SHARD_MAP], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
