@@ -52,6 +52,9 @@ struct ModuleSource {
   std::string text;                ///< what the host compiler gets
   std::string cuda_text;           ///< what nvcc gets; empty without cuda_sources
   std::vector<std::string> stubs;  ///< emit_stub() of each spec, in order
+  /// The sources use tvm-ffi, so its bridge is compiled: a kernel may take
+  /// tvm::ffi::Tensor, which only a Tensor object (not a DLTensor*) can become.
+  bool tvm_ffi_bridge = false;
 };
 
 /// What the XLA FFI handlers of a translation unit call: the text of

@@ -63,6 +63,9 @@ class Module {
   const std::string& key() const;
   /// Whether the library has XLA FFI handlers (InlineOptions::xla_include_dir).
   bool has_xla_handlers() const;
+  /// Whether the sources use tvm-ffi (ModuleSource::tvm_ffi_bridge): its stubs then
+  /// take tensors as Tensor objects, as tvm-ffi's own calls pass them.
+  bool has_tvm_ffi_bridge() const;
   tvm::ffi::Module ffi_module() const;
 
  private:

@@ -98,12 +98,14 @@ def _doc(module_name: str, fn_name: str, signature: str, params: List[_Param], l
     return "\n".join(lines) + "\n"
 
 
-def make_function(module_name: str, fields, fast, model) -> Any:
+def make_function(module_name: str, fields, fast, model, direct_abi: bool) -> Any:
     """The callable ``mod.fn`` of one function's fields (kjit.load_inline's result)
-    over ``fast``, the stub's tvm_ffi.Function, and ``model``, its kjit.CallModel."""
+    over ``fast``, the stub's tvm_ffi.Function, and ``model``, its kjit.CallModel.
+    ``direct_abi``: the module's stubs take DLTensor* views (no tvm-ffi bridge)."""
     fn_name = str(fields["name"])
     signature = str(fields["signature"])
-    fn = call_type.Function(fast, model, f"<kjit function {module_name}.{fn_name}({signature})>", api.raise_pending)
+    fn = call_type.Function(fast, model, f"<kjit function {module_name}.{fn_name}({signature})>", api.raise_pending,
+                            direct_abi)
     params = [_Param(p, fn.defaults) for p in fields["params"]]
     fn.__name__ = fn.__qualname__ = fn_name
     fn.__module__ = module_name

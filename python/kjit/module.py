@@ -84,7 +84,8 @@ class Module:
         #: function name -> the tvm_ffi.Function of its stub (positional arguments only)
         self.ffi_functions = dict(zip(names, res["functions"]))
         models = dict(zip(names, res["models"]))
-        self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n], models[n])
+        direct_abi = not record["tvm_ffi_bridge"]
+        self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n], models[n], direct_abi)
                      for n, f in zip(names, functions)}
         for fn_name, fn in self._fns.items():
             if fn_name not in _RESERVED:

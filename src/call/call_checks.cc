@@ -30,6 +30,10 @@ class Program {
 
   /// False when the exact value does not fit in int64 (divisors are guarded before).
   bool evaluate(const int64_t* s, int64_t* value) const {
+    if (ops_.size() == 1) {  // a literal or a symbol: most dims
+      *value = ops_[0].op == ExprOp::kConst ? ops_[0].operand : s[ops_[0].operand];
+      return true;
+    }
     SmallVector<int64_t, 16> stack;
     for (const Op& op : ops_) {
       if (op.op == ExprOp::kConst || op.op == ExprOp::kSymbol) {
@@ -43,6 +47,7 @@ class Program {
       if (op.op != ExprOp::kNeg) stack.resize(top - 1);
       stack[stack.size() - 1] = *r;
     }
+    if (stack.empty()) return false;  // no program is empty: compile() emits at least one op
     *value = stack[0];
     return true;
   }
@@ -80,7 +85,8 @@ class Program {
 /// A divisor that is not a constant, checked non-zero before an expression using it.
 struct DivisorGuard {
   Program divisor;
-  std::string where;  ///< what needs it: "x.shape[0]", "constraint 'n % k == 0'"
+  std::string where;          ///< what needs it: "x.shape[0]", "constraint 'n % k == 0'"
+  std::string overflow_what;  ///< "<where> needs the divisor <d>", for fail_overflow
 };
 
 std::vector<DivisorGuard> divisor_guards(const Expr& e, const std::string& where,
@@ -89,7 +95,11 @@ std::vector<DivisorGuard> divisor_guards(const Expr& e, const std::string& where
   std::vector<Expr> divisors;
   collect_divisors(e, &texts, &divisors);
   std::vector<DivisorGuard> out;
-  for (const Expr& d : divisors) out.push_back({Program(d, slots), where});
+  for (const Expr& d : divisors) {
+    Program program(d, slots);
+    std::string overflow_what = where + " needs the divisor " + program.text();
+    out.push_back({std::move(program), where, std::move(overflow_what)});
+  }
   return out;
 }
 
@@ -129,7 +139,8 @@ struct CallModel::Plan {
     std::string text;
     CmpOp op;
     Program lhs, rhs;
-    std::vector<int> symbols;  ///< of both sides
+    std::string lhs_what, rhs_what;  ///< "constraint '<text>' needs <side>", for fail_overflow
+    std::vector<int> symbols;        ///< of both sides
     std::vector<DivisorGuard> divisors;
   };
   struct PassedSymbol {
@@ -142,6 +153,7 @@ struct CallModel::Plan {
     std::string name;
     std::vector<Program> dims;
     std::vector<std::vector<DivisorGuard>> divisors;  ///< per dim
+    std::vector<std::string> what;                    ///< per dim: "returned tensor 'y': shape[0] = 2*n"
     int dtype_of = -1;                                ///< caller index, or -1: `dtype`
     DLDataType dtype{};
     DeviceKind device;
@@ -306,7 +318,10 @@ class PlanBuilder {
       check.lhs = Program(c.lhs, plan_->slots);
       check.rhs = Program(c.rhs, plan_->slots);
       for (const std::string& s : symbols_of(both)) check.symbols.push_back(plan_->slots.at(s));
-      check.divisors = divisor_guards(both, "constraint '" + check.text + "'", plan_->slots);
+      const std::string where = "constraint '" + check.text + "'";
+      check.divisors = divisor_guards(both, where, plan_->slots);
+      check.lhs_what = where + " needs " + check.lhs.text();
+      check.rhs_what = where + " needs " + check.rhs.text();
       plan_->constraints.push_back(std::move(check));
     }
   }
@@ -330,6 +345,8 @@ class PlanBuilder {
       for (size_t d = 0; d < p.tensor.shape.size(); ++d) {
         const Expr& e = p.tensor.shape[d];
         r.dims.emplace_back(e, plan_->slots);
+        r.what.push_back("returned tensor '" + p.name + "': shape[" + std::to_string(d) +
+                         "] = " + r.dims.back().text());
         r.divisors.push_back(
             divisor_guards(e, "returned tensor '" + p.name + "': shape[" + std::to_string(d) + "]", plan_->slots));
       }
@@ -417,9 +434,10 @@ class Checker {
   }
 
   int divisors(const std::vector<DivisorGuard>& guards) const {
+    if (guards.empty()) return 0;
     for (const DivisorGuard& g : guards) {
       int64_t d = 0;
-      if (value(g.divisor, g.where + " needs the divisor " + g.divisor.text(), g.divisor.symbols(), &d)) return -1;
+      if (value(g.divisor, g.overflow_what, g.divisor.symbols(), &d)) return -1;
       if (d == 0) {
         Syms sv = syms(g.divisor.symbols());
         return kjit_stub::fail_div_zero(fn_, g.where.c_str(), g.divisor.text().c_str(), sv.data(),
@@ -644,10 +662,9 @@ class Checker {
   int constraints() const {
     if (guards(plan_.constraint_guards)) return -1;
     for (const Plan::ConstraintCheck& c : plan_.constraints) {
-      const std::string where = "constraint '" + c.text + "'";
       int64_t lhs = 0, rhs = 0;
-      if (divisors(c.divisors) || value(c.lhs, where + " needs " + c.lhs.text(), c.symbols, &lhs) ||
-          value(c.rhs, where + " needs " + c.rhs.text(), c.symbols, &rhs)) {
+      if (divisors(c.divisors) || value(c.lhs, c.lhs_what, c.symbols, &lhs) ||
+          value(c.rhs, c.rhs_what, c.symbols, &rhs)) {
         return -1;
       }
       if (compare(c.op, lhs, rhs)) continue;
@@ -684,7 +701,7 @@ class Checker {
       out.shape.clear();
       for (size_t d = 0; d < r.dims.size(); ++d) {
         const Program& dim = r.dims[d];
-        const std::string what = "returned tensor '" + r.name + "': shape[" + std::to_string(d) + "] = " + dim.text();
+        const std::string& what = r.what[d];
         int64_t extent = 0;
         if (guards(dim.symbols()) || divisors(r.divisors[d]) || value(dim, what, dim.symbols(), &extent)) return -1;
         if (extent < 0) {
@@ -725,6 +742,24 @@ std::shared_ptr<const CallModel::Plan> CallModel::make_plan() const { return Pla
 
 int CallModel::infer(const TVMFFIAny* args, bool data_checked, OutputMeta* outputs) const {
   return Checker(*this, *plan_, args, data_checked).run(outputs);
+}
+
+int CallModel::check_data(const TVMFFIAny* args) const {
+  const char* fn = spec_.name.c_str();
+  for (const Plan::TensorCheck& check : plan_->tensors) {
+    const TVMFFIAny* a = &args[check.caller];
+    if (kjit_stub::is_none(a)) continue;
+    const DLTensor* t = kjit_stub::as_tensor(a);
+    if (t == nullptr) continue;  // infer() named it
+    const char* name = callers_[static_cast<size_t>(check.caller)].name.c_str();
+    const int64_t align = check.spec->align;
+    if (align > 0 && t->data != nullptr &&
+        (reinterpret_cast<uintptr_t>(t->data) + t->byte_offset) % static_cast<uintptr_t>(align) != 0) {
+      return kjit_stub::fail_align(fn, check.caller, name, static_cast<const char*>(t->data) + t->byte_offset, align);
+    }
+    if (t->data == nullptr && !kjit_stub::has_zero_extent(t)) return kjit_stub::fail_null_data(fn, check.caller, name);
+  }
+  return 0;
 }
 
 std::pair<int, int> CallModel::symbol_source(const std::string& symbol) const {

@@ -56,6 +56,7 @@ CallModel::CallModel(FunctionSpec spec) : spec_(std::move(spec)) {
     if (c.has_default) c.default_value = default_any(*p);
     c.type_text = param_type_text(*p);
     has_defaults_ = has_defaults_ || c.has_default;
+    if (tensor) tensor_callers_.push_back({static_cast<int32_t>(callers_.size()), c.written});
     stub_slots_.push_back(static_cast<int32_t>(callers_.size()));
     signature_text_ += (callers_.empty() ? "" : ", ") + c.name;
     callers_.push_back(std::move(c));

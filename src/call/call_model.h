@@ -40,6 +40,13 @@ struct CallerParam {
   std::string type_text;      ///< "float32[n] out", for messages
 };
 
+/// A tensor parameter among the caller's: its caller index, and whether the kernel
+/// writes it.
+struct TensorCaller {
+  int32_t index;
+  bool written;
+};
+
 /// A returned tensor of one call, as kjit allocates it.
 struct OutputMeta {
   SmallVector<int64_t, 8> shape;
@@ -58,6 +65,8 @@ class CallModel {
 
   const FunctionSpec& spec() const { return spec_; }
   const std::vector<CallerParam>& callers() const { return callers_; }
+  /// The tensor parameters among the callers, in order.
+  const std::vector<TensorCaller>& tensor_callers() const { return tensor_callers_; }
   /// The returned tensors, in spec order (indices into FunctionSpec::params).
   const std::vector<size_t>& returned() const { return returned_; }
   /// For each stub argument, the caller parameter it takes (>= 0) or returned
@@ -78,6 +87,11 @@ class CallModel {
   /// per returned tensor). -1 with the error raised when a check fails.
   int infer(const TVMFFIAny* args, bool data_checked, OutputMeta* outputs) const;
 
+  /// The checks of infer() that read data pointers (alignment, NULL data), for a call
+  /// whose metadata are those of a call infer() passed (a caller's cache of it). -1
+  /// with the error raised.
+  int check_data(const TVMFFIAny* args) const;
+
   /// Where the value of shape symbol `symbol` comes from when the caller's arguments
   /// give it directly: {caller index, dim} of a whole dim of a tensor, or {caller
   /// index, -1} for an integer scalar; {-1, -1} otherwise (it is solved, or never
@@ -93,6 +107,7 @@ class CallModel {
 
   FunctionSpec spec_;
   std::vector<CallerParam> callers_;
+  std::vector<TensorCaller> tensor_callers_;
   std::vector<size_t> returned_;
   std::vector<int32_t> stub_slots_;
   bool has_defaults_ = false;

@@ -212,7 +212,8 @@ FieldMap function_record(const FunctionSpec& s, const std::vector<SourceText>& s
 /// A loaded module as named fields: its objects ("module"; "functions", the stubs'
 /// functions in declaration order; "models", their call models), its long texts ("source"; "stubs", in the same
 /// order), and "record", a JSON object of the short plain fields ("path",
-/// "cache_hit", "key", "has_xla_handlers", and per function its function_record).
+/// "cache_hit", "key", "has_xla_handlers", "tvm_ffi_bridge", and per function its
+/// function_record).
 /// Python reads the record with one json.loads; field by field it took about fifty
 /// crossings per load.
 FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) {
@@ -230,7 +231,8 @@ FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) 
                   {"functions", records},
                   {"cache_hit", m.cache_hit()},
                   {"key", String(m.key())},
-                  {"has_xla_handlers", m.has_xla_handlers()}};
+                  {"has_xla_handlers", m.has_xla_handlers()},
+                  {"tvm_ffi_bridge", m.has_tvm_ffi_bridge()}};
   return FieldMap{{"module", m.ffi_module()}, {"functions", functions},
                   {"models", models},         {"source", String(m.full_source())},
                   {"stubs", stubs},           {"record", tvm::ffi::json::Stringify(record)}};

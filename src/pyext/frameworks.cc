@@ -2,6 +2,7 @@
 
 #include <tvm/ffi/c_api.h>
 
+#include <cstring>
 #include <string>
 
 #include "kjit/spec.h"
@@ -14,7 +15,10 @@ namespace {
 
 /// Strong references held for the life of the process (one interpreter).
 struct Table {
-  PyObject* tvm_tensor = nullptr;   ///< tvm_ffi.Tensor
+  PyObject* tvm_tensor = nullptr;  ///< tvm_ffi.Tensor
+  /// Where a tvm_ffi.Tensor object keeps its handle (Cython's layout: after the
+  /// object header), found at configure by comparing with __chandle__(); 0: unknown.
+  Py_ssize_t chandle_offset = 0;
   PyObject* ffi_empty = nullptr;    ///< kjit.ew_empty(shape, dtype name) -> tvm_ffi.Tensor (CPU)
   PyObject* dtype_named = nullptr;  ///< name -> numpy.dtype, for dtypes NumPy has no number for
   PyObject* classify = nullptr;     ///< classify(x) -> Framework value, for what C does not know by type
@@ -25,6 +29,7 @@ struct Table {
   PyObject* torch_empty = nullptr;
   PyObject* torch_kwnames = nullptr;  ///< ("dtype", "device")
   PyObject* torch_dtypes = nullptr;   ///< {dtype name: torch.dtype}
+  PyObject* torch_cpu = nullptr;      ///< torch.device("cpu"), made once
   PyObject* s_torch = nullptr;
   PyObject* s_device = nullptr;
   PyObject* s_dlpack = nullptr;
@@ -67,6 +72,8 @@ bool resolve_torch() {
   return true;
 }
 
+PyObject* torch_dtype_by_name(DLDataType d);
+
 PyObject* tuple_of(const int64_t* values, int n) {
   PyObject* t = PyTuple_New(n);
   for (int i = 0; t != nullptr && i < n; ++i) {
@@ -77,8 +84,32 @@ PyObject* tuple_of(const int64_t* values, int n) {
   return t;
 }
 
-/// torch.<name> of a dtype, cached by name.
+/// torch.<name> of a dtype, cached by name (and the last few by their DLPack word,
+/// which spares the name's lookup on every call).
 PyObject* torch_dtype(DLDataType d) {
+  uint32_t word = 0;
+  std::memcpy(&word, &d, sizeof word);
+  static struct {
+    uint32_t word;
+    PyObject* dtype;  // strong
+  } recent[8] = {};
+  for (const auto& r : recent) {
+    if (r.dtype != nullptr && r.word == word) {
+      Py_INCREF(r.dtype);
+      return r.dtype;
+    }
+  }
+  PyObject* dtype = torch_dtype_by_name(d);
+  if (dtype == nullptr) return nullptr;
+  static size_t next = 0;
+  auto& slot = recent[next++ % 8];
+  Py_XSETREF(slot.dtype, dtype);
+  slot.word = word;
+  Py_INCREF(dtype);
+  return dtype;
+}
+
+PyObject* torch_dtype_by_name(DLDataType d) {
   PyObject* name = dtype_name(d);
   if (name == nullptr) return nullptr;
   PyObject* dtype = PyDict_GetItemWithError(table.torch_dtypes, name);  // borrowed
@@ -93,9 +124,24 @@ PyObject* torch_dtype(DLDataType d) {
 }
 
 /// torch.empty(*sizes, dtype=..., device=template.device), permuted to `order`.
-PyObject* allocate_torch(PyObject* template_, const int64_t* shape, int rank, DLDataType d, const int64_t* order) {
+/// The torch.device of a new output: `template_.device`, or the cached CPU device
+/// (reading .device makes a new object each time). New reference.
+PyObject* torch_device(PyObject* template_, DLDevice device) {
+  if (device.device_type != kDLCPU) return PyObject_GetAttr(template_, table.s_device);
+  if (table.torch_cpu == nullptr) {
+    PyObject* make = PyObject_GetAttrString(table.torch, "device");
+    table.torch_cpu = make != nullptr ? PyObject_CallFunction(make, "s", "cpu") : nullptr;
+    Py_XDECREF(make);
+    if (table.torch_cpu == nullptr) return nullptr;
+  }
+  Py_INCREF(table.torch_cpu);
+  return table.torch_cpu;
+}
+
+PyObject* allocate_torch(PyObject* template_, const int64_t* shape, int rank, DLDataType d, DLDevice where,
+                         const int64_t* order) {
   PyObject* dtype = torch_dtype(d);
-  PyObject* device = dtype != nullptr ? PyObject_GetAttr(template_, table.s_device) : nullptr;
+  PyObject* device = dtype != nullptr ? torch_device(template_, where) : nullptr;
   if (device == nullptr) {
     Py_XDECREF(dtype);
     return nullptr;
@@ -208,16 +254,29 @@ bool view_meta(PyObject* x, DLTensor* t, int64_t* scratch) {
   return !PyErr_Occurred();
 }
 
+/// The offset of a tvm_ffi object's handle, checked on `probe` against __chandle__().
+Py_ssize_t chandle_offset_of(PyObject* probe) {
+  PyObject* address = PyObject_CallMethod(probe, "__chandle__", nullptr);
+  void* handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
+  Py_XDECREF(address);
+  PyErr_Clear();
+  const Py_ssize_t offset = static_cast<Py_ssize_t>(sizeof(PyObject));
+  if (handle == nullptr || Py_TYPE(probe)->tp_basicsize < offset + static_cast<Py_ssize_t>(sizeof(void*))) return 0;
+  void* stored = nullptr;
+  std::memcpy(&stored, reinterpret_cast<const char*>(probe) + offset, sizeof stored);
+  return stored == handle ? offset : 0;
+}
+
 }  // namespace
 
 PyObject* configure_frameworks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 7 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+  if (nargs != 8 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError,
                     "kjit._call.configure(ndarray, tvm_tensor, ffi_empty, dtype_named, classify, readable, "
-                    "jax_result)");
+                    "jax_result, probe_tensor)");
     return nullptr;
   }
-  for (Py_ssize_t i = 2; i < nargs; ++i) {
+  for (Py_ssize_t i = 2; i < nargs - 1; ++i) {
     if (!PyCallable_Check(args[i])) {
       PyErr_Format(PyExc_TypeError, "kjit._call.configure: argument %zd must be callable", i);
       return nullptr;
@@ -239,6 +298,7 @@ PyObject* configure_frameworks(PyObject*, PyObject* const* args, Py_ssize_t narg
   hold(&table.classify, args[4]);
   hold(&table.readable, args[5]);
   hold(&table.jax_result, args[6]);
+  table.chandle_offset = chandle_offset_of(args[7]);
   Py_RETURN_NONE;
 }
 
@@ -268,6 +328,15 @@ PyTypeObject* torch_tensor_type() {
   return resolve_torch() ? reinterpret_cast<PyTypeObject*>(table.torch_tensor) : nullptr;
 }
 
+PyTypeObject* tvm_tensor_type() { return reinterpret_cast<PyTypeObject*>(table.tvm_tensor); }
+
+void* tvm_tensor_handle(PyObject* x) {
+  if (table.chandle_offset == 0 || Py_TYPE(x) != tvm_tensor_type()) return nullptr;
+  void* handle = nullptr;
+  std::memcpy(&handle, reinterpret_cast<const char*>(x) + table.chandle_offset, sizeof handle);
+  return handle;
+}
+
 bool view_tensor(PyObject* x, Framework f, DLTensor* t, int64_t* scratch, PyObject** held) {
   *held = nullptr;
   switch (f) {
@@ -281,9 +350,12 @@ bool view_tensor(PyObject* x, Framework f, DLTensor* t, int64_t* scratch, PyObje
       }
       break;
     case Framework::kTvmFfi: {
-      PyObject* address = PyObject_CallMethodNoArgs(x, table.s_chandle);
-      void* handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
-      Py_XDECREF(address);
+      void* handle = tvm_tensor_handle(x);
+      if (handle == nullptr) {
+        PyObject* address = PyObject_CallMethodNoArgs(x, table.s_chandle);
+        handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
+        Py_XDECREF(address);
+      }
       if (handle == nullptr) return false;
       *t = *TVMFFITensorGetDLTensorPtr(static_cast<TVMFFIObjectHandle>(handle));
       return true;
@@ -315,7 +387,7 @@ PyObject* allocate(Framework f, PyObject* template_, const int64_t* shape, int r
     case Framework::kNone:
       return empty_ndarray(shape, rank, dtype, order, table.dtype_named);
     case Framework::kTorch:
-      if (resolve_torch()) return allocate_torch(template_, shape, rank, dtype, order);
+      if (resolve_torch()) return allocate_torch(template_, shape, rank, dtype, device, order);
       break;
     default:
       break;

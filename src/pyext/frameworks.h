@@ -41,6 +41,13 @@ bool framework_of(PyObject* x, Framework* out);
 /// torch.Tensor once torch is in sys.modules (borrowed); nullptr before, no error set.
 PyTypeObject* torch_tensor_type();
 
+/// tvm_ffi.Tensor (borrowed; nullptr before configure_frameworks).
+PyTypeObject* tvm_tensor_type();
+
+/// The tvm-ffi object handle of an exact tvm_ffi.Tensor, read where Cython keeps it
+/// (checked at configure); nullptr when that layout was not confirmed.
+void* tvm_tensor_handle(PyObject* x);
+
 /// A tensor argument's metadata (and data, for real tensors) as a DLTensor:
 /// `strides` has room for 64 dims; what must stay alive while `t` is read (a DLPack
 /// capsule) is stored in `*held` (a new reference, or nullptr). False with an error

@@ -12,6 +12,7 @@
 #include <structmember.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,43 @@ using kjit::SmallVector;
 using kjit::pyext::Framework;
 using kjit::pyext::ModelArguments;
 
+/// The metadata of the last returned-tensor call the model passed, and its outputs:
+/// a call with the same metadata (dtypes, shapes, strides, devices, integer
+/// arguments: all the model's metadata checks read) needs only the data checks,
+/// as an elementwise call's plan is decided once per operand metadata.
+struct ModelCache {
+  SmallVector<int64_t, 32> key;
+  std::vector<OutputMeta> outputs;
+  bool valid = false;
+};
+
+/// What the model's metadata checks read of a call's packed arguments, as one key;
+/// false when a tensor is too unusual to key (the model then runs).
+bool metadata_key(const CallModel& model, const TVMFFIAny* args, SmallVector<int64_t, 32>* key) {
+  key->clear();
+  for (size_t i = 0; i < model.callers().size(); ++i) {
+    const TVMFFIAny& a = args[i];
+    key->push_back(a.type_index);
+    if (a.type_index == kTVMFFIInt || a.type_index == kTVMFFIBool) {
+      key->push_back(a.v_int64);
+    } else if ((a.type_index == kTVMFFIDLTensorPtr && a.v_ptr != nullptr) || a.type_index == kTVMFFITensor) {
+      const DLTensor* t =
+          a.type_index == kTVMFFITensor ? TVMFFITensorGetDLTensorPtr(a.v_obj) : static_cast<const DLTensor*>(a.v_ptr);
+      if (t->ndim < 0 || t->ndim > 64 || (t->ndim > 0 && t->shape == nullptr)) return false;
+      uint32_t dtype;
+      std::memcpy(&dtype, &t->dtype, sizeof dtype);
+      key->push_back(t->ndim);
+      key->push_back(dtype);
+      key->push_back((static_cast<int64_t>(t->device.device_type) << 32) | static_cast<uint32_t>(t->device.device_id));
+      key->push_back(static_cast<int64_t>(t->byte_offset));
+      key->push_back(t->strides != nullptr);
+      for (int d = 0; d < t->ndim; ++d) key->push_back(t->shape[d]);
+      for (int d = 0; t->strides != nullptr && d < t->ndim; ++d) key->push_back(t->strides[d]);
+    }
+  }
+  return true;
+}
+
 struct KjitFunction {
   PyObject ob_base;           ///< PyObject_HEAD, spelled out (the macro's ';' trips -Wpedantic)
   vectorcallfunc vectorcall;  ///< kjit_function_call, for every instance
@@ -42,12 +80,14 @@ struct KjitFunction {
   PyObject* weakrefs;
   PyObject** defaults;  ///< per caller parameter: its default (owned), or nullptr
   Py_ssize_t n_callers;
-  bool direct;  ///< no returned tensors: a full positional call goes straight to the stub
+  TVMFFIObjectHandle stub;  ///< the handle of `fast`, for calls through its C ABI
+  ModelCache* cache;        ///< returned-tensor calls: the last metadata the model passed
+  bool direct_abi;          ///< the module has no tvm-ffi bridge: its stubs take DLTensor* views (frameworks.h)
 };
 
-/// The error the call model raised, through tvm-ffi's conversion (kjit's messages
-/// as the exceptions of their kinds).
-PyObject* raise_model_error(KjitFunction* f) {
+/// The error the call model or the stub raised, through tvm-ffi's conversion (kjit's
+/// messages as the exceptions of their kinds).
+PyObject* raise_pending_error(KjitFunction* f) {
   PyObject* r = PyObject_Vectorcall(f->raise_pending, nullptr, 0, nullptr);
   Py_XDECREF(r);
   if (r != nullptr) PyErr_SetString(PyExc_RuntimeError, "kjit._call: the call model failed without an error");
@@ -89,7 +129,7 @@ bool bind(KjitFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kw
   }
   SmallVector<int32_t, 16> from(static_cast<size_t>(f->n_callers));
   if (f->model->bind(static_cast<size_t>(nargs), names.data(), static_cast<size_t>(nkw), from.data()) != 0) {
-    raise_model_error(f);
+    raise_pending_error(f);
     return false;
   }
   for (Py_ssize_t i = 0; i < f->n_callers; ++i) {
@@ -148,15 +188,96 @@ PyObject* assemble(PyObject* kernel_result, PyObject* const* outputs, size_t n) 
   return tuple;
 }
 
+/// The stub's result as a Python object (takes `result`): the values a kernel
+/// returns without tvm-ffi's bridge (nothing, a bool, an integer, a double, a string).
+PyObject* stub_result(TVMFFIAny* result) {
+  switch (result->type_index) {
+    case kTVMFFINone:
+      Py_RETURN_NONE;
+    case kTVMFFIBool:
+      return PyBool_FromLong(result->v_int64 != 0);
+    case kTVMFFIInt:
+      return PyLong_FromLongLong(result->v_int64);
+    case kTVMFFIFloat:
+      return PyFloat_FromDouble(result->v_float64);
+    case kTVMFFISmallStr:
+      return PyUnicode_DecodeUTF8(result->v_bytes, static_cast<Py_ssize_t>(result->small_str_len), "surrogateescape");
+    case kTVMFFIStr: {
+      const TVMFFIByteArray* bytes = TVMFFIBytesGetByteArrayPtr(result->v_obj);
+      PyObject* text = PyUnicode_DecodeUTF8(bytes->data, static_cast<Py_ssize_t>(bytes->size), "surrogateescape");
+      TVMFFIObjectDecRef(result->v_obj);
+      return text;
+    }
+    default:
+      if (result->type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(result->v_obj);
+      PyErr_Format(PyExc_RuntimeError,
+                   "kjit._call: a kernel result of FFI type index %d, which only tvm-ffi's bridge "
+                   "returns",
+                   result->type_index);
+      return nullptr;
+  }
+}
+
+/// The stub through its C ABI (the GIL released while it runs), as the elementwise
+/// call functions are called: NumPy arrays and torch tensors cross as views of their
+/// own memory, without tvm-ffi's per-argument conversion.
+PyObject* call_stub(KjitFunction* f, const TVMFFIAny* args, size_t n) {
+  TVMFFIAny result{};
+  result.type_index = kTVMFFINone;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS;
+  rc = TVMFFIFunctionCall(f->stub, const_cast<TVMFFIAny*>(args), static_cast<int32_t>(n), &result);
+  Py_END_ALLOW_THREADS;
+  if (rc != 0) return raise_pending_error(f);
+  return stub_result(&result);
+}
+
+/// The stub through tvm-ffi's Python call, which converts every argument (devices'
+/// streams, DLPack objects, unusual values), read-only NumPy arrays passed through
+/// versioned DLPack.
+PyObject* call_through_ffi(KjitFunction* f, PyObject* const* values, size_t n) {
+  SmallVector<PyObject*, 16> call_values(n);
+  for (size_t i = 0; i < n; ++i) call_values[i] = values[i];
+  SmallVector<PyObject*, 4> owned;
+  PyObject* result = nullptr;
+  if (pass_read_only(f, call_values.data(), &owned)) {
+    result = PyObject_Vectorcall(f->fast, call_values.data(), n, nullptr);
+    if (result == nullptr) explain_failure(f, values, static_cast<Py_ssize_t>(n));
+  }
+  for (PyObject* o : owned) Py_DECREF(o);
+  return result;
+}
+
 /// A call with returned tensors: the model checks the arguments and shapes the
 /// outputs, which are allocated like the first tensor argument, then the stub runs.
-PyObject* call_returning(KjitFunction* f, PyObject* const* values, PyObject* const* call_values) {
+PyObject* call_returning(KjitFunction* f, PyObject* const* values, ModelArguments& packed) {
   const CallModel& model = *f->model;
   const size_t nret = model.returned().size();
-  ModelArguments packed(static_cast<size_t>(f->n_callers));
-  if (!packed.pack(model, values, false)) return nullptr;
-  std::unique_ptr<OutputMeta[]> outputs(new OutputMeta[nret]);
-  if (model.infer(packed.data(), /*data_checked=*/true, outputs.get()) != 0) return raise_model_error(f);
+  ModelCache& cache = *f->cache;
+  SmallVector<int64_t, 32> key;
+  const bool keyed = metadata_key(model, packed.data(), &key);
+  const bool hit = keyed && cache.valid && key.size() == cache.key.size() &&
+                   std::memcmp(key.data(), cache.key.data(), key.size() * sizeof(int64_t)) == 0;
+  if (hit) {
+    if (model.check_data(packed.data()) != 0) return raise_pending_error(f);
+  } else {
+    cache.valid = false;
+    cache.outputs.resize(nret);
+    if (model.infer(packed.data(), /*data_checked=*/true, cache.outputs.data()) != 0) return raise_pending_error(f);
+    cache.key = std::move(key);
+    cache.valid = keyed;
+  }
+  // A copy: allocating may run Python code, and another thread's call then the cache.
+  OutputMeta few[2];
+  std::unique_ptr<OutputMeta[]> many(nret > 2 ? new OutputMeta[nret] : nullptr);
+  OutputMeta* outputs = nret > 2 ? many.get() : few;
+  for (size_t r = 0; r < nret; ++r) {
+    const OutputMeta& from = cache.outputs[r];
+    outputs[r].shape.resize(from.shape.size());
+    std::memcpy(outputs[r].shape.data(), from.shape.data(), from.shape.size() * sizeof(int64_t));
+    outputs[r].dtype = from.dtype;
+    outputs[r].device = from.device;
+  }
   SmallVector<PyObject*, 4> tensors(nret, nullptr);
   auto release = [&] {
     for (PyObject* t : tensors) Py_XDECREF(t);
@@ -171,11 +292,26 @@ PyObject* call_returning(KjitFunction* f, PyObject* const* values, PyObject* con
     }
   }
   const std::vector<int32_t>& slots = model.stub_slots();
-  SmallVector<PyObject*, 16> stub_args(slots.size());
-  for (size_t s = 0; s < slots.size(); ++s) {
-    stub_args[s] = slots[s] >= 0 ? call_values[slots[s]] : tensors[static_cast<size_t>(-1 - slots[s])];
+  bool direct = f->direct_abi && packed.direct();
+  SmallVector<TVMFFIAny, 16> anys(slots.size());
+  for (size_t s = 0; direct && s < slots.size(); ++s) {
+    if (slots[s] >= 0) {
+      anys[s] = packed.data()[slots[s]];
+    } else {
+      const size_t k = static_cast<size_t>(-1 - slots[s]);
+      direct = packed.view_output(k, tensors[k], packed.framework(), outputs[k], &anys[s]);
+    }
   }
-  PyObject* result = PyObject_Vectorcall(f->fast, stub_args.data(), slots.size(), nullptr);
+  PyObject* result = nullptr;
+  if (direct) {
+    result = call_stub(f, anys.data(), slots.size());
+  } else {
+    SmallVector<PyObject*, 16> stub_args(slots.size());
+    for (size_t s = 0; s < slots.size(); ++s) {
+      stub_args[s] = slots[s] >= 0 ? values[slots[s]] : tensors[static_cast<size_t>(-1 - slots[s])];
+    }
+    result = call_through_ffi(f, stub_args.data(), slots.size());
+  }
   for (size_t r = 0; result != nullptr && r < nret; ++r) {
     tensors[r] = kjit::pyext::as_result(packed.framework(), tensors[r]);
     if (tensors[r] == nullptr) Py_CLEAR(result);
@@ -185,14 +321,23 @@ PyObject* call_returning(KjitFunction* f, PyObject* const* values, PyObject* con
   return result;
 }
 
-/// Any call but a full positional one without returned tensors. With
-/// `defer_to_torch`, NotImplemented (a new reference) when a torch tensor needs
-/// torch's dispatcher (check_tensors).
-PyObject* call_bound(KjitFunction* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                     bool defer_to_torch = false) {
-  SmallVector<PyObject*, 16> values(static_cast<size_t>(f->n_callers));
-  if (!bind(f, args, nargs, kwnames, values.data())) return nullptr;
-  switch (kjit::pyext::check_tensors(*f->model, values.data(), defer_to_torch)) {
+/// A call of mod.fn. Keywords and defaults are bound by the model; the framework
+/// table refuses what it must (and with `defer_to_torch`, fn.eager, answers
+/// NotImplemented where torch's dispatcher must take the call); then the stub runs,
+/// through its C ABI when every argument crosses as a view, else through tvm-ffi.
+PyObject* call(KjitFunction* f, PyObject* const* args, size_t nargsf, PyObject* kwnames, bool defer_to_torch) {
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  const bool keywords = kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0;
+  const size_t n_callers = static_cast<size_t>(f->n_callers);
+  SmallVector<PyObject*, 16> bound;
+  PyObject* const* values = args;
+  if (keywords || n != f->n_callers) {
+    bound.resize(n_callers);
+    if (!bind(f, args, n, keywords ? kwnames : nullptr, bound.data())) return nullptr;
+    values = bound.data();
+  }
+  bool ffi_objects = false;
+  switch (kjit::pyext::check_tensors(*f->model, values, defer_to_torch, &ffi_objects)) {
     case kjit::pyext::TensorCheck::kRefused:
       return nullptr;
     case kjit::pyext::TensorCheck::kDispatch:
@@ -200,44 +345,17 @@ PyObject* call_bound(KjitFunction* f, PyObject* const* args, Py_ssize_t nargs, P
     case kjit::pyext::TensorCheck::kAccepted:
       break;
   }
-  SmallVector<PyObject*, 16> call_values(static_cast<size_t>(f->n_callers));
-  for (Py_ssize_t i = 0; i < f->n_callers; ++i) call_values[static_cast<size_t>(i)] = values[static_cast<size_t>(i)];
-  SmallVector<PyObject*, 4> owned;
-  PyObject* result = nullptr;
-  if (pass_read_only(f, call_values.data(), &owned)) {
-    if (f->direct) {
-      result = PyObject_Vectorcall(f->fast, call_values.data(), static_cast<size_t>(f->n_callers), nullptr);
-      if (result == nullptr) explain_failure(f, values.data(), f->n_callers);
-    } else {
-      result = call_returning(f, values.data(), call_values.data());
-    }
+  if (!f->model->returned().empty()) {
+    ModelArguments packed(n_callers, f->model->returned().size());
+    if (!packed.pack(*f->model, values, false)) return nullptr;
+    return call_returning(f, values, packed);
   }
-  for (PyObject* o : owned) Py_DECREF(o);
-  return result;
-}
-
-/// A call of mod.fn; with `defer_to_torch` (fn.eager), NotImplemented where torch's
-/// dispatcher must take it.
-PyObject* call(KjitFunction* f, PyObject* const* args, size_t nargsf, PyObject* kwnames, bool defer_to_torch) {
-  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  const bool keywords = kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0;
-  if (!keywords && f->direct && n == f->n_callers) {
-    switch (kjit::pyext::check_tensors(*f->model, args, defer_to_torch)) {
-      case kjit::pyext::TensorCheck::kRefused:
-        return nullptr;
-      case kjit::pyext::TensorCheck::kDispatch:
-        Py_RETURN_NOTIMPLEMENTED;
-      case kjit::pyext::TensorCheck::kAccepted:
-        break;
-    }
-    PyObject* result = PyObject_Vectorcall(f->fast, args, nargsf, nullptr);
-    // DLPack cannot export a read-only NumPy array: the bound path passes it another way.
-    if (result != nullptr || !PyErr_ExceptionMatches(PyExc_BufferError)) {
-      return result != nullptr ? result : explain_failure(f, args, n);
-    }
-    PyErr_Clear();
+  if (f->direct_abi && !ffi_objects) {
+    ModelArguments packed(n_callers);
+    if (packed.pack(*f->model, values, false) && packed.direct()) return call_stub(f, packed.data(), n_callers);
+    PyErr_Clear();  // tvm-ffi's conversion answers for what the table could not view
   }
-  return call_bound(f, args, n, keywords ? kwnames : nullptr, defer_to_torch);
+  return call_through_ffi(f, values, n_callers);
 }
 
 PyObject* kjit_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -276,7 +394,7 @@ PyObject* kjit_function_infer(PyObject* self, PyObject* const* args, Py_ssize_t 
   if (!packed.pack(model, values.data(), true)) return nullptr;
   const size_t nret = model.returned().size();
   std::unique_ptr<OutputMeta[]> outputs(new OutputMeta[nret]);
-  if (model.infer(packed.data(), /*data_checked=*/false, outputs.get()) != 0) return raise_model_error(f);
+  if (model.infer(packed.data(), /*data_checked=*/false, outputs.get()) != 0) return raise_pending_error(f);
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(nret));
   for (size_t r = 0; tuple != nullptr && r < nret; ++r) {
     const OutputMeta& o = outputs[r];
@@ -285,11 +403,15 @@ PyObject* kjit_function_infer(PyObject* self, PyObject* const* args, Py_ssize_t 
       PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(d), PyLong_FromLongLong(o.shape[d]));
     }
     PyObject* name = shape != nullptr ? kjit::pyext::dtype_name(o.dtype) : nullptr;
-    PyObject* entry = name != nullptr ? Py_BuildValue("(NN(ii))", shape, name, static_cast<int>(o.device.device_type),
-                                                      static_cast<int>(o.device.device_id))
-                                      : nullptr;
-    if (entry == nullptr) {
+    if (name == nullptr) {
       Py_XDECREF(shape);
+      Py_CLEAR(tuple);
+      break;
+    }
+    // "N" takes both references, on failure too.
+    PyObject* entry = Py_BuildValue("(NN(ii))", shape, name, static_cast<int>(o.device.device_type),
+                                    static_cast<int>(o.device.device_id));
+    if (entry == nullptr) {
       Py_CLEAR(tuple);
       break;
     }
@@ -375,10 +497,11 @@ PyObject* default_object(const CallModel& model, const kjit::CallerParam& c) {
 }
 
 PyObject* kjit_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kNames[] = {"fast", "model", "repr", "raise_pending", nullptr};
+  static const char* kNames[] = {"fast", "model", "repr", "raise_pending", "direct_abi", nullptr};
   PyObject *fast = nullptr, *model_ref = nullptr, *repr = nullptr, *raise_pending = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOUO:Function", const_cast<char**>(kNames), &fast, &model_ref, &repr,
-                                   &raise_pending)) {
+  int direct_abi = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOUOp:Function", const_cast<char**>(kNames), &fast, &model_ref, &repr,
+                                   &raise_pending, &direct_abi)) {
     return nullptr;
   }
   if (!PyCallable_Check(fast) || !PyCallable_Check(raise_pending)) {
@@ -387,6 +510,13 @@ PyObject* kjit_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   }
   const CallModel* model = model_of(model_ref);
   if (model == nullptr) return nullptr;
+  PyObject* address = PyObject_CallMethod(fast, "__chandle__", nullptr);
+  void* stub = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
+  Py_XDECREF(address);
+  if (stub == nullptr) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kjit._call.Function: fast must be a tvm_ffi.Function");
+    return nullptr;
+  }
   const Py_ssize_t n = static_cast<Py_ssize_t>(model->callers().size());
   std::unique_ptr<PyObject*[]> defaults(new PyObject*[static_cast<size_t>(n)]());
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -403,7 +533,9 @@ PyObject* kjit_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   f->model = model;
   f->defaults = defaults.release();
   f->n_callers = n;
-  f->direct = model->returned().empty();
+  f->stub = static_cast<TVMFFIObjectHandle>(stub);  // owned by `fast`, which f holds
+  f->direct_abi = direct_abi != 0;
+  f->cache = new ModelCache();
   Py_INCREF(fast);
   f->fast = fast;
   Py_INCREF(model_ref);
@@ -436,6 +568,8 @@ int kjit_function_clear(PyObject* self) {
     delete[] f->defaults;
     f->defaults = nullptr;
   }
+  delete f->cache;
+  f->cache = nullptr;
   f->model = nullptr;
   Py_CLEAR(f->model_ref);  // after the model's last use: it owns the model
   return 0;

@@ -73,12 +73,19 @@ bool accepted_tensor(const CallModel& model, size_t i, Framework f, bool metadat
   return true;
 }
 
-TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch) {
-  PyTypeObject* torch = torch_tensor_type();
-  for (size_t i = 0; i < model.callers().size(); ++i) {
-    const CallerParam& c = model.callers()[i];
+TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch, bool* ffi_objects) {
+  PyTypeObject* torch = nullptr;
+  *ffi_objects = false;
+  for (const TensorCaller& t : model.tensor_callers()) {
+    const size_t i = static_cast<size_t>(t.index);
     PyObject* x = values[i];
-    if (!c.tensor || Py_TYPE(x) == ndarray_type()) continue;
+    PyTypeObject* type = Py_TYPE(x);
+    if (type == ndarray_type()) continue;  // nothing to refuse of these
+    if (type == tvm_tensor_type()) {
+      *ffi_objects = *ffi_objects || tvm_tensor_handle(x) == nullptr;
+      continue;
+    }
+    if (torch == nullptr) torch = torch_tensor_type();
     if (torch != nullptr && PyObject_TypeCheck(x, torch)) {
       if (defer_to_torch && Py_TYPE(x) != torch) return TensorCheck::kDispatch;  // fake, functional, a subclass
       const int needs = torch_needs_grad(torch, x);
@@ -90,34 +97,86 @@ TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool 
                    "%s: argument #%zu '%s' requires grad, but kjit functions compute no gradients (the result would "
                    "have no grad_fn); pass %s.detach(), call it under torch.no_grad(), or pair it with a backward "
                    "function (kjit.torch.register(mod, backward={'%s': ...}), docs/torch.md) and call mod.torch.%s",
-                   fn, i, c.name.c_str(), c.name.c_str(), fn, fn);
+                   fn, i, model.callers()[i].name.c_str(), model.callers()[i].name.c_str(), fn, fn);
       return TensorCheck::kRefused;
     }
-    if (!c.written) continue;
+    if (!t.written) continue;
     Framework f = Framework::kNone;
     if (!framework_of(x, &f) || !accepted_tensor(model, i, f, false)) return TensorCheck::kRefused;
   }
   return TensorCheck::kAccepted;
 }
 
-ModelArguments::ModelArguments(size_t n) : packed_(n), views_(new View[n]), bytes_(new TVMFFIByteArray[n]) {}
+ModelArguments::ModelArguments(size_t n, size_t n_outputs) : packed_(n), bytes_(n), n_(n) {
+  if (n + n_outputs > kInline) large_.reset(new View[n + n_outputs]);
+}
 
 ModelArguments::~ModelArguments() {
   for (PyObject* h : held_) Py_DECREF(h);
 }
 
+namespace {
+
+/// A plain value the stub's C ABI takes as packed; the kinds pack_scalar records only
+/// by kind (a list, an object) go through tvm-ffi's conversion instead.
+bool plain_scalar(const TVMFFIAny& a) {
+  switch (a.type_index) {
+    case kTVMFFINone:
+    case kTVMFFIBool:
+    case kTVMFFIInt:
+    case kTVMFFIFloat:
+    case kTVMFFIRawStr:
+    case kTVMFFIByteArrayPtr:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool ModelArguments::view_direct(PyObject* x, Framework f, bool written, View* v) {
+  switch (f) {
+    case Framework::kNumpy:
+      return (!written || ndarray_writeable(x)) && ndarray_metadata(x, &v->tensor, v->scratch);
+    case Framework::kTorch:
+      if (Py_TYPE(x) != torch_tensor_type()) return false;
+      if (const DLPackExchangeAPI* api = torch_exchange_api(Py_TYPE(x))) {
+        return view_torch_cpu(api, x, &v->tensor) == ViewResult::kViewed;
+      }
+      return false;
+    default:  // tvm_ffi.Tensor: tvm-ffi's own call passes its objects fastest
+      return false;
+  }
+}
+
 bool ModelArguments::pack_tensor(const CallModel& model, size_t i, PyObject* x, bool metadata) {
+  if (void* handle = tvm_tensor_handle(x)) {  // the object itself: as tvm-ffi's own call passes it
+    if (framework_ == Framework::kNone) {
+      framework_ = Framework::kTvmFfi;
+      first_tensor_ = x;
+    }
+    packed_[i].type_index = kTVMFFITensor;
+    packed_[i].zero_padding = 0;
+    packed_[i].v_obj = static_cast<TVMFFIObject*>(handle);
+    direct_ = direct_ && TVMFFITensorGetDLTensorPtr(handle)->device.device_type == kDLCPU;
+    return true;
+  }
   Framework f = Framework::kNone;
   if (!framework_of(x, &f)) return false;
   if (f == Framework::kNone) {  // None, a scalar, a list: the model names its kind
     pack_scalar(x, &packed_[i], &bytes_[i]);
+    direct_ = direct_ && plain_scalar(packed_[i]);
     return true;
   }
   if (!accepted_tensor(model, i, f, metadata)) return false;
-  View& v = views_[i];
-  PyObject* held = nullptr;
-  if (!view_tensor(x, f, &v.tensor, v.scratch, &held)) return false;
-  if (held != nullptr) held_.push_back(held);
+  View& v = view(i);
+  if (!direct_ || !view_direct(x, f, model.callers()[i].written, &v)) {
+    direct_ = false;
+    PyObject* held = nullptr;
+    if (!view_tensor(x, f, &v.tensor, v.scratch, &held)) return false;
+    if (held != nullptr) held_.push_back(held);
+  }
   packed_[i].type_index = kTVMFFIDLTensorPtr;
   packed_[i].v_ptr = &v.tensor;
   if (framework_ == Framework::kNone) {
@@ -133,8 +192,29 @@ bool ModelArguments::pack(const CallModel& model, PyObject* const* values, bool 
       if (!pack_tensor(model, i, values[i], metadata)) return false;
     } else {
       pack_scalar(values[i], &packed_[i], &bytes_[i]);
+      direct_ = direct_ && plain_scalar(packed_[i]);
     }
   }
+  return true;
+}
+
+bool ModelArguments::view_output(size_t k, PyObject* tensor, Framework f, const OutputMeta& meta, TVMFFIAny* out) {
+  View& v = view(n_ + k);
+  if ((f == Framework::kNumpy || f == Framework::kNone) && Py_TYPE(tensor) == ndarray_type()) {
+    // kjit allocated it compact as `meta` says: no strides to read, any dtype (bfloat16 too).
+    v.tensor = DLTensor{ndarray_data(tensor),
+                        meta.device,
+                        static_cast<int32_t>(meta.shape.size()),
+                        meta.dtype,
+                        const_cast<int64_t*>(meta.shape.data()),
+                        nullptr,
+                        0};
+  } else if (!view_direct(tensor, f, true, &v)) {
+    return false;
+  }
+  out->type_index = kTVMFFIDLTensorPtr;
+  out->zero_padding = 0;
+  out->v_ptr = &v.tensor;
   return true;
 }
 

@@ -1,6 +1,7 @@
-// A bound call's caller arguments as the call model (src/call) reads them: tensors
-// as DLTensor views through the framework table, scalars as tvm-ffi would pass
-// them. What a view needs kept alive (a DLPack capsule) is held until destruction.
+// A bound call's caller arguments as the call model (src/call) reads them, and as
+// the stub's C ABI takes them: tensors as DLTensor views through the framework
+// table, scalars as tvm-ffi would pass them. What a view needs kept alive (a DLPack
+// capsule) is held until destruction.
 #ifndef KJIT_PYEXT_MODEL_ARGUMENTS_H_
 #define KJIT_PYEXT_MODEL_ARGUMENTS_H_
 
@@ -18,7 +19,8 @@ namespace kjit::pyext {
 
 class ModelArguments {
  public:
-  explicit ModelArguments(size_t n);
+  /// Room for `n` caller arguments and `n_outputs` returned tensors' views.
+  ModelArguments(size_t n, size_t n_outputs = 0);
   ~ModelArguments();
   ModelArguments(const ModelArguments&) = delete;
   ModelArguments& operator=(const ModelArguments&) = delete;
@@ -30,6 +32,14 @@ class ModelArguments {
   bool pack(const CallModel& model, PyObject* const* values, bool metadata);
 
   const TVMFFIAny* data() const { return packed_.data(); }
+  /// Whether every argument can cross to the stub's C ABI as packed: tensors as CPU
+  /// views of NumPy arrays (a written one writeable), plain torch tensors or
+  /// tvm_ffi.Tensor, scalars as plain values. Otherwise tvm-ffi's own Python call
+  /// must convert them (devices' streams, DLPack objects, unusual values).
+  bool direct() const { return direct_; }
+  /// Returned tensor `k`, `tensor`, allocated in framework `f` as `meta` says, as the
+  /// stub takes it, in `*out`; false (nothing set) when it has no direct view.
+  bool view_output(size_t k, PyObject* tensor, Framework f, const OutputMeta& meta, TVMFFIAny* out);
   /// The framework and the object of the first tensor argument: returned outputs
   /// are allocated like it (NumPy when there is none).
   Framework framework() const { return framework_; }
@@ -41,13 +51,20 @@ class ModelArguments {
     int64_t scratch[128];  ///< a TensorMeta's shape and strides, or a NumPy array's strides
   };
   bool pack_tensor(const CallModel& model, size_t i, PyObject* x, bool metadata);
+  /// A direct view of `x` in `v` (false: none; nothing set).
+  bool view_direct(PyObject* x, Framework f, bool written, View* v);
+  View& view(size_t k) { return (large_ ? large_.get() : small_)[k]; }
 
+  static constexpr size_t kInline = 4;  // views on the stack for the usual few tensors
   SmallVector<TVMFFIAny, 8> packed_;
-  std::unique_ptr<View[]> views_;
-  std::unique_ptr<TVMFFIByteArray[]> bytes_;
+  SmallVector<TVMFFIByteArray, 8> bytes_;
+  View small_[kInline];  // uninitialised: each is written before it is read
+  std::unique_ptr<View[]> large_;
+  size_t n_ = 0;
   SmallVector<PyObject*, 8> held_;
   Framework framework_ = Framework::kNone;
   PyObject* first_tensor_ = Py_None;
+  bool direct_ = true;
 };
 
 /// The framework table's refusals for caller `i` of `model` holding `x` of framework
@@ -69,7 +86,9 @@ enum class TensorCheck {
 /// eager call, kjit.torch) a torch tensor that requires grad, or of a subclass
 /// (fake, functional), is kDispatch instead: the op handles it. A type compare per
 /// NumPy array.
-TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch);
+/// `*ffi_objects` is set when a tensor is a tvm_ffi.Tensor, which tvm-ffi's own call
+/// passes faster than a view of it would cross.
+TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch, bool* ffi_objects);
 
 /// `x` as tvm-ffi passes a scalar: bool, int (kTVMFFIBigInt beyond int64), float,
 /// NumPy scalars as their Python values, str and bytes by pointer (`bytes` holds the

@@ -92,6 +92,8 @@ bool view_ndarray(PyObject* obj, DLTensor* t, int64_t* strides) {
   return ndarray_writeable(obj) && ndarray_metadata(obj, t, strides);
 }
 
+void* ndarray_data(PyObject* a) { return PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)); }
+
 bool numpy_scalar(PyObject* x, TVMFFIAny* out) {
   if (!PyArray_IsScalar(x, Generic)) return false;
   if (PyArray_IsScalar(x, Bool)) {

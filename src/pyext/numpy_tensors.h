@@ -39,6 +39,9 @@ PyObject* ndarray_owning(TVMFFIObjectHandle tensor, PyObject* dtype_named);
 /// or dtype DLPack cannot carry, or strides that are not whole elements.
 bool ndarray_metadata(PyObject* a, DLTensor* t, int64_t* scratch);
 
+/// The data of ndarray `a` (a C-contiguous array kjit just allocated knows the rest).
+void* ndarray_data(PyObject* a);
+
 /// A NumPy scalar as tvm-ffi passes it (np.bool_ a bool, integers an int, floating
 /// types a float); false for anything else, complex scalars included.
 bool numpy_scalar(PyObject* x, TVMFFIAny* out);

@@ -23,6 +23,7 @@ struct Module::State {
   std::optional<tvm::ffi::Module> ffi_module;  // set right after construction
   std::vector<tvm::ffi::Function> functions;
   bool xla_handlers = false;
+  bool tvm_ffi_bridge = false;
 };
 
 namespace {
@@ -157,6 +158,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   state->host_sources = source.stubs;
   state->full_source = source.text;
   state->xla_handlers = source_options.xla_handlers;
+  state->tvm_ffi_bridge = source.tvm_ffi_bridge;
   std::lock_guard<std::mutex> lock(g_loaded_mu);
   auto& slot = g_loaded[request.cache_dir + '\0' + key];
   if (!slot || options.force_rebuild) slot = state;
@@ -191,6 +193,7 @@ const std::string& Module::full_source() const { return state_->full_source; }
 bool Module::cache_hit() const { return cache_hit_; }
 const std::string& Module::key() const { return state_->build.key; }
 bool Module::has_xla_handlers() const { return state_->xla_handlers; }
+bool Module::has_tvm_ffi_bridge() const { return state_->tvm_ffi_bridge; }
 tvm::ffi::Module Module::ffi_module() const { return *state_->ffi_module; }
 
 size_t Module::index_of(const std::string& fn) const {

@@ -34,8 +34,12 @@ class SmallVector {
     size_ = n;
   }
   void push_back(T v) {
+    if (size_ < N && large_.empty()) {  // the common case: room inline
+      small_[size_++] = std::move(v);
+      return;
+    }
     resize(size_ + 1);
-    data()[size_ - 1] = v;
+    data()[size_ - 1] = std::move(v);
   }
   void clear() { resize(0); }
   T* data() { return large_.empty() ? small_ : large_.data(); }
@@ -50,7 +54,7 @@ class SmallVector {
   const T* end() const { return data() + size_; }
 
  private:
-  T small_[N] = {};
+  T small_[N];            ///< not value-initialised: resize() writes every element it adds
   std::vector<T> large_;  ///< in use once more than N elements were needed
   size_t size_ = 0;
 };
