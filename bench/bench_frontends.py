@@ -92,7 +92,7 @@ def torch_tables(kjit, number: int, repeat: int, smoke: bool) -> bool:
         compiled = torch.compile(model, fullgraph=True)
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x))
-            n = max(1, number // (20 if width == 256 else 400))
+            n = max(1, number // (20 if width == 256 else 100))
             best = best_of({"eager": timeit.Timer("model(x)", globals={"model": model, "x": x}),
                             "compiled": timeit.Timer("compiled(x)", globals={"compiled": compiled, "x": x})},
                            n, repeat)

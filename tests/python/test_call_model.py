@@ -405,3 +405,18 @@ def test_torch_tensors_that_require_grad_are_refused_at_the_call(mod):
     with torch.no_grad():
         assert mod.twice(x).tolist() == [1.0] * 8
     assert mod.twice(x.detach()).requires_grad is False
+
+
+def test_a_repeated_call_still_checks_data():
+    """Returned-tensor calls keep the metadata the model last passed: a repeat with the
+    same shapes skips the metadata checks but never the data checks."""
+    m = build("call_model_align", "#include <kjit/kernel.h>\nvoid f(const kjit::TensorView x, kjit::TensorView y) {}\n",
+              {"f": "x: float32[n] align(16), y: float32[n] return"})
+    raw = np.zeros(64, np.float32)
+    skip = (-raw.ctypes.data % 16) // 4
+    aligned, misaligned = raw[skip:skip + 8], raw[skip + 1:skip + 9]
+    assert m.f(aligned).shape == (8,)
+    kind, text = _message(lambda: m.f(misaligned))
+    assert kind is ValueError and "argument #0 'x': data pointer" in text and "must be aligned to 16 bytes" in text
+    assert m.f(aligned).shape == (8,)
+    assert m.f(np.zeros(5, np.float32)[0:0]).shape == (0,)  # another shape: the model runs again
