@@ -32,7 +32,7 @@ import numpy as np
 from ._frameworks import TensorMeta, numpy_dtype
 from ._lib import api
 from .errors import SpecError
-from .module import Module, with_xla_handlers
+from .module import FrontEndFunctions, Module, with_xla_handlers
 
 # (target, platform) -> key of the build registered under it. XLA keeps the first
 # handler for a name (its CUDA registry silently), so a different build under a
@@ -267,33 +267,18 @@ class Function:
         return f"<kjit JAX function {self.target} (vmap: {self.vmap_method})>"
 
 
-class Functions:
+class Functions(FrontEndFunctions):
     """The JAX callables of one module (``mod.jax``): ``fns.fn(...)``."""
 
+    _front_end = "kjit.jax"
+    _skipped_text = "has no JAX callable"
+
     def __init__(self, mod: Module) -> None:
+        super().__init__()
         self.module = mod
-        self._fns: Dict[str, Function] = {}
-        self._skipped: Dict[str, str] = {}
-
-    def __getattr__(self, name: str):
-        fns = self.__dict__.get("_fns", {})
-        if name in fns:
-            return fns[name]
-        skipped = self.__dict__.get("_skipped", {})
-        if name in skipped:
-            raise AttributeError(f"kjit.jax: '{name}' has no JAX callable: {skipped[name]}")
-        raise AttributeError(f"kjit.jax: no function '{name}' (functions: {', '.join(fns) or 'none'})")
-
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._fns))
-
-    @property
-    def skipped(self) -> Dict[str, str]:
-        """{function: why it has no JAX callable}."""
-        return dict(self._skipped)
 
     def __repr__(self) -> str:
-        return f"<kjit.jax functions of {self.module.name}: {', '.join(self._fns)}>"
+        return f"<kjit.jax functions of {self.module.name}: {', '.join(self._items)}>"
 
 
 def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[str, str]] = None) -> Functions:
@@ -312,15 +297,15 @@ def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[
     for fn_name in mod.functions:
         returns = mod[fn_name].__kjit_return__
         if returns != "None":
-            out._skipped[fn_name] = (f"its kernel returns a {returns}, which an XLA call cannot return; return it "
-                                     "in a tensor ('return' in the spec)")
+            out._skip(fn_name, f"its kernel returns a {returns}, which an XLA call cannot return; return it in a "
+                               "tensor ('return' in the spec)")
             continue
         device = mod.devices[fn_name]
         plat = _platform("cuda" if device == "cuda" else "cpu")
         target = f"{base}.{fn_name}"
         with _lock:
             _register_target(target, plat, lib, f"__kjit_xla_{fn_name}", lib.key)
-        out._fns[fn_name] = Function(lib, fn_name, target, device, (vmap or {}).get(fn_name))
+        out._add(fn_name, Function(lib, fn_name, target, device, (vmap or {}).get(fn_name)))
     if prefix is None and not vmap:
         mod.__dict__["_jax_functions"] = out
     return out

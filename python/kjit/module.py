@@ -31,6 +31,49 @@ _RESERVED = {
 }
 
 
+class FrontEndFunctions:
+    """A module's functions in one front end (``mod.torch``, ``mod.jax``): ``ns.fn``
+    is a plain instance attribute (torch.compile reads it like any); the functions the
+    front end cannot express are in ``skipped``, with the reason their attribute's
+    AttributeError gives."""
+
+    #: "kjit.torch", "kjit.jax": how messages start
+    _front_end = "kjit"
+    #: what the attribute is not, when skipped: "is not a torch op"
+    _skipped_text = "is skipped"
+    #: what the front end calls its functions: "op", "function"
+    _noun = "function"
+
+    def __init__(self) -> None:
+        self._items: Dict[str, object] = {}
+        self._skipped: Dict[str, str] = {}
+
+    def _add(self, name: str, item) -> None:
+        self._items[name] = item
+        if not hasattr(type(self), name):
+            self.__dict__[name] = item
+
+    def _skip(self, name: str, why: str) -> None:
+        self._skipped[name] = why
+
+    def __getattr__(self, name: str):
+        items = self.__dict__.get("_items", {})
+        if name in items:
+            return items[name]
+        skipped = self.__dict__.get("_skipped", {})
+        if name in skipped:
+            raise AttributeError(f"{self._front_end}: '{name}' {self._skipped_text}: {skipped[name]}")
+        raise AttributeError(f"{self._front_end}: no {self._noun} '{name}' ({self._noun}s: {', '.join(items) or 'none'})")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._items))
+
+    @property
+    def skipped(self) -> Dict[str, str]:
+        """{function: why the front end has none of it}."""
+        return dict(self._skipped)
+
+
 class _FrontEnd:
     """``mod.torch`` (kjit.torch.register(mod)) and ``mod.jax`` (kjit.jax.functions(mod)):
     made on first use, then a plain instance attribute (which torch.compile reads

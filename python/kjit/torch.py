@@ -31,7 +31,7 @@ import torch
 from . import function as _function
 from ._frameworks import TensorMeta
 from .errors import SpecError
-from .module import Module
+from .module import FrontEndFunctions, Module
 
 __all__ = ["Ops", "register", "op"]
 
@@ -275,40 +275,20 @@ def _eager_op(fn, op, qualname: str, has_backward: bool) -> Callable:
     return call
 
 
-class Ops:
+class Ops(FrontEndFunctions):
     """The ops of one module (``mod.torch``): ``ops.fn`` calls the op (_eager_op),
-    ``ops.fn.op`` is the torch.library op itself (``torch.ops.<namespace>.<fn>``).
-    The ops are plain instance attributes, which torch.compile reads like any."""
+    ``ops.fn.op`` is the torch.library op itself (``torch.ops.<namespace>.<fn>``)."""
+
+    _front_end = "kjit.torch"
+    _skipped_text = "is not a torch op"
+    _noun = "op"
 
     def __init__(self, namespace: str) -> None:
+        super().__init__()
         self.namespace = namespace
-        self._ops: Dict[str, Callable] = {}
-        self._skipped: Dict[str, str] = {}
-
-    def _add(self, name: str, call: Callable) -> None:
-        self._ops[name] = call
-        if not hasattr(Ops, name):
-            self.__dict__[name] = call
-
-    def __getattr__(self, name: str):
-        ops = self.__dict__.get("_ops", {})
-        if name in ops:
-            return ops[name]
-        skipped = self.__dict__.get("_skipped", {})
-        if name in skipped:
-            raise AttributeError(f"kjit.torch: '{name}' is not a torch op: {skipped[name]}")
-        raise AttributeError(f"kjit.torch: no op '{name}' (ops: {', '.join(ops) or 'none'})")
-
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._ops))
-
-    @property
-    def skipped(self) -> Dict[str, str]:
-        """{function: why it is not an op}."""
-        return dict(self._skipped)
 
     def __repr__(self) -> str:
-        return f"<kjit.torch ops {self.namespace}: {', '.join(self._ops)}>"
+        return f"<kjit.torch ops {self.namespace}: {', '.join(self._items)}>"
 
 
 def _define(qualname: str, key: str, impl: Callable, fake: Callable, schema: str, mutated: Sequence[str],
@@ -353,7 +333,7 @@ def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional
         except SpecError as err:
             if fn_name in backward:
                 raise
-            ops._skipped[fn_name] = str(err).removeprefix("kjit.torch: ")
+            ops._skip(fn_name, str(err).removeprefix("kjit.torch: "))
             continue
         qualname = f"{ns}::{fn_name}"
 
@@ -366,9 +346,9 @@ def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional
         custom = _define(qualname, mod.key, impl, fake, schema, mutated, _DEVICE_TYPES[mod.devices[fn_name]])
         ops._add(fn_name, _eager_op(fn, custom, qualname, fn_name in backward))
     for fwd, bwd in backward.items():
-        if bwd not in ops._ops:
+        if bwd not in ops._items:
             raise SpecError(f"kjit.torch: backward '{bwd}' of '{fwd}' is not a torch op: {ops._skipped[bwd]}")
-        pair = _Backward(fwd, mod[fwd], bwd, mod[bwd], ops._ops[bwd].op)
+        pair = _Backward(fwd, mod[fwd], bwd, mod[bwd], ops._items[bwd].op)
         torch.library.register_autograd(f"{ns}::{fwd}", pair.backward, setup_context=pair.setup_context)
     mod._torch_ops[ns] = ops
     return ops
