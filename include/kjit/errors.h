@@ -109,11 +109,14 @@ class StdError : public Std, public Error {
 
 }  // namespace detail
 
+// The arguments are type names, which take no parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define KJIT_DEFINE_ERROR(Name, Std)                                                                  \
   class Name : public detail::StdError<Std> {                                                         \
    public:                                                                                            \
     explicit Name(const std::string& message) : detail::StdError<Std>(ErrorKind::k##Name, message) {} \
   };
+// NOLINTEND(bugprone-macro-parentheses)
 
 // What kernels, argument checks and the elementwise engine throw for a caller's
 // mistake; Python gets the builtin of the same name.

@@ -218,6 +218,7 @@ class PlanBuilder {
 
   std::vector<int> slots_of(const std::vector<std::string>& names) const {
     std::vector<int> out;
+    out.reserve(names.size());
     for (const std::string& n : names) out.push_back(plan_->slots.at(n));
     return out;
   }

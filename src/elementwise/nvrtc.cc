@@ -164,6 +164,7 @@ NvrtcResult compile_cuda(const std::string& source, const std::string& arch, std
   const Nvrtc& n = nvrtc();
   options.insert(options.begin(), {"--std=c++17", "-default-device", "--gpu-architecture=" + arch});
   std::vector<const char*> argv;
+  argv.reserve(options.size());
   for (const std::string& o : options) argv.push_back(o.c_str());
   ProgramGuard prog{n};
   check(n, n.create(&prog.p, source.c_str(), "kjit_elementwise.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");

@@ -64,7 +64,7 @@ Array<Any> call_infer(const ObjectRef& model_ref, const Array<Any>& args) {
     std::vector<DLTensor> tensors(n);
     std::vector<TVMFFIAny> packed(n);
     for (size_t i = 0; i < n; ++i) {
-      const Any& a = args[i];
+      const Any& a = args[static_cast<int64_t>(i)];
       if (model.callers()[i].tensor && a.type_index() == tvm::ffi::TypeIndex::kTVMFFIArray) {
         metas[i] = a.cast<Array<Any>>();
         metadata_tensor(metas[i], i, &tensors[i]);
@@ -105,7 +105,7 @@ void raise_pending(tvm::ffi::PackedArgs, Any*) {
 
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
-  refl::ObjectDef<CallModelObj>();
+  refl::ObjectDef<CallModelObj>();  // NOLINT(bugprone-unused-raii): registers the type as it is made
   refl::GlobalDef()
       .def("kjit.call_model",
            [](const String& name, const String& signature) {

@@ -49,7 +49,7 @@ class Fields {
     if (!value) fail(std::string("has no field '") + name + "'");
     return cast<T>(name, *value);
   }
-  std::string text(const char* name, std::string fallback = "") {
+  std::string text(const char* name, const std::string& fallback = "") {
     return std::string(get<tvm::ffi::String>(name, tvm::ffi::String(fallback)));
   }
   std::string required_text(const char* name) { return std::string(require<tvm::ffi::String>(name)); }

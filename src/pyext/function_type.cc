@@ -680,7 +680,7 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__call() {
+PyMODINIT_FUNC PyInit__call() {  // NOLINT(bugprone-reserved-identifier): CPython's name for the module's init
   PyObject* module = PyModule_Create(&kModule);
   if (module == nullptr) return nullptr;
   PyObject* type = PyType_FromSpec(&kSpec);

@@ -96,11 +96,9 @@ void check_packed(const FunctionSpec& spec, const std::string& signature, const 
   const DTypeInfo* packed = nullptr;
   const DTypeInfo* other = nullptr;
   for (const DTypeInfo& d : t.dtypes) {
-    if (!is_packed(d)) {
-      other = &d;
-    } else if (!packed) {
+    if (is_packed(d) && !packed) {
       packed = &d;
-    } else if (d.dl.bits != packed->dl.bits) {
+    } else if (!is_packed(d) || d.dl.bits != packed->dl.bits) {
       other = &d;
     }
   }

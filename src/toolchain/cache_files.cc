@@ -390,9 +390,9 @@ std::vector<std::string> parse_make_dependencies(const std::string& text) {
     if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
       flush();
       ++i;
-    } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '#' || text[i + 1] == '\\')) {
-      word += text[++i];
-    } else if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') {
+    } else if ((c == '\\' && i + 1 < text.size() &&
+                (text[i + 1] == ' ' || text[i + 1] == '#' || text[i + 1] == '\\')) ||
+               (c == '$' && i + 1 < text.size() && text[i + 1] == '$')) {  // escapes: the next character as is
       word += text[++i];
     } else if (c == ':' && !after_colon && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n')) {
       word.clear();  // the target

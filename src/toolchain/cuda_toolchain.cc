@@ -193,6 +193,7 @@ std::vector<CudaArch> select_cuda_archs(const std::string& explicit_archs, std::
   if (!visible.empty()) {
     say("of the visible devices");
     std::vector<CudaArch> out;
+    out.reserve(visible.size());
     for (int n : visible) out.push_back(CudaArch{n, "", false});
     return out;
   }

@@ -82,6 +82,7 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
     throw;
   }
   std::vector<ProcessResult> out;
+  out.reserve(children.size());
   for (const Child& c : children) out.push_back(collect(c));
   return out;
 }
