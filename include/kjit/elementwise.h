@@ -131,9 +131,12 @@ class Elementwise {
 };
 
 /// Threads used by elementwise CPU loops: KJIT_NUM_THREADS, else OMP_NUM_THREADS,
-/// else the hardware's; set_num_threads overrides (0 restores the default).
+/// else the hardware's; set_num_threads overrides (0 restores the default). An
+/// environment value that is not a count in [1, kMaxThreads] is ignored (with a
+/// warning on stderr); set_num_threads throws ValueError outside [0, kMaxThreads].
+constexpr int kMaxThreads = 4096;
 int get_num_threads();
-void set_num_threads(int n);
+void set_num_threads(int64_t n);
 
 }  // namespace kjit
 

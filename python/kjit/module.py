@@ -10,25 +10,6 @@ from . import function as _function
 from ._lib import api
 from .spec import Spec
 
-_RESERVED = {
-    "name",
-    "path",
-    "functions",
-    "get_host_source",
-    "get_function_metadata",
-    "get_function_doc",
-    "source",
-    "cache_hit",
-    "ffi_module",
-    "key",
-    "arg_specs",
-    "devices",
-    "has_xla_handlers",
-    "ffi_functions",
-    "stub",
-    "torch",
-    "jax",
-}
 
 
 class FrontEndFunctions:
@@ -131,9 +112,11 @@ class Module:
         self._fns = {n: _function.make_function(self.name, f, self.ffi_functions[n], models[n], direct_abi)
                      for n, f in zip(names, functions)}
         for fn_name, fn in self._fns.items():
-            if fn_name not in _RESERVED:
-                # Plain instance attributes, and no __getattr__ on the class: that
-                # keeps mod.fn on CPython's fast attribute path (~15 ns a call).
+            # Plain instance attributes, and no __getattr__ on the class: that keeps
+            # mod.fn on CPython's fast attribute path (~15 ns a call). A name the
+            # Module itself uses (its methods and fields, any private name) stays
+            # mod["name"] only, so no function can shadow the module's own state.
+            if not (fn_name.startswith("_") or hasattr(Module, fn_name) or fn_name in self.__dict__):
                 self.__dict__[fn_name] = fn
 
     torch = _FrontEnd("torch", "register")

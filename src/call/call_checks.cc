@@ -717,6 +717,10 @@ class Checker {
           return kjit_stub::fail_dtype_source_none(fn_, r.name.c_str(),
                                                    model_.callers()[static_cast<size_t>(r.dtype_of)].name.c_str());
         }
+        if (find_dtype(source->dtype) == nullptr) {
+          return kjit_stub::fail_dtype_source_unknown(
+              fn_, r.name.c_str(), model_.callers()[static_cast<size_t>(r.dtype_of)].name.c_str(), source->dtype);
+        }
         out.dtype = source->dtype;
       } else {
         out.dtype = r.dtype;

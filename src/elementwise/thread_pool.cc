@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -27,6 +29,7 @@
 
 #include "elementwise/openmp_runtime.h"
 #include "kjit/elementwise.h"
+#include "kjit/errors.h"
 
 namespace kjit {
 namespace ew {
@@ -42,11 +45,20 @@ constexpr std::chrono::microseconds kCallerSpin{200};
 thread_local bool t_in_parallel = false;
 std::atomic<int> g_requested{0};
 
+/// A thread count from the environment, or 0 when unset or not a count in
+/// [1, kMaxThreads] (said once on stderr: atoi would read "99999999999" as 513).
 int env_threads(const char* var) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return 0;
-  int n = std::atoi(v);
-  return n > 0 ? n : 0;
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (errno == 0 && end != v && *end == '\0' && n >= 1 && n <= kMaxThreads) return static_cast<int>(n);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    std::fprintf(stderr, "[kjit] %s='%s' is not a thread count in [1, %d]; ignored\n", var, v, kMaxThreads);
+  }
+  return 0;
 }
 
 int hardware_threads() {
@@ -334,6 +346,12 @@ int get_num_threads() {
   return n > 0 ? n : ew::default_threads();
 }
 
-void set_num_threads(int n) { ew::g_requested.store(n > 0 ? n : 0); }
+void set_num_threads(int64_t n) {
+  if (n < 0 || n > kMaxThreads) {
+    throw ValueError("kjit.set_num_threads: n must be a thread count in [1, " + std::to_string(kMaxThreads) +
+                     "], or 0 for the default, got " + std::to_string(n));
+  }
+  ew::g_requested.store(static_cast<int>(n));
+}
 
 }  // namespace kjit

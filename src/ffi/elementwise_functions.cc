@@ -416,8 +416,24 @@ tvm::ffi::Function ew_function(int64_t id, int64_t promotion, bool scalar_inputs
 tvm::ffi::Tensor ew_empty(const Array<int64_t>& shape, const String& dtype_name) {
   return at_ffi_boundary([&] {
     const DTypeInfo* d = find_dtype(std::string(dtype_name));
-    internal_check(d != nullptr, "ew_empty of an unknown dtype");
+    if (d == nullptr) {
+      throw TypeError("kjit: cannot allocate a tensor of dtype '" + std::string(dtype_name) +
+                      "', which kjit does not know (its dtypes: " + known_dtype_names() + ")");
+    }
     std::vector<int64_t> dims(shape.begin(), shape.end());
+    // Its own size check: the planner's does not guard this function.
+    int64_t bytes = (static_cast<int64_t>(d->dl.bits) * d->dl.lanes + 7) / 8;
+    std::string text;
+    for (int64_t n : dims) text += (text.empty() ? "" : ", ") + std::to_string(n);
+    for (int64_t n : dims) {
+      if (n < 0) throw ValueError("kjit: cannot allocate a tensor of shape (" + text + "): an extent is negative");
+    }
+    for (int64_t n : dims) {
+      if (n != 0 && __builtin_mul_overflow(bytes, n, &bytes)) {
+        throw ValueError("kjit: cannot allocate a tensor of shape (" + text + ") and dtype " + d->name +
+                         ": its size in bytes overflows int64");
+      }
+    }
     return tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), tvm::ffi::ShapeView(dims.data(), dims.size()), d->dl,
                                          DLDevice{kDLCPU, 0});
   });
@@ -442,6 +458,10 @@ EwCompute compute_of(const std::string& text) {
   return c;
 }
 
+/// The most outputs an elementwise function may have (its entry writes them through
+/// trailing T& parameters; a count past this is a mistake, not a kernel).
+constexpr int64_t kMaxOutputs = 64;
+
 /// ew_create(code, name, num_outputs, build_dir, verbose[, compute]) -> [id, entry
 /// name]: a new engine; compute as compute_of takes it (absent: "").
 void ew_create(PackedArgs args, Any* rv) {
@@ -453,8 +473,13 @@ void ew_create(PackedArgs args, Any* rv) {
     opts.build_directory = std::string(args[3].cast<String>());
     opts.verbose = args[4].cast<bool>();
     if (args.size() == 6) opts.compute = compute_of(std::string(args[5].cast<String>()));
+    const int64_t num_outputs = args[2].cast<int64_t>();
+    if (num_outputs < 1 || num_outputs > kMaxOutputs) {
+      throw SpecError("kjit.elementwise: num_outputs must be between 1 and " + std::to_string(kMaxOutputs) + ", got " +
+                      std::to_string(num_outputs));
+    }
     auto ew = std::make_shared<Elementwise>(std::string(args[0].cast<String>()), std::string(args[1].cast<String>()),
-                                            static_cast<int>(args[2].cast<int64_t>()), opts);
+                                            static_cast<int>(num_outputs), opts);
     std::lock_guard<std::mutex> lock(g_mu);
     g_engines.push_back(std::move(ew));
     *rv = Array<Any>{static_cast<int64_t>(g_engines.size() - 1), String(g_engines.back()->name())};
@@ -484,7 +509,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              if (id >= 0 && static_cast<size_t>(id) < g_engines.size()) g_engines[id].reset();
            })
       .def("kjit.get_num_threads", []() { return static_cast<int64_t>(get_num_threads()); })
-      .def("kjit.set_num_threads", [](int64_t n) { set_num_threads(static_cast<int>(n)); });
+      .def("kjit.set_num_threads", [](int64_t n) { at_ffi_boundary([&] { set_num_threads(n); }); });
 }
 
 }  // namespace

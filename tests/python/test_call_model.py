@@ -420,3 +420,24 @@ def test_a_repeated_call_still_checks_data():
     assert kind is ValueError and "argument #0 'x': data pointer" in text and "must be aligned to 16 bytes" in text
     assert m.f(aligned).shape == (8,)
     assert m.f(np.zeros(5, np.float32)[0:0]).shape == (0,)  # another shape: the model runs again
+
+
+def test_a_returned_dtype_kjit_cannot_allocate_is_named():
+    torch = pytest.importorskip("torch")
+    m = build("call_model_c32", "#include <kjit/kernel.h>\nvoid f(const kjit::TensorView b, kjit::TensorView y) {}\n",
+              {"f": "b: any[n], y: dtype(b)[n] return"})
+    kind, text = _message(lambda: m.f(torch.zeros(3, dtype=torch.complex32)))
+    assert (kind, text) == (TypeError, "f: returned tensor 'y' takes the dtype of 'b' (dtype(b)), which is complex32: "
+                                       "kjit cannot allocate that dtype; pass 'b' in a dtype kjit knows (docs/spec.md)")
+
+
+@pytest.mark.parametrize("shape, dtype, kind, message", [
+    ([2**62 + 1], "float32", ValueError, "kjit: cannot allocate a tensor of shape (4611686018427387905) and dtype "
+                                         "float32: its size in bytes overflows int64"),
+    ([3, -1], "float32", ValueError, "kjit: cannot allocate a tensor of shape (3, -1): an extent is negative"),
+    ([2], "complex32", TypeError, "kjit: cannot allocate a tensor of dtype 'complex32', which kjit does not know"),
+])
+def test_every_allocation_checks_its_own_size(shape, dtype, kind, message):
+    with pytest.raises(kind) as err:
+        kjit._lib.api.ew_empty(shape, dtype)
+    assert str(err.value).startswith(message)

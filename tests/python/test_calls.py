@@ -386,3 +386,16 @@ def test_bad_returned_tensors_are_spec_errors(sig, message):
     with pytest.raises(kjit.SpecError) as err:
         kjit.parse_signature(sig, name="f")
     assert str(err.value).startswith("signature of 'f': " + message), str(err.value)
+
+
+def test_function_names_never_shadow_the_modules_own_state():
+    names = ["_fns", "_options", "_stubs", "_torch_ops", "path", "name", "stub", "functions", "keys"]
+    src = "#include <kjit/kernel.h>\n" + "".join(f"int64_t {n}(int64_t k) {{ return k + {i}; }}\n"
+                                                  for i, n in enumerate(names))
+    m = build("calls_names", src, {n: "k: int64" for n in names})
+    assert [m[n](10) for n in names] == [10 + i for i in range(len(names))]
+    assert m.keys(1) == 1 + names.index("keys")  # not a Module attribute: a plain attribute
+    assert m.path.endswith(".so") and m.name == "calls_names" and callable(m.stub)
+    assert set(names) <= set(dir(m))
+    assert "def _fns(self, k: int) -> int:" in m.stub()
+    assert m.functions["_stubs"] == "k: int64"

@@ -247,3 +247,31 @@ def test_a_loop_of_one_grain_runs_on_the_calling_thread(n, threads_used):
     assert len(ids) == threads_used, ids
     if threads_used == 1:
         assert ids == {threading.get_native_id()}
+
+
+@pytest.mark.parametrize("n", [2**32 + 3, -1, 4097, 2**62])
+def test_thread_counts_outside_the_range_are_refused(n):
+    before = kjit.get_num_threads()
+    with pytest.raises(ValueError) as err:
+        kjit.set_num_threads(n)
+    assert str(err.value) == (f"kjit.set_num_threads: n must be a thread count in [1, 4096], or 0 for the default, "
+                              f"got {n}")
+    assert kjit.get_num_threads() == before
+
+
+@pytest.mark.parametrize("value", ["99999999999", "-3", "4097", "2x", "0"])
+def test_a_bad_thread_count_in_the_environment_is_ignored_with_a_warning(value):
+    code = "import os, kjit; print(kjit.get_num_threads(), os.cpu_count())"
+    env = dict(os.environ, KJIT_NUM_THREADS=value)
+    env.pop("OMP_NUM_THREADS", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    threads, cores = proc.stdout.split()
+    assert threads == cores
+    assert f"[kjit] KJIT_NUM_THREADS='{value}' is not a thread count in [1, 4096]; ignored" in proc.stderr
+
+
+def test_num_outputs_outside_the_range_is_a_spec_error():
+    for n in (2**32 + 1, 65):
+        with pytest.raises(kjit.SpecError, match=rf"^kjit.elementwise: num_outputs must be between 1 and 64, got {n}$"):
+            kjit.elementwise("template <typename T> T f(T a) { return a; }", num_outputs=n)

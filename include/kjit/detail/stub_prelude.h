@@ -793,6 +793,16 @@ KJIT_COLD int fail_dtype_source_none(const char* fn, const char* name, const cha
                source, source);
 }
 
+/// A returned tensor whose dtype is dtype(x), called with x of a dtype kjit cannot
+/// allocate (the call model's check: complex32, lanes, ...).
+KJIT_COLD int fail_dtype_source_unknown(const char* fn, const char* name, const char* source, DLDataType got) {
+  char buf[64];
+  return raise("TypeError",
+               "%s: returned tensor '%s' takes the dtype of '%s' (dtype(%s)), which is %s: kjit cannot allocate "
+               "that dtype; pass '%s' in a dtype kjit knows (docs/spec.md)",
+               fn, name, source, source, dtype_name(got, buf, sizeof(buf)), source);
+}
+
 /// Maps the exception in flight to an FFI error; the one place C++ exceptions
 /// cross into the C ABI.
 KJIT_COLD int raise_current_exception(const char* fn) {
