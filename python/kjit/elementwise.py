@@ -167,11 +167,25 @@ class _Engine:
         """(framework, promotion, arguments) of a checked call; arrays passed by
         address go into `keep`, which the caller holds until the call has run."""
         framework = _framework(inputs)
+        if framework == "torch":
+            self._refuse_grad(inputs, "input")
         args = [_argument(_without_lazy_bits(x), i, keep, framework == "torch") for i, x in enumerate(inputs)]
         promotion = _TORCH if framework == "torch" else _NUMPY
         if any(type(a) is int and not _INT64_MIN <= a <= _INT64_MAX for a in args):
             args = self._big_ints(args, promotion, keep)
         return framework, promotion, args
+
+    def _refuse_grad(self, tensors, what: str):
+        """A torch tensor that requires grad with grad mode on: the result would have no
+        grad_fn (the same TypeError as the call type's, src/pyext/elementwise_type.cc)."""
+        torch = _torch()
+        if not torch.is_grad_enabled():
+            return
+        for i, x in enumerate(tensors):
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                raise TypeError(f"{self.name}: {what} #{i} requires grad, but kjit.elementwise functions compute no "
+                                "gradients (the result would have no grad_fn); pass a detached tensor (.detach()) or "
+                                "call it under torch.no_grad()")
 
     def _big_ints(self, args, promotion, keep: list):
         """Python ints outside int64, which tvm-ffi cannot carry: as NumPy 2 takes
@@ -213,6 +227,8 @@ class _Engine:
                     for shape, dtype, order in layouts]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if framework == "torch":
+                self._refuse_grad(outs, "out")
             if len(outs) != self.num_outputs:
                 raise TypeError(f"{self.name}: out must hold {self.num_outputs} tensor(s), got {len(outs)}")
             for k, o in enumerate(outs):
@@ -228,7 +244,11 @@ class _Engine:
         if any(isinstance(v, list) for v in extra):
             self._check_complex_extras(promotion, args, extras)
         out_args = [_argument(o, k, keep) for k, o in enumerate(outs)]
-        api.ew_run(self.id, promotion, len(args), len(outs), *args, *out_args, *extra)
+        try:
+            api.ew_run(self.id, promotion, len(args), len(outs), *args, *out_args, *extra)
+        finally:
+            if out is not None and framework == "torch":  # as torch's in-place ops do for what they write
+                call_type.bump_versions(outs)
         del keep
         if out is not None:
             return out

@@ -214,8 +214,31 @@ bool any_lazy_bits(const CallArguments& a, PyTypeObject* torch_tensor) {
 
 /// A torch call: CPU tensors and Python scalars through the call function's C ABI,
 /// the rest through tvm-ffi's Python call; `*to_checked` when it did not run.
+/// Whether a torch tensor of the call requires grad with grad mode on: the result would
+/// have no grad_fn, so the call is refused (TypeError set, true returned).
+bool refuse_grad(EwFunction* f, const CallArguments& a, PyTypeObject* torch) {
+  for (Py_ssize_t i = 0; i < a.n_inputs + static_cast<Py_ssize_t>(a.outputs.size()); ++i) {
+    const bool input = i < a.n_inputs;
+    PyObject* x = input ? a.inputs[i] : a.outputs[static_cast<size_t>(i - a.n_inputs)];
+    if (!PyObject_TypeCheck(x, torch)) continue;
+    const int needs = torch_needs_grad(torch, x);
+    if (needs == 0) continue;
+    if (needs > 0) {
+      PyObject* name = PyObject_GetAttrString(reinterpret_cast<PyObject*>(f), "name");
+      PyErr_Format(PyExc_TypeError,
+                   "%S: %s #%zd requires grad, but kjit.elementwise functions compute no gradients (the result would "
+                   "have no grad_fn); pass a detached tensor (.detach()) or call it under torch.no_grad()",
+                   name != nullptr ? name : Py_None, input ? "input" : "out", input ? i : i - a.n_inputs);
+      Py_XDECREF(name);
+    }
+    return true;
+  }
+  return false;
+}
+
 PyObject* call_torch(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
   PyTypeObject* type = Py_TYPE(a.inputs[0]);
+  if (refuse_grad(f, a, type)) return nullptr;
   if (const DLPackExchangeAPI* api = torch_exchange_api(type)) {
     const TensorBridge bridge = torch_bridge(type, api);
     DirectOutcome outcome;
@@ -256,7 +279,13 @@ PyObject* ew_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
     PyErr_Clear();
     to_checked = true;
   }
-  return to_checked ? call_checked(f, a) : result;
+  if (to_checked) return call_checked(f, a);
+  // torch's in-place ops bump the version of what they write; so does out=.
+  if (result != nullptr && (cls & kTorch) && (cls & kInto) &&
+      !bump_torch_versions(a.outputs.data(), a.outputs.size())) {
+    Py_CLEAR(result);
+  }
+  return result;
 }
 
 PyObject* ew_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {

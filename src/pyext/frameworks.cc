@@ -406,6 +406,21 @@ bool is_read_only_ndarray(PyObject* x) { return PyObject_TypeCheck(x, ndarray_ty
 
 PyObject* readable_view(PyObject* x) { return PyObject_CallOneArg(table.readable, x); }
 
+PyObject* py_bump_versions(PyObject*, PyObject* tensors) {
+  PyTypeObject* torch = torch_tensor_type();
+  PyObject* fast = PySequence_Fast(tensors, "kjit._call.bump_versions takes a list of tensors");
+  if (fast == nullptr) return nullptr;
+  SmallVector<PyObject*, 4> written;
+  for (Py_ssize_t i = 0; torch != nullptr && i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    PyObject* x = PySequence_Fast_GET_ITEM(fast, i);
+    if (PyObject_TypeCheck(x, torch)) written.push_back(x);
+  }
+  const bool ok = written.empty() || bump_torch_versions(written.data(), written.size());
+  Py_DECREF(fast);
+  if (!ok) return nullptr;
+  Py_RETURN_NONE;
+}
+
 PyObject* py_framework_of(PyObject*, PyObject* x) {
   Framework f = Framework::kNone;
   if (!framework_of(x, &f)) return nullptr;

@@ -80,6 +80,9 @@ PyObject* py_framework_of(PyObject* module, PyObject* x);
 /// (a tvm_ffi.Tensor for JAX: the caller makes it a JAX array once written).
 PyObject* py_empty(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 
+/// kjit._call.bump_versions(list): bump_torch_versions over the torch tensors of a list.
+PyObject* py_bump_versions(PyObject* module, PyObject* tensors);
+
 /// The name of a dtype ("float32", "bfloat16"), kjit's (the grammar's) name for it
 /// (new reference; nullptr with a ValueError for a dtype kjit does not name).
 PyObject* dtype_name(DLDataType d);

@@ -336,8 +336,8 @@ PyObject* call(KjitFunction* f, PyObject* const* args, size_t nargsf, PyObject* 
     if (!bind(f, args, n, keywords ? kwnames : nullptr, bound.data())) return nullptr;
     values = bound.data();
   }
-  bool ffi_objects = false;
-  switch (kjit::pyext::check_tensors(*f->model, values, defer_to_torch, &ffi_objects)) {
+  kjit::pyext::TensorKinds kinds;
+  switch (kjit::pyext::check_tensors(*f->model, values, defer_to_torch, &kinds)) {
     case kjit::pyext::TensorCheck::kRefused:
       return nullptr;
     case kjit::pyext::TensorCheck::kDispatch:
@@ -345,17 +345,36 @@ PyObject* call(KjitFunction* f, PyObject* const* args, size_t nargsf, PyObject* 
     case kjit::pyext::TensorCheck::kAccepted:
       break;
   }
+  PyObject* result = nullptr;
   if (!f->model->returned().empty()) {
     ModelArguments packed(n_callers, f->model->returned().size());
     if (!packed.pack(*f->model, values, false)) return nullptr;
-    return call_returning(f, values, packed);
-  }
-  if (f->direct_abi && !ffi_objects) {
+    result = call_returning(f, packed.call_values(values), packed);
+  } else if ((f->direct_abi && !kinds.ffi_objects) || kinds.torch) {
     ModelArguments packed(n_callers);
-    if (packed.pack(*f->model, values, false) && packed.direct()) return call_stub(f, packed.data(), n_callers);
-    PyErr_Clear();  // tvm-ffi's conversion answers for what the table could not view
+    const bool packed_all = packed.pack(*f->model, values, false);
+    if (!packed_all && packed.refused()) return nullptr;
+    if (packed_all && f->direct_abi && !kinds.ffi_objects && packed.direct()) {
+      result = call_stub(f, packed.data(), n_callers);
+    } else {
+      if (!packed_all) PyErr_Clear();  // tvm-ffi's conversion answers for what the table could not view
+      result = call_through_ffi(f, packed_all ? packed.call_values(values) : values, n_callers);
+    }
+  } else {
+    result = call_through_ffi(f, values, n_callers);
   }
-  return call_through_ffi(f, values, n_callers);
+  // torch's in-place ops bump the version of what they write, failed calls too; so
+  // does every kjit call.
+  if (kinds.torch) {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    if (result == nullptr) PyErr_Fetch(&type, &value, &traceback);
+    if (!kjit::pyext::bump_written_versions(*f->model, values)) Py_CLEAR(result);
+    if (type != nullptr || value != nullptr) {
+      PyErr_Clear();
+      PyErr_Restore(type, value, traceback);
+    }
+  }
+  return result;
 }
 
 PyObject* kjit_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -663,6 +682,9 @@ PyMethodDef kMethods[] = {
      "configure(ndarray, tvm_tensor, ffi_empty, dtype_named, classify, readable, jax_result): the framework table's "
      "Python parts (python/kjit/_frameworks.py)"},
     {"framework_of", kjit::pyext::py_framework_of, METH_O, "framework_of(x) -> int: the framework table's class of x"},
+    {"bump_versions", kjit::pyext::py_bump_versions, METH_O,
+     "bump_versions(tensors): bumps the autograd version counter of each torch tensor in the list, as torch's "
+     "in-place ops do for what they write"},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit::pyext::py_empty)), METH_FASTCALL,
      "empty(like, shape, dtype, order=None): a new output in the framework and on the device of `like`"},
     {nullptr, nullptr, 0, nullptr},

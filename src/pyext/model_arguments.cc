@@ -73,20 +73,21 @@ bool accepted_tensor(const CallModel& model, size_t i, Framework f, bool metadat
   return true;
 }
 
-TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch, bool* ffi_objects) {
+TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch, TensorKinds* kinds) {
   PyTypeObject* torch = nullptr;
-  *ffi_objects = false;
+  *kinds = TensorKinds();
   for (const TensorCaller& t : model.tensor_callers()) {
     const size_t i = static_cast<size_t>(t.index);
     PyObject* x = values[i];
     PyTypeObject* type = Py_TYPE(x);
     if (type == ndarray_type()) continue;  // nothing to refuse of these
     if (type == tvm_tensor_type()) {
-      *ffi_objects = *ffi_objects || tvm_tensor_handle(x) == nullptr;
+      kinds->ffi_objects = kinds->ffi_objects || tvm_tensor_handle(x) == nullptr;
       continue;
     }
     if (torch == nullptr) torch = torch_tensor_type();
     if (torch != nullptr && PyObject_TypeCheck(x, torch)) {
+      kinds->torch = true;
       if (defer_to_torch && Py_TYPE(x) != torch) return TensorCheck::kDispatch;  // fake, functional, a subclass
       const int needs = torch_needs_grad(torch, x);
       if (needs < 0) return TensorCheck::kRefused;
@@ -113,6 +114,24 @@ ModelArguments::ModelArguments(size_t n, size_t n_outputs) : packed_(n), bytes_(
 
 ModelArguments::~ModelArguments() {
   for (PyObject* h : held_) Py_DECREF(h);
+  for (PyObject* r : replaced_) Py_XDECREF(r);
+}
+
+PyObject* const* ModelArguments::call_values(PyObject* const* values) {
+  if (replaced_.empty()) return values;
+  call_values_.resize(n_);
+  for (size_t i = 0; i < n_; ++i) call_values_[i] = replaced_[i] != nullptr ? replaced_[i] : values[i];
+  return call_values_.data();
+}
+
+bool bump_written_versions(const CallModel& model, PyObject* const* values) {
+  PyTypeObject* torch = torch_tensor_type();
+  if (torch == nullptr) return true;
+  SmallVector<PyObject*, 4> written;
+  for (const TensorCaller& t : model.tensor_callers()) {
+    if (t.written && PyObject_TypeCheck(values[t.index], torch)) written.push_back(values[t.index]);
+  }
+  return written.empty() || bump_torch_versions(written.data(), written.size());
 }
 
 namespace {
@@ -169,7 +188,31 @@ bool ModelArguments::pack_tensor(const CallModel& model, size_t i, PyObject* x, 
     direct_ = direct_ && plain_scalar(packed_[i]);
     return true;
   }
-  if (!accepted_tensor(model, i, f, metadata)) return false;
+  if (!accepted_tensor(model, i, f, metadata)) {
+    refused_ = true;
+    return false;
+  }
+  if (f == Framework::kTorch && !metadata) {
+    const int lazy = lazy_torch_bits(x);
+    if (lazy < 0) return false;
+    if (lazy > 0) {
+      if (model.callers()[i].written) {
+        refused_ = true;
+        const char* name = model.callers()[i].name.c_str();
+        PyErr_Format(PyExc_ValueError,
+                     "%s: argument #%zu '%s' is a %s view of a torch tensor, whose bit DLPack cannot carry: the kernel "
+                     "would write it without the bit; pass a tensor without it (%s.%s() makes one) and copy back",
+                     model.spec().name.c_str(), i, name, lazy == 1 ? "conjugate (is_conj())" : "negative (is_neg())",
+                     name, lazy == 1 ? "resolve_conj" : "resolve_neg");
+        return false;
+      }
+      PyObject* plain = resolve_lazy_bits(x);  // what torch's dispatcher hands a kernel that has no such bits
+      if (plain == nullptr) return false;
+      if (replaced_.empty()) replaced_.resize(n_, nullptr);
+      replaced_[i] = plain;
+      x = plain;
+    }
+  }
   View& v = view(i);
   if (!direct_ || !view_direct(x, f, model.callers()[i].written, &v)) {
     direct_ = false;

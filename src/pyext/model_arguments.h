@@ -26,10 +26,19 @@ class ModelArguments {
   ModelArguments& operator=(const ModelArguments&) = delete;
 
   /// Packs `values` (one per caller parameter of `model`). `metadata` admits
-  /// kjit.TensorMeta for tensors (fn.infer). False with an error set: a JAX tracer
-  /// (named with the callable that takes it), a TensorMeta in a real call, an
-  /// object whose tensor cannot be read.
+  /// kjit.TensorMeta for tensors (fn.infer). A torch input that is a conjugate or
+  /// negative view is materialised (DLPack cannot carry those bits, so the kernel
+  /// would read the data without them; torch's dispatcher materialises them too).
+  /// False with an error set: a JAX tracer (named with the callable that takes it), a
+  /// TensorMeta in a real call, a torch tensor with either bit the kernel would write
+  /// (refused(): the table's own refusals), an object whose tensor cannot be read.
   bool pack(const CallModel& model, PyObject* const* values, bool metadata);
+  /// Whether pack() failed on one of the table's own refusals (not on an object only
+  /// tvm-ffi's conversion can read).
+  bool refused() const { return refused_; }
+  /// The arguments as the stub must get them: `values` with the materialised
+  /// replacements of pack() (borrowed; valid while this object lives).
+  PyObject* const* call_values(PyObject* const* values);
 
   const TVMFFIAny* data() const { return packed_.data(); }
   /// Whether every argument can cross to the stub's C ABI as packed: tensors as CPU
@@ -62,9 +71,12 @@ class ModelArguments {
   std::unique_ptr<View[]> large_;
   size_t n_ = 0;
   SmallVector<PyObject*, 8> held_;
+  SmallVector<PyObject*, 8> replaced_;      ///< per caller: an owned replacement, or nullptr
+  SmallVector<PyObject*, 16> call_values_;  ///< call_values()'s array
   Framework framework_ = Framework::kNone;
   PyObject* first_tensor_ = Py_None;
   bool direct_ = true;
+  bool refused_ = false;
 };
 
 /// The framework table's refusals for caller `i` of `model` holding `x` of framework
@@ -72,6 +84,11 @@ class ModelArguments {
 /// (JAX arrays are immutable), a kjit.TensorMeta unless `metadata`. False with the
 /// TypeError set.
 bool accepted_tensor(const CallModel& model, size_t i, Framework f, bool metadata);
+
+/// Bumps the version counter of every torch tensor among `values` that the kernel
+/// wrote (`out` parameters), as torch's in-place ops do: autograd then refuses a
+/// backward through a value the kernel overwrote. False with an error set.
+bool bump_written_versions(const CallModel& model, PyObject* const* values);
 
 /// What the framework table makes of a real call's tensors before it runs.
 enum class TensorCheck {
@@ -86,9 +103,12 @@ enum class TensorCheck {
 /// eager call, kjit.torch) a torch tensor that requires grad, or of a subclass
 /// (fake, functional), is kDispatch instead: the op handles it. A type compare per
 /// NumPy array.
-/// `*ffi_objects` is set when a tensor is a tvm_ffi.Tensor, which tvm-ffi's own call
-/// passes faster than a view of it would cross.
-TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch, bool* ffi_objects);
+/// What check_tensors saw, for the call's route.
+struct TensorKinds {
+  bool ffi_objects = false;  ///< a tvm_ffi.Tensor whose handle the table cannot read
+  bool torch = false;        ///< a torch tensor: packing materialises lazy bits, versions get bumped
+};
+TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool defer_to_torch, TensorKinds* kinds);
 
 /// `x` as tvm-ffi passes a scalar: bool, int (kTVMFFIBigInt beyond int64), float,
 /// NumPy scalars as their Python values, str and bytes by pointer (`bytes` holds the

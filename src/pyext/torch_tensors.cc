@@ -172,6 +172,46 @@ int torch_needs_grad(PyTypeObject* torch_tensor, PyObject* x) {
 
 bool has_lazy_bits(PyObject* x) { return call_predicate(x, kIsNeg) || call_predicate(x, kIsConj); }
 
+int lazy_torch_bits(PyObject* x) {
+  DLTensor t{};
+  const DLPackExchangeAPI* api = torch_exchange_api(Py_TYPE(x));
+  const bool viewed = api != nullptr && api->dltensor_from_py_object_no_sync(x, &t) == 0;
+  if (!viewed) PyErr_Clear();
+  if (viewed && g_plain.contains(x, t.data)) return 0;
+  if (call_predicate(x, kIsNeg)) return 2;
+  if ((!viewed || t.dtype.code == kDLComplex) && call_predicate(x, kIsConj)) return 1;
+  if (viewed) g_plain.remember(x, t.data);
+  return 0;
+}
+
+PyObject* resolve_lazy_bits(PyObject* x) {
+  PyObject* conj = PyObject_CallMethod(x, "resolve_conj", nullptr);
+  if (conj == nullptr) return nullptr;
+  PyObject* plain = PyObject_CallMethod(conj, "resolve_neg", nullptr);
+  Py_DECREF(conj);
+  return plain;
+}
+
+bool bump_torch_versions(PyObject* const* tensors, size_t n) {
+  static PyObject* increment = nullptr;
+  if (increment == nullptr) {
+    PyObject* torch_c = PyImport_ImportModule("torch._C");
+    increment = torch_c != nullptr ? PyObject_GetAttrString(torch_c, "_increment_version") : nullptr;
+    Py_XDECREF(torch_c);
+    if (increment == nullptr) return false;
+  }
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+  if (list == nullptr) return false;
+  for (size_t i = 0; i < n; ++i) {
+    Py_INCREF(tensors[i]);
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), tensors[i]);
+  }
+  PyObject* r = PyObject_CallOneArg(increment, list);
+  Py_DECREF(list);
+  Py_XDECREF(r);
+  return r != nullptr;
+}
+
 TensorBridge torch_bridge(PyTypeObject* torch_tensor, const DLPackExchangeAPI* api) {
   auto view = [](const void* context, PyObject* x, DLTensor* t, int64_t*) {
     return view_torch_cpu(static_cast<const DLPackExchangeAPI*>(context), x, t);

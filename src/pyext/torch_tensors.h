@@ -34,6 +34,18 @@ bool has_lazy_bits(PyObject* x);
 /// -1 with an error set when asking failed. Reads the attribute through its getter.
 int torch_needs_grad(PyTypeObject* torch_tensor, PyObject* x);
 
+/// Which lazy bit torch tensor `x` carries: 0 none, 1 conjugate, 2 negative; -1 with
+/// an error set. A plain tensor seen lately costs a view and a memo lookup.
+int lazy_torch_bits(PyObject* x);
+
+/// `x.resolve_conj().resolve_neg()`: the values x stands for, without lazy bits (new
+/// reference; nullptr with an error set).
+PyObject* resolve_lazy_bits(PyObject* x);
+
+/// torch._C._increment_version over `n` torch tensors (one call, a list: its
+/// single-tensor overload costs microseconds to resolve). False with an error set.
+bool bump_torch_versions(PyObject* const* tensors, size_t n);
+
 /// A torch tensor over `tensor`, taking its reference; nullptr with an error set.
 PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor);
 

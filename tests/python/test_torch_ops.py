@@ -296,3 +296,76 @@ def test_functions_without_tensor_inputs_are_not_ops():
               {"iota": "k: int64, y: int32[k] return"})
     assert "takes no tensor" in m.torch.skipped["iota"]
     assert np.array_equal(m.iota(3), [0, 1, 2])
+
+
+# ---- torch semantics kjit calls keep: lazy bits, version counters ----
+
+LAZY_SRC = r"""
+#include <kjit/kernel.h>
+#include <complex>
+void copyc(const kjit::TensorView x, kjit::TensorView y) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<std::complex<float>>()[i] = x.data<std::complex<float>>()[i];
+}
+void copyf(const kjit::TensorView x, kjit::TensorView y) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = x.data<float>()[i];
+}
+void axpy(const kjit::TensorView x, kjit::TensorView y) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] += x.data<float>()[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def lazy():
+    return build("torch_ops_lazy", LAZY_SRC, {"copyc": "x: complex64[n], y: complex64[n] out",
+                                              "copyf": "x: float32[n], y: float32[n] out",
+                                              "axpy": "x: float32[n], y: float32[n] out"})
+
+
+def test_conjugate_and_negative_inputs_are_materialised(lazy):
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    y = torch.zeros(2, dtype=torch.complex64)
+    lazy.copyc(z.conj(), y)
+    assert y.tolist() == [1 - 2j, 3 + 4j]
+    x = torch.tensor([1.0, -2.0])
+    out = torch.zeros(2)
+    lazy.copyf(torch._neg_view(x), out)
+    assert out.tolist() == [-1.0, 2.0]
+    lazy.copyf(x, out)  # a plain tensor after a lazy one: read as it is
+    assert out.tolist() == [1.0, -2.0]
+
+
+def test_a_written_conjugate_or_negative_view_is_refused(lazy):
+    z = torch.zeros(2, dtype=torch.complex64)
+    with pytest.raises(ValueError, match=r"^copyc: argument #1 'y' is a conjugate \(is_conj\(\)\) view of a torch "
+                                         r"tensor, whose bit DLPack cannot carry: the kernel would write it without "
+                                         r"the bit; pass a tensor without it \(y.resolve_conj\(\) makes one\)"):
+        lazy.copyc(z, z.conj())
+    with pytest.raises(ValueError, match=r"argument #1 'y' is a negative \(is_neg\(\)\) view"):
+        lazy.copyf(torch.ones(2), torch._neg_view(torch.zeros(2)))
+
+
+def test_writes_bump_autograd_version_counters(lazy):
+    w = torch.ones(3, requires_grad=True)
+    b = torch.full((3,), 2.0)
+    loss = (w * b).sum()
+    version = b._version
+    lazy.axpy(torch.ones(3), b)
+    assert b._version > version and b.tolist() == [3.0] * 3
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation"):
+        loss.backward()
+
+
+def test_elementwise_out_bumps_versions_and_refuses_inputs_that_require_grad():
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }", name="add")
+    w = torch.ones(3, requires_grad=True)
+    b = torch.full((3,), 2.0)
+    loss = (w * b).sum()
+    add(b, 1.0, out=b)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation"):
+        loss.backward()
+    with pytest.raises(TypeError, match=r"^add: input #0 requires grad, but kjit.elementwise functions compute no "
+                                        r"gradients"):
+        add(w, 1.0)
+    with torch.no_grad():
+        assert add(w, 1.0).tolist() == [2.0] * 3
