@@ -1,13 +1,18 @@
 // The pool behind parallel_for. A region is a job with an id: the caller publishes
 // it, bumps the wake word of each worker it wants (a futex word, one cache line per
 // worker) and works itself; each thread runs its own block of chunks, then takes
-// what is left of the others'. Workers spin for a while after each region, so
-// back-to-back calls find them awake (a futex wake-up costs tens of microseconds
-// here, a spinning worker about one), then sleep on their word. In a forked child
-// the pool is replaced: the parent's workers do not exist there, and nothing of
-// its state is reused.
+// what is left of the others'. The caller then waits only for the chunks other
+// threads claimed, never for a worker to arrive: on a busy machine a woken worker
+// may not run for a whole time slice. Workers spin for a while after each region,
+// so back-to-back calls find them awake (a futex wake-up costs tens of
+// microseconds here, a spinning worker about one), then sleep on their word. A
+// region whose workers were not run in time makes the next ones serial for a
+// while (Governor): two threads taking turns on one core are slower than one.
+// In a forked child the pool is replaced: the parent's workers do not exist
+// there, and nothing of its state is reused.
 #include "elementwise/thread_pool.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -21,9 +26,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -42,8 +49,32 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::microseconds kWorkerSpin{300};
 constexpr std::chrono::microseconds kCallerSpin{200};
 
+/// A caller's wait for chunks other threads hold that marks a region late, when it
+/// is also more than four of the caller's own chunks: far above a sleeping
+/// worker's (or OpenMP team thread's) wake-up, below a scheduler's time slice.
+constexpr std::chrono::microseconds kLateWait{1000};
+/// The governor's serial windows after late regions: from a few time slices to half
+/// a second, so a probe of a still-busy machine is rare among calls.
+constexpr std::chrono::milliseconds kMinBackoff{4};
+constexpr std::chrono::milliseconds kMaxBackoff{512};
+/// How often the governor reads the machine's runnable count.
+constexpr std::chrono::milliseconds kSampleInterval{16};
+
 thread_local bool t_in_parallel = false;
 std::atomic<int> g_requested{0};
+std::atomic<int> g_adaptive{-1};  ///< -1 until read from the environment
+
+/// Whether the governor adapts thread counts: set_adaptive_threads, else
+/// KJIT_ADAPTIVE_THREADS ("0" turns it off; anything else or unset leaves it on).
+bool adaptive() {
+  int on = g_adaptive.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* v = std::getenv("KJIT_ADAPTIVE_THREADS");
+    on = v != nullptr && std::strcmp(v, "0") == 0 ? 0 : 1;
+    g_adaptive.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
 
 /// A thread count from the environment, or 0 when unset or not a count in
 /// [1, kMaxThreads] (said once on stderr: atoi would read "99999999999" as 513).
@@ -113,43 +144,182 @@ bool spin_until(Done done, std::chrono::microseconds budget) {
 /// chunks claimed in arrival order took up to 1.2x torch's time). Then it takes
 /// the chunks left in the other blocks, so a thread that starts late or is
 /// preempted leaves its share to the others.
+///
+/// Every claim names its job: a block's next chunk and the job that owns it share
+/// one atomic word. The caller of a region does not wait for workers that claimed
+/// nothing, so a worker may arrive after its job ended, even during the next one;
+/// it then finds no block of its job and claims nothing.
 class ChunkBlocks {
  public:
-  /// Cuts `chunks` into `threads` blocks; allocates only when `threads` is the most so far.
-  void open(int chunks, int threads) {
-    if (static_cast<int>(blocks_.size()) < threads) blocks_ = std::vector<Block>(threads);
-    threads_ = threads;
+  /// Cuts `chunks` into `threads` blocks of job `job`; no thread holds a chunk of
+  /// an earlier job. Allocates only when `threads` is the most so far.
+  void open(uint32_t job, int chunks, int threads) {
+    Array* array = array_.load(std::memory_order_relaxed);
+    if (array == nullptr || array->size < threads) array = grow(threads);
     for (int t = 0; t < threads; ++t) {
-      blocks_[t].next.store(static_cast<int>(int64_t{chunks} * t / threads), std::memory_order_relaxed);
-      blocks_[t].end = static_cast<int>(int64_t{chunks} * (t + 1) / threads);
+      Block& block = array->blocks[t];
+      block.end.store(static_cast<int>(int64_t{chunks} * (t + 1) / threads), std::memory_order_relaxed);
+      block.next.store(pack(job, static_cast<int>(int64_t{chunks} * t / threads)), std::memory_order_release);
     }
+    threads_.store(threads, std::memory_order_release);
   }
 
-  /// Runs run(chunk) for every chunk this thread claims, its own block first; a
-  /// thread number outside the team (a runtime that numbers differently) starts at block 0.
+  /// Runs run(chunk) for every chunk of job `job` this thread claims, its own block
+  /// first; a thread number outside the team (a runtime that numbers differently)
+  /// starts at block 0.
   template <typename Run>
-  void claim(int thread, Run run) {
-    const int first = thread >= 0 && thread < threads_ ? thread : 0;
-    for (int i = 0; i < threads_; ++i) {
-      Block& block = blocks_[(first + i) % threads_];
-      for (int c; (c = block.next.fetch_add(1, std::memory_order_relaxed)) < block.end;) run(c);
+  void claim(uint32_t job, int thread, Run run) {
+    const Array* array = array_.load(std::memory_order_acquire);
+    if (array == nullptr) return;
+    const int threads = std::min(threads_.load(std::memory_order_acquire), array->size);
+    const int first = thread >= 0 && thread < threads ? thread : 0;
+    for (int i = 0; i < threads; ++i) {
+      Block& block = array->blocks[(first + i) % threads];
+      uint64_t word = block.next.load(std::memory_order_acquire);
+      while (static_cast<uint32_t>(word >> 32) == job) {
+        const int chunk = static_cast<int>(static_cast<uint32_t>(word));
+        if (chunk >= block.end.load(std::memory_order_relaxed)) break;  // an end of another job fails the exchange
+        if (block.next.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel)) {
+          run(chunk);
+          word = block.next.load(std::memory_order_acquire);
+        }
+      }
     }
   }
 
  private:
-  struct alignas(64) Block {  // one cache line each: claims in one block do not slow the others
-    std::atomic<int> next{0};
-    int end = 0;
+  struct alignas(64) Block {        // one cache line each: claims in one block do not slow the others
+    std::atomic<uint64_t> next{0};  ///< job << 32 | the next unclaimed chunk
+    std::atomic<int> end{0};
   };
-  std::vector<Block> blocks_;
-  int threads_ = 0;
+  struct Array {
+    explicit Array(int n) : size(n), blocks(new Block[n]) {}
+    int size;
+    std::unique_ptr<Block[]> blocks;
+  };
+
+  static uint64_t pack(uint32_t job, int chunk) { return uint64_t{job} << 32 | static_cast<uint32_t>(chunk); }
+
+  /// A larger array; the old ones are kept, as a late worker may still read one.
+  Array* grow(int threads) {
+    arrays_.push_back(std::make_unique<Array>(threads));
+    array_.store(arrays_.back().get(), std::memory_order_release);
+    return arrays_.back().get();
+  }
+
+  std::atomic<Array*> array_{nullptr};
+  std::atomic<int> threads_{0};
+  std::vector<std::unique_ptr<Array>> arrays_;
 };
 
-/// A worker's wake word and sleep flag, alone on a cache line: the caller writes
-/// one line per worker it wakes, and a spinning worker reads only its own.
+/// Whether a region found the machine too busy for its threads, from what its
+/// caller saw: a worker that was spinning when woken (so it needed no wake-up,
+/// only a CPU) but claimed nothing, or a wait for other threads' chunks far
+/// longer than a chunk takes (a thread was descheduled holding one).
+struct RegionTiming {
+  Clock::time_point start;       ///< when the region was opened
+  Clock::time_point claims_end;  ///< when the caller found no chunk left to claim
+  int caller_chunks = 0;         ///< chunks the caller ran
+
+  bool waited_too_long(Clock::time_point end) const {
+    const auto work = claims_end - start;
+    const auto per_chunk = caller_chunks > 0 ? work / caller_chunks : work;
+    return end - claims_end > std::max<Clock::duration>(kLateWait, 4 * per_chunk);
+  }
+};
+
+/// The machine's runnable threads now: /proc/loadavg's fourth field ("2/79"), or -1.
+int runnable_threads_from_proc() {
+  const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[128];
+  const ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  const char* field = text;
+  for (int i = 0; i < 3 && field != nullptr; ++i) {
+    field = std::strchr(field, ' ');
+    if (field != nullptr) ++field;
+  }
+  if (field == nullptr) return -1;
+  char* end = nullptr;
+  const long runnable = std::strtol(field, &end, 10);
+  return end != field && *end == '/' ? static_cast<int>(std::min<long>(runnable, INT_MAX)) : -1;
+}
+
+/// How the governor reads the runnable count: runnable_threads_from_proc, or a
+/// test's reader.
+std::atomic<int (*)()> g_runnable_reader{&runnable_threads_from_proc};
+
+/// How many threads regions get while the machine is oversubscribed: after a late
+/// region, one (the caller alone) for a window. A region late again within a
+/// second of the last window doubles the next one (a machine that stays busy is
+/// probed, with a full region, about twice a second); one after a quiet second
+/// starts from the shortest. A region on one thread depends on no other thread
+/// being run; a late one costs a time slice, so parallel regions between late
+/// ones pay only when late ones are rare. Between windows, a region gets no more
+/// threads than there are CPUs nothing else wants (the runnable count, read every
+/// kSampleInterval): that sees a competitor before any region is late.
+class Governor {
+ public:
+  /// Threads for a region that asks for `requested`, `own_awake` of ours being
+  /// awake already (spinning workers count as runnable but are not competition).
+  int threads(int requested, int own_awake) {
+    if (requested <= 1 || !adaptive()) return requested;
+    const int64_t now = now_ns();
+    const int64_t until = serial_until_.load(std::memory_order_relaxed);
+    if (until != 0 && now < until) return 1;
+    int64_t last = last_sample_.load(std::memory_order_relaxed);
+    constexpr int64_t kInterval = std::chrono::nanoseconds(kSampleInterval).count();
+    if (now - last >= kInterval && last_sample_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      free_cpus_.store(free_cpus(own_awake), std::memory_order_relaxed);
+    }
+    return std::max(1, std::min(requested, free_cpus_.load(std::memory_order_relaxed)));
+  }
+
+  void report(bool late) {
+    if (!late || !adaptive()) return;
+    constexpr int64_t kMin = std::chrono::nanoseconds(kMinBackoff).count();
+    constexpr int64_t kMax = std::chrono::nanoseconds(kMaxBackoff).count();
+    constexpr int64_t kRecent = std::chrono::nanoseconds(std::chrono::seconds(1)).count();
+    const int64_t now = now_ns();
+    const int64_t last_end = serial_until_.load(std::memory_order_relaxed);
+    int64_t window = window_ns_.load(std::memory_order_relaxed);
+    window = last_end != 0 && now - last_end < kRecent ? std::min(std::max(2 * window, kMin), kMax) : kMin;
+    window_ns_.store(window, std::memory_order_relaxed);
+    serial_until_.store(now + window, std::memory_order_relaxed);
+  }
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
+
+  /// CPUs that nothing else wants now: online CPUs less the runnable threads that
+  /// are not the caller or ours; every CPU when /proc/loadavg cannot be read.
+  static int free_cpus(int own_awake) {
+    static const int online = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    const int runnable = g_runnable_reader.load(std::memory_order_relaxed)();
+    if (runnable < 0) return online;
+    return online - std::max(0, runnable - 1 - own_awake);
+  }
+
+  std::atomic<int64_t> serial_until_{0};  ///< the end of the last serial window, 0 before any
+  std::atomic<int64_t> window_ns_{0};
+  std::atomic<int64_t> last_sample_{0};
+  std::atomic<int> free_cpus_{INT_MAX};
+};
+
+Governor g_governor;
+
+/// A worker's wake word and state, alone on a cache line: the caller writes one
+/// line per worker it wakes, and a spinning worker reads only its own.
 struct alignas(64) WorkerSlot {
   std::atomic<uint32_t> wake{0};      ///< the id of the last job handed to this worker
-  std::atomic<uint32_t> sleeping{0};  ///< set while the worker may be in futex_wait
+  std::atomic<uint32_t> sleeping{1};  ///< set while the worker may be in futex_wait, or has not started
+  std::atomic<uint32_t> joined{0};    ///< the last job in which this worker claimed a chunk
+  bool spinning_at_wake = false;      ///< the caller's: whether it found the worker awake
 };
 
 class Pool {
@@ -169,11 +339,24 @@ class Pool {
   bool try_run(int chunks, int threads, ChunkFn fn) {
     std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    ensure_workers(threads - 1);
-    open_job(chunks, threads, &fn);
-    for (int w = 0; w < threads - 1; ++w) wake(*slots_[w]);
-    claim_chunks(0);
-    close_job();
+    const int workers = std::min(threads - 1, ensure_workers(threads - 1));
+    RegionTiming timing;
+    timing.start = Clock::now();
+    open_job(chunks, workers + 1, &fn);
+    for (int w = 0; w < workers; ++w) wake(*slots_[w]);
+    t_in_parallel = true;
+    blocks_.claim(job_id_, 0, [&](int c) {
+      run_chunk(c);
+      ++timing.caller_chunks;
+    });
+    t_in_parallel = false;
+    timing.claims_end = Clock::now();
+    wait_for_chunks(chunks);
+    bool late = timing.waited_too_long(Clock::now());
+    for (int w = 0; w < workers && !late; ++w) {
+      late = slots_[w]->spinning_at_wake && slots_[w]->joined.load(std::memory_order_relaxed) != job_id_;
+    }
+    g_governor.report(late);
     if (error_) std::rethrow_exception(error_);
     return true;
   }
@@ -183,91 +366,110 @@ class Pool {
     return static_cast<int>(slots_.size());
   }
 
+  /// Workers not asleep now: spinning after a region, or in one.
+  int awake_workers() const { return awake_.load(std::memory_order_relaxed); }
+
  private:
   static std::atomic<Pool*> g_pool;
 
-  void ensure_workers(int n) {
+  /// Starts workers until there are `n`; the number there is. A thread that cannot
+  /// be started (the process's limit, no memory for its stack) leaves the regions
+  /// to the workers that exist; starting more is tried again a second later.
+  int ensure_workers(int n) {
+    if (static_cast<int>(slots_.size()) >= n || Clock::now() < retry_spawn_at_) return static_cast<int>(slots_.size());
     while (static_cast<int>(slots_.size()) < n) {
-      slots_.push_back(std::make_unique<WorkerSlot>());
-      WorkerSlot* slot = slots_.back().get();
-      const int thread = static_cast<int>(slots_.size());                   // the caller is thread 0
-      std::thread([this, slot, thread] { work(*slot, thread); }).detach();  // lives as long as the process
+      try {
+        auto slot = std::make_unique<WorkerSlot>();
+        slots_.reserve(slots_.size() + 1);
+        WorkerSlot* s = slot.get();
+        const int thread = static_cast<int>(slots_.size()) + 1;         // the caller is thread 0
+        std::thread([this, s, thread] { work(*s, thread); }).detach();  // lives as long as the process
+        slots_.push_back(std::move(slot));                              // reserved: cannot throw
+      } catch (const std::exception& e) {  // std::system_error from the thread, std::bad_alloc
+        retry_spawn_at_ = Clock::now() + std::chrono::seconds(1);
+        static std::atomic<bool> warned{false};
+        if (!warned.exchange(true)) {
+          std::fprintf(stderr,
+                       "[kjit] could not start a worker thread (%s); loops run on the %zu thread(s) there are\n",
+                       e.what(), slots_.size() + 1);
+        }
+        break;
+      }
     }
+    return static_cast<int>(slots_.size());
   }
 
-  /// Publishes a job; no worker is inside the previous one (close_job waited).
+  /// Publishes a job; every chunk of the previous one is done.
   void open_job(int chunks, int threads, const ChunkFn* fn) {
-    fn_ = fn;
-    blocks_.open(chunks, threads);
+    fn_.store(fn, std::memory_order_relaxed);
     error_ = nullptr;
-    if (++last_id_ == 0) ++last_id_;  // 0 means "no job"
-    job_.store(last_id_);             // seq_cst: publishes the fields above
+    done_.store(0, std::memory_order_relaxed);
+    if (++job_id_ == 0) ++job_id_;           // 0 means "no job"
+    blocks_.open(job_id_, chunks, threads);  // releases the fields above to whoever claims a chunk
   }
 
   void wake(WorkerSlot& slot) {
-    slot.wake.store(last_id_);
+    slot.spinning_at_wake = slot.sleeping.load() == 0;
+    slot.wake.store(job_id_);  // seq_cst, before reading sleeping: see work()
     if (slot.sleeping.load()) futex_wake_all(&slot.wake);
   }
 
-  /// Runs chunks until none is left unclaimed; `thread` is 0 for the caller, w + 1 for worker w.
-  void claim_chunks(int thread) {
-    t_in_parallel = true;
-    blocks_.claim(thread, [this](int c) { run_chunk(c); });
-    t_in_parallel = false;
-  }
-
+  /// Runs a claimed chunk and counts it done; the last one wakes a sleeping caller.
   void run_chunk(int chunk) {
     try {
-      (*fn_)(chunk);
+      (*fn_.load(std::memory_order_relaxed))(chunk);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mu_);
       if (!error_) error_ = std::current_exception();
     }
+    done_.fetch_add(1);  // seq_cst, before reading caller_waiting_: see wait_for_chunks
+    if (caller_waiting_.load()) futex_wake_all(&done_);
   }
 
-  /// Closes the job, then waits until no worker is inside it: every chunk has been
-  /// claimed, so the workers inside are finishing theirs. A worker that comes
-  /// later sees the job closed and leaves without touching it.
-  void close_job() {
-    job_.store(0);  // seq_cst, before reading inside_: see join_job
-    if (spin_until([&] { return inside_.load() == 0; }, kCallerSpin)) return;
+  /// Waits until every chunk is done. Only chunks that other threads claimed are
+  /// left: their work, not their scheduling, is what the caller waits for.
+  void wait_for_chunks(int chunks) {
+    const auto all_done = [&] { return done_.load(std::memory_order_acquire) == static_cast<uint32_t>(chunks); };
+    if (spin_until(all_done, kCallerSpin)) return;
     caller_waiting_.store(1);
-    for (uint32_t n; (n = inside_.load()) != 0;) futex_wait(&inside_, n);
+    for (uint32_t d; (d = done_.load()) != static_cast<uint32_t>(chunks);) futex_wait(&done_, d);
     caller_waiting_.store(0);
-  }
-
-  /// A worker's part in job `id`, if that job is still open. Entering before
-  /// checking (and the caller closing before counting) means either the caller
-  /// waits for this worker or this worker sees the job closed.
-  void join_job(uint32_t id, int thread) {
-    inside_.fetch_add(1);
-    if (job_.load() == id) claim_chunks(thread);
-    if (inside_.fetch_sub(1) == 1 && caller_waiting_.load()) futex_wake_all(&inside_);
   }
 
   void work(WorkerSlot& slot, int thread) {
     uint32_t seen = 0;
+    slot.sleeping.store(0);
+    awake_.fetch_add(1, std::memory_order_relaxed);
     while (true) {
       auto woken = [&] { return slot.wake.load(std::memory_order_acquire) != seen; };
       if (!spin_until(woken, kWorkerSpin)) {
+        awake_.fetch_sub(1, std::memory_order_relaxed);
         slot.sleeping.store(1);  // seq_cst, before reading wake: see wake()
         for (uint32_t v; (v = slot.wake.load()) == seen;) futex_wait(&slot.wake, v);
         slot.sleeping.store(0, std::memory_order_relaxed);
+        awake_.fetch_add(1, std::memory_order_relaxed);
       }
       seen = slot.wake.load();
-      join_job(seen, thread);
+      t_in_parallel = true;
+      bool joined = false;
+      blocks_.claim(seen, thread, [&](int c) {
+        if (!joined) slot.joined.store(seen, std::memory_order_relaxed);  // published by run_chunk's count
+        joined = true;
+        run_chunk(c);
+      });
+      t_in_parallel = false;
     }
   }
 
   std::mutex call_mu_;  // one region at a time
   std::vector<std::unique_ptr<WorkerSlot>> slots_;
-  uint32_t last_id_ = 0;
-  // The open job; written only while no worker is inside a job.
-  const ChunkFn* fn_ = nullptr;  // the caller's, on its stack for the region
+  Clock::time_point retry_spawn_at_{};
+  uint32_t job_id_ = 0;
   ChunkBlocks blocks_;
-  std::atomic<uint32_t> job_{0};  ///< the open job's id, 0 when none is open
-  alignas(64) std::atomic<uint32_t> inside_{0};
+  std::atomic<const ChunkFn*> fn_{nullptr};  // the caller's, on its stack for the region
+  alignas(64) std::atomic<uint32_t> done_{0};
   std::atomic<uint32_t> caller_waiting_{0};
+  std::atomic<int> awake_{0};
   std::mutex error_mu_;
   std::exception_ptr error_;
 };
@@ -277,25 +479,33 @@ std::atomic<Pool*> Pool::g_pool{nullptr};
 /// A region run on a loaded OpenMP runtime: every team thread claims chunks as
 /// the pool's threads do, by its OpenMP thread number; an exception stays inside
 /// the team and is rethrown by the caller afterwards (it must not cross the
-/// runtime's frames).
+/// runtime's frames). The runtime's join waits for every team thread, late or
+/// not; that wait, measured, tells the governor.
 class OpenMpRegion {
  public:
   OpenMpRegion(const OpenMpRuntime& runtime, int chunks, int threads, const ChunkFn& fn)
-      : runtime_(runtime), fn_(fn), threads_(threads) {
-    blocks_.open(chunks, threads);
+      : runtime_(runtime), fn_(fn), threads_(threads), caller_(std::this_thread::get_id()), job_(next_job()) {
+    blocks_.open(job_, chunks, threads);
   }
 
   void run() {
+    timing_.start = Clock::now();
     runtime_.parallel(&OpenMpRegion::team_body, this, static_cast<unsigned>(threads_), 0);
+    g_governor.report(timing_.waited_too_long(Clock::now()));
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
-  /// The calling thread's blocks: regions do not nest, so one per caller is enough,
-  /// and a region allocates nothing once a thread has run one of its size.
-  static ChunkBlocks& blocks() {
-    thread_local ChunkBlocks caller_blocks;
-    return caller_blocks;
+  /// The calling thread's blocks and job count: regions do not nest, so one per
+  /// caller is enough, and a region allocates nothing once a thread has run one of its size.
+  static ChunkBlocks& caller_blocks() {
+    thread_local ChunkBlocks blocks;
+    return blocks;
+  }
+  static uint32_t next_job() {
+    thread_local uint32_t id = 0;
+    if (++id == 0) ++id;  // 0 means "no job"
+    return id;
   }
 
   static void team_body(void* self) { static_cast<OpenMpRegion*>(self)->claim_chunks(); }
@@ -303,22 +513,28 @@ class OpenMpRegion {
   void claim_chunks() {
     const bool outer = t_in_parallel;
     t_in_parallel = true;
+    const bool caller = std::this_thread::get_id() == caller_;
     const int thread = runtime_.thread_num != nullptr ? runtime_.thread_num() : 0;
-    blocks_.claim(thread, [this](int c) {
+    blocks_.claim(job_, thread, [&](int c) {
       try {
         fn_(c);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu_);
         if (!error_) error_ = std::current_exception();
       }
+      if (caller) ++timing_.caller_chunks;
     });
+    if (caller) timing_.claims_end = Clock::now();
     t_in_parallel = outer;
   }
 
   const OpenMpRuntime& runtime_;
   const ChunkFn& fn_;
   const int threads_;
-  ChunkBlocks& blocks_ = blocks();
+  const std::thread::id caller_;
+  const uint32_t job_;
+  ChunkBlocks& blocks_ = caller_blocks();
+  RegionTiming timing_;
   std::mutex error_mu_;
   std::exception_ptr error_;
 };
@@ -328,16 +544,26 @@ class OpenMpRegion {
 void parallel_for(int chunks, int threads, ChunkFn fn) {
   threads = std::min(threads, chunks);
   if (threads > 1 && !t_in_parallel) {
-    if (const OpenMpRuntime* runtime = loaded_openmp_runtime()) {
+    // A loaded OpenMP runtime's team spins after its regions as the pool's workers
+    // do; count it awake.
+    const OpenMpRuntime* runtime = loaded_openmp_runtime();
+    threads = g_governor.threads(threads, runtime != nullptr ? threads - 1 : Pool::instance().awake_workers());
+    if (threads > 1 && runtime != nullptr) {
       OpenMpRegion(*runtime, chunks, threads, fn).run();
       return;
     }
-    if (Pool::instance().try_run(chunks, threads, fn)) return;
+    if (threads > 1 && Pool::instance().try_run(chunks, threads, fn)) return;
   }
   for (int c = 0; c < chunks; ++c) fn(c);
 }
 
 int pool_worker_count() { return Pool::instance().worker_count(); }
+
+void set_adaptive_threads(bool on) { g_adaptive.store(on ? 1 : 0); }
+
+void set_runnable_reader(int (*reader)()) {
+  g_runnable_reader.store(reader != nullptr ? reader : &runnable_threads_from_proc);
+}
 
 }  // namespace ew
 

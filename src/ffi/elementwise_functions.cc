@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "elementwise/output_memory.h"
+#include "elementwise/thread_pool.h"
 #include "ffi/boundary.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -509,7 +510,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              if (id >= 0 && static_cast<size_t>(id) < g_engines.size()) g_engines[id].reset();
            })
       .def("kjit.get_num_threads", []() { return static_cast<int64_t>(get_num_threads()); })
-      .def("kjit.set_num_threads", [](int64_t n) { at_ffi_boundary([&] { set_num_threads(n); }); });
+      .def("kjit.set_num_threads", [](int64_t n) { at_ffi_boundary([&] { set_num_threads(n); }); })
+      .def("kjit.set_adaptive_threads", [](bool on) { ew::set_adaptive_threads(on); });
 }
 
 }  // namespace

@@ -12,6 +12,15 @@
 
 namespace kjit_test {
 
+/// Turns the pool's governor off for a test's lifetime: a test that needs a region
+/// on several threads must get them on a machine that other tests load.
+struct ThreadsNotAdapted {
+  ThreadsNotAdapted() { kjit::ew::set_adaptive_threads(false); }
+  ~ThreadsNotAdapted() { kjit::ew::set_adaptive_threads(true); }
+  ThreadsNotAdapted(const ThreadsNotAdapted&) = delete;
+  ThreadsNotAdapted& operator=(const ThreadsNotAdapted&) = delete;
+};
+
 /// Spins until `flag` is set or 10 s have passed (a hung test fails instead of hanging).
 inline void wait_for(const std::atomic<bool>& flag) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

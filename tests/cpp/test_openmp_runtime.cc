@@ -34,6 +34,7 @@ int (*load_libgomp())() {
 }
 
 TEST(OpenMpRuntime, NoneUntilOneIsLoaded) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   EXPECT_EQ(loaded_openmp_runtime(), nullptr) << "libgomp was loaded before the test loaded it";
   auto thread_num = load_libgomp();
   if (thread_num == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
@@ -41,6 +42,7 @@ TEST(OpenMpRuntime, NoneUntilOneIsLoaded) {
 }
 
 TEST(OpenMpRuntime, RegionsRunOnTheRuntimesTeam) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   auto thread_num = load_libgomp();
   if (thread_num == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
   std::vector<int> team_ids(64, -1);
@@ -60,6 +62,7 @@ TEST(OpenMpRuntime, RegionsRunOnTheRuntimesTeam) {
 }
 
 TEST(OpenMpRuntime, EachTeamThreadRunsItsOwnBlockFirst) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   auto thread_num = load_libgomp();
   if (thread_num == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
   ASSERT_NE(loaded_openmp_runtime(), nullptr);
@@ -70,6 +73,7 @@ TEST(OpenMpRuntime, EachTeamThreadRunsItsOwnBlockFirst) {
 }
 
 TEST(OpenMpRuntime, FirstErrorReachesTheCaller) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   if (load_libgomp() == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
   try {
     parallel_for(16, 2, [](int c) {
@@ -82,6 +86,7 @@ TEST(OpenMpRuntime, FirstErrorReachesTheCaller) {
 }
 
 TEST(OpenMpRuntime, NestedRegionRunsOnTheChunksThread) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   if (load_libgomp() == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
   std::atomic<int> foreign{0}, inner_runs{0};
   parallel_for(4, 2, [&](int) {
@@ -96,6 +101,7 @@ TEST(OpenMpRuntime, NestedRegionRunsOnTheChunksThread) {
 }
 
 TEST(OpenMpRuntime, ForkedChildUsesKjitsPool) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   if (load_libgomp() == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
   parallel_for(8, 2, [](int) {});  // the parent's OpenMP team exists now
   pid_t pid = fork();
@@ -118,6 +124,7 @@ TEST(OpenMpRuntime, ForkedChildUsesKjitsPool) {
 }
 
 TEST(OpenMpRuntime, EnvironmentTurnsItOff) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   setenv("KJIT_OPENMP", "0", 1);  // before the first look, which reads it once
   if (load_libgomp() == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
   EXPECT_EQ(loaded_openmp_runtime(), nullptr);

@@ -1,11 +1,13 @@
 // The elementwise thread pool: every chunk runs once, errors come back to the
 // caller, nested and concurrent regions, and a forked child that gets a new pool.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -29,6 +31,7 @@ std::vector<int> chunk_runs(int chunks, int threads) {
 }
 
 TEST(ThreadPool, EveryChunkRunsOnce) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   for (int threads : {1, 2, 3, 5}) {
     for (int chunks : {1, 2, 7, 64}) {
       EXPECT_EQ(chunk_runs(chunks, threads), std::vector<int>(chunks, 1)) << chunks << " chunks, " << threads;
@@ -37,6 +40,7 @@ TEST(ThreadPool, EveryChunkRunsOnce) {
 }
 
 TEST(ThreadPool, ChunksRunOnSeveralThreads) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   std::vector<std::thread::id> ids(64);
   parallel_for(64, 2, [&](int c) {
     ids[c] = std::this_thread::get_id();
@@ -48,6 +52,7 @@ TEST(ThreadPool, ChunksRunOnSeveralThreads) {
 }
 
 TEST(ThreadPool, EachThreadRunsItsOwnBlockFirstThenTakesWhatIsLeft) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   const std::thread::id caller = std::this_thread::get_id();
   auto thread_of = [caller] { return std::this_thread::get_id() == caller ? 0 : 1; };
   for (int region = 0; region < 3; ++region) {  // the same split on every call
@@ -56,6 +61,7 @@ TEST(ThreadPool, EachThreadRunsItsOwnBlockFirstThenTakesWhatIsLeft) {
 }
 
 TEST(ThreadPool, FirstErrorReachesTheCaller) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   try {
     parallel_for(16, 2, [](int c) {
       if (c == 11) throw std::invalid_argument("chunk 11 failed");
@@ -73,12 +79,14 @@ TEST(ThreadPool, FirstErrorReachesTheCaller) {
 }
 
 TEST(ThreadPool, NestedRegionsRunSerially) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   std::atomic<int> inner{0};
   parallel_for(4, 2, [&](int) { parallel_for(3, 2, [&](int) { inner.fetch_add(1); }); });
   EXPECT_EQ(inner.load(), 12);
 }
 
 TEST(ThreadPool, ConcurrentCallersEachGetTheirChunks) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   std::atomic<int> wrong{0};
   std::vector<std::thread> callers;
   for (int t = 0; t < 4; ++t) {
@@ -127,6 +135,7 @@ bool worker_took_a_chunk() {
 }
 
 TEST(ThreadPool, ForkedChildStartsANewPool) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   ASSERT_TRUE(worker_took_a_chunk());  // the parent's pool has a running worker
   ASSERT_GE(kjit::ew::pool_worker_count(), 1);
   EXPECT_TRUE(child_succeeds([] {
@@ -144,6 +153,7 @@ TEST(ThreadPool, ForkedChildStartsANewPool) {
 }
 
 TEST(ThreadPool, ForkDuringAnotherThreadsRegion) {
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
   ASSERT_TRUE(worker_took_a_chunk());
   std::atomic<bool> stop{false};
   std::atomic<long> runs{0};
@@ -156,6 +166,109 @@ TEST(ThreadPool, ForkDuringAnotherThreadsRegion) {
   stop.store(true);
   busy.join();
   EXPECT_TRUE(ok) << "a child forked while the parent's pool was busy did not finish a region";
+}
+
+/// Which threads ran the chunks of a region of `chunks` chunks of `us` microseconds on 2 threads.
+std::vector<std::thread::id> region_threads(int chunks, int us) {
+  std::vector<std::thread::id> ids(chunks);
+  parallel_for(chunks, 2, [&](int c) {
+    ids[c] = std::this_thread::get_id();
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  });
+  return ids;
+}
+
+bool all_on_caller(const std::vector<std::thread::id>& ids) {
+  for (const auto& id : ids) {
+    if (id != std::this_thread::get_id()) return false;
+  }
+  return true;
+}
+
+/// Sets the governor's runnable count for a test's lifetime (-1: unknown, so only
+/// late regions count; other tests running beside this one do not).
+struct RunnableCount {
+  explicit RunnableCount(int (*reader)()) { kjit::ew::set_runnable_reader(reader); }
+  ~RunnableCount() { kjit::ew::set_runnable_reader(nullptr); }
+  RunnableCount(const RunnableCount&) = delete;
+  RunnableCount& operator=(const RunnableCount&) = delete;
+};
+
+TEST(ThreadPool, ALateRegionMakesTheNextOnesSerialForAWindow) {
+  RunnableCount unknown([] { return -1; });
+  ASSERT_TRUE(worker_took_a_chunk());
+  // The worker claims chunk 1 and holds it 30 ms, as a descheduled worker would:
+  // the caller, done with chunk 0, waits far longer than a chunk takes.
+  std::atomic<bool> worker_started{false};
+  const std::thread::id caller = std::this_thread::get_id();
+  parallel_for(2, 2, [&](int c) {
+    if (std::this_thread::get_id() != caller) {
+      worker_started.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    } else if (c == 0) {
+      kjit_test::wait_for(worker_started);
+    }
+  });
+  ASSERT_TRUE(worker_started.load());
+  EXPECT_TRUE(all_on_caller(region_threads(8, 100))) << "the region after a late one used the pool";
+  // A window is at most half a second; then regions use the pool again (within
+  // a few seconds: on a loaded machine a region may be late again).
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  bool pooled = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!pooled && std::chrono::steady_clock::now() < deadline) pooled = !all_on_caller(region_threads(16, 300));
+  EXPECT_TRUE(pooled) << "regions stayed serial after the window";
+}
+
+TEST(ThreadPool, RunnableThreadsThatAreNotOursMakeRegionsSerial) {
+  ASSERT_TRUE(worker_took_a_chunk());
+  {
+    // Far more runnable threads than CPUs: once the governor has read that, regions run on the caller.
+    RunnableCount busy([] { return 1000; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the last reading
+    region_threads(2, 0);                                        // reads the count
+    EXPECT_TRUE(all_on_caller(region_threads(16, 300))) << "a region used the pool on a full machine";
+  }
+  RunnableCount quiet([] { return 1; });  // the caller alone
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool pooled = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!pooled && std::chrono::steady_clock::now() < deadline) pooled = !all_on_caller(region_threads(16, 300));
+  EXPECT_TRUE(pooled) << "regions stayed serial on a quiet machine";
+}
+
+TEST(ThreadPool, AWorkerThatCannotStartLeavesTheRegionToTheCaller) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan's shadow memory needs more address space than the limit leaves";
+#else
+  kjit_test::ThreadsNotAdapted threads_not_adapted;
+  EXPECT_TRUE(child_succeeds([] {
+    // Little address space beyond what is mapped, and threads started until one
+    // fails (they take the stacks glibc kept from the parent's threads too): no
+    // worker can start after that.
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    long pages = 0, rss = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld %ld", &pages, &rss) != 2) pages = 0;
+      std::fclose(f);
+    }
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (4 << 20);
+    if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) return false;
+    std::atomic<bool> release{false};
+    std::vector<std::thread> holders;
+    holders.reserve(4096);
+    try {
+      while (holders.size() < 4096) holders.emplace_back([&] { kjit_test::wait_for(release); });
+    } catch (const std::exception&) {
+    }
+    const bool ok = holders.size() < 4096 && chunk_runs(64, 4) == std::vector<int>(64, 1) &&
+                    kjit::ew::pool_worker_count() == 0 && chunk_runs(16, 2) == std::vector<int>(16, 1);
+    release.store(true);
+    for (auto& t : holders) t.join();
+    return ok;
+  }));
+#endif
 }
 
 }  // namespace

@@ -8,11 +8,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import kjit
+import tvm_ffi
 
 ADD = "template <typename T> T add(T a, T b) { return a + b; }"
 TIMEOUT_S = 120  # far above the seconds these scripts take; a hang hits it
@@ -22,8 +24,11 @@ def run_script(*parts: str) -> subprocess.CompletedProcess:
     """Runs the code `parts` in a fresh interpreter (this test's kjit and cache); fails on a timeout."""
     code = "\n".join(textwrap.dedent(p) for p in parts)
     # Its own process group, so that a hung forked child is killed with it.
+    # These scripts count the threads regions use: the governor must not make them
+    # serial because the other test process loads the machine.
+    env = dict(os.environ, KJIT_ADAPTIVE_THREADS="0")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ), start_new_session=True)
+                            env=env, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -220,6 +225,8 @@ def test_long_rows_split_into_runs_compute_every_element(threads):
         kjit.elementwise.set_num_threads(before)
 
 
+set_adaptive_threads = tvm_ffi.get_global_func("kjit.set_adaptive_threads")
+
 TID = """
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -236,6 +243,7 @@ def test_a_loop_of_one_grain_runs_on_the_calling_thread(n, threads_used):
     that case may take a few tries)."""
     f = kjit.elementwise(TID)
     kjit.set_num_threads(2)
+    set_adaptive_threads(False)  # the other test process may load the machine
     try:
         for _ in range(5):
             f(np.zeros(1 << 16, np.float64))  # the worker exists and is awake
@@ -244,9 +252,30 @@ def test_a_loop_of_one_grain_runs_on_the_calling_thread(n, threads_used):
                 break
     finally:
         kjit.set_num_threads(0)
+        set_adaptive_threads(True)
     assert len(ids) == threads_used, ids
     if threads_used == 1:
         assert ids == {threading.get_native_id()}
+
+
+def test_on_an_oversubscribed_machine_regions_run_on_the_caller_alone():
+    """Two busy processes per core hold the machine: a loop of two grains, which
+    gets two threads on a quiet machine (above), runs on the calling thread alone,
+    as the pool's governor sees the runnable threads that are not its own."""
+    f = kjit.elementwise(TID)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        time.sleep(0.3)  # they are running
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:  # past the governor's last reading of the quiet machine
+            f(np.zeros(1 << 16, np.float64))
+        ids = set(np.unique(f(np.zeros(1 << 16, np.float64))).astype(int).tolist())
+    finally:
+        for p in busy:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert ids == {threading.get_native_id()}
 
 
 @pytest.mark.parametrize("n", [2**32 + 3, -1, 4097, 2**62])

@@ -1,0 +1,208 @@
+"""kjit.elementwise on a busy machine: float32 add against NumPy and torch while
+other processes hold the cores.
+
+Competitors (all started in their own process group and killed on exit, also on
+Ctrl-C or an error): `busy1`/`busy2` run one/two busy-loop processes, `compile`
+runs a loop of g++ compiles, `quiet` none. For each, every size from 2^10 to 2^26
+(every second power by default) runs add with out= and with new outputs, the
+variants interleaved in rounds:
+
+  kjit      kjit.elementwise add at kjit's thread count
+  kjit1     the same with kjit.set_num_threads(1)
+  numpy     np.add
+  torch     torch.add (engine `omp` only)
+
+Two engines, each in its own child process: `pool` (no torch imported: kjit's own
+thread pool) and `omp` (torch imported: kjit runs its regions on torch's libgomp).
+Per call it records the wall time and prints the median and the 99th percentile.
+
+Targets (issue 27), judged and printed per row:
+  * with competitors, kjit's median <= 1.5x NumPy's and <= 1.5x kjit1's median,
+    and kjit's p99 <= 3x kjit1's median;
+  * quiet: unchanged against the size sweep of bench_elementwise (compare runs).
+
+Run: .venv/bin/python bench/bench_contention.py [--loads quiet,busy1,busy2,compile]
+     [--engines pool,omp] [--sizes 10,12,...,26] [--seconds 0.4]
+     (--smoke: tiny sizes, short, no competitors: checks it runs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ADD = "template <typename T> T add(T a, T b) { return a + b; }"
+BUSY = "while True:\n    pass\n"
+COMPILE_SRC = "#include <map>\n#include <string>\n#include <vector>\nstd::map<std::string, std::vector<int>> m;\n"
+
+
+def child(engine: str, sizes: list[int], seconds: float) -> None:
+    """Times every variant at every size; prints one JSON line of results."""
+    import numpy as np
+
+    torch = None
+    if engine == "omp":
+        import torch  # noqa: F811  (loads libgomp: kjit then runs its regions on it)
+    import kjit
+
+    add = kjit.elementwise(ADD)
+    rng = random.Random(1)
+    results = []
+    for p in sizes:
+        n = 1 << p
+        a = np.random.default_rng(p).random(n, dtype=np.float32)
+        b = np.random.default_rng(p + 1).random(n, dtype=np.float32)
+        out = np.empty_like(a)
+        variants = {
+            ("kjit", "out"): lambda: add(a, b, out=out),
+            ("kjit", "new"): lambda: add(a, b),
+            ("kjit1", "out"): lambda: add(a, b, out=out),
+            ("kjit1", "new"): lambda: add(a, b),
+            ("numpy", "out"): lambda: np.add(a, b, out=out),
+            ("numpy", "new"): lambda: np.add(a, b),
+        }
+        if torch is not None:
+            ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
+            variants[("torch", "out")] = lambda: torch.add(ta, tb, out=tout)
+            variants[("torch", "new")] = lambda: torch.add(ta, tb)
+        for f in variants.values():  # compile, fault the pages in
+            f()
+        assert np.array_equal(add(a, b), a + b)
+        samples: dict = {k: [] for k in variants}
+        rounds = 8
+        deadline_per = seconds / rounds / len(variants)
+        for _ in range(rounds):
+            order = list(variants)
+            rng.shuffle(order)
+            for key in order:
+                f = variants[key]
+                kjit.set_num_threads(1 if key[0] == "kjit1" else 0)
+                got = samples[key]
+                stop = time.perf_counter() + deadline_per
+                count = 0
+                while count < 3 or time.perf_counter() < stop:
+                    t0 = time.perf_counter_ns()
+                    f()
+                    got.append(time.perf_counter_ns() - t0)
+                    count += 1
+        kjit.set_num_threads(0)
+        for (name, kind), got in samples.items():
+            got.sort()
+            results.append({
+                "size": p, "variant": name, "kind": kind, "calls": len(got),
+                "median_us": statistics.median(got) / 1e3,
+                "p99_us": got[min(len(got) - 1, int(len(got) * 0.99))] / 1e3,
+            })
+    print(json.dumps({"engine": engine, "threads": kjit.get_num_threads(), "results": results}))
+
+
+class Competitors:
+    """Processes that load the machine; every one killed when the block ends."""
+
+    def __init__(self, load: str, workdir: str):
+        self.load, self.workdir, self.procs = load, workdir, []
+
+    def __enter__(self):
+        if self.load.startswith("busy"):
+            for _ in range(int(self.load[4:])):
+                self._start([sys.executable, "-c", BUSY])
+        elif self.load == "compile":
+            src = os.path.join(self.workdir, "compete.cc")
+            with open(src, "w") as f:
+                f.write(COMPILE_SRC)
+            cxx = shutil.which("g++") or shutil.which("c++")
+            if cxx is None:
+                raise SystemExit("bench_contention: the compile load needs g++ on PATH")
+            self._start(["bash", "-c", f'while true; do "{cxx}" -O2 -c "{src}" -o /dev/null; done'])
+        elif self.load != "quiet":
+            raise SystemExit(f"bench_contention: unknown load {self.load!r} (quiet, busy1, busy2, compile)")
+        time.sleep(0.3)  # let them reach the scheduler
+        return self
+
+    def _start(self, argv):
+        self.procs.append(subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL))
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.procs = []
+
+
+def run_child(engine, sizes, seconds, env):
+    argv = [sys.executable, __file__, "--child", engine, "--sizes", ",".join(map(str, sizes)),
+            "--seconds", str(seconds)]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit(f"bench_contention: the {engine} child failed:\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def report(load, data):
+    rows = {}
+    for r in data["results"]:
+        rows.setdefault((r["size"], r["kind"]), {})[r["variant"]] = r
+    print(f"\n== load {load}, engine {data['engine']} (kjit threads {data['threads']}) ==")
+    head = f"{'size':>5} {'kind':>4} | {'kjit med':>9} {'p99':>9} | {'kjit1':>9} {'p99':>9} | {'numpy':>9}" \
+           f" {'p99':>9} | {'torch':>9} | {'/numpy':>7} {'/kjit1':>7} {'p99/k1':>7}  targets"
+    print(head)
+    misses = 0
+    for (size, kind), v in sorted(rows.items()):
+        k, k1, npy = v["kjit"], v["kjit1"], v["numpy"]
+        t = v.get("torch")
+        r_np = k["median_us"] / npy["median_us"]
+        r_k1 = k["median_us"] / k1["median_us"]
+        r_p99 = k["p99_us"] / k1["median_us"]
+        ok = load == "quiet" or (r_np <= 1.5 and r_k1 <= 1.5 and r_p99 <= 3.0)
+        misses += not ok
+        torch_col = f"{t['median_us']:9.1f}" if t else f"{'-':>9}"
+        print(f"2^{size:<3} {kind:>4} | {k['median_us']:9.1f} {k['p99_us']:9.1f} | {k1['median_us']:9.1f}"
+              f" {k1['p99_us']:9.1f} | {npy['median_us']:9.1f} {npy['p99_us']:9.1f} | {torch_col} | {r_np:7.2f} {r_k1:7.2f} {r_p99:7.2f}  "
+              f"{'ok' if ok else 'MISS'}")
+    return misses
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--loads", default="quiet,busy1,busy2,compile")
+    ap.add_argument("--engines", default="pool,omp")
+    ap.add_argument("--sizes", default=",".join(str(p) for p in range(10, 27, 2)))
+    ap.add_argument("--seconds", type=float, default=0.4, help="time per variant and size")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.child:
+        child(args.child, sizes, args.seconds)
+        return
+    loads, engines = args.loads.split(","), args.engines.split(",")
+    if args.smoke:
+        loads, sizes, args.seconds = ["quiet"], [4, 16], 0.02
+    env = dict(os.environ)
+    misses = 0
+    with tempfile.TemporaryDirectory(prefix="kjit-contention-") as work:
+        env.setdefault("KJIT_CACHE_DIR", os.path.join(work, "cache"))
+        for load in loads:
+            with Competitors(load, work):
+                for engine in engines:
+                    misses += report(load, run_child(engine, sizes, args.seconds, env))
+    print(f"\n{misses} row(s) miss a contention target" if misses else "\nevery contention target met")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
