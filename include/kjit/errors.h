@@ -29,6 +29,7 @@ enum class ErrorKind {
   kNotImplementedError,
   kMemoryError,
   kOverflowError,
+  kZeroDivisionError,
   // A load-time mistake: kjit's own exceptions (python/kjit/errors.py).
   kSpecError,
   kCompileError,
@@ -57,6 +58,8 @@ constexpr const char* error_kind_name(ErrorKind kind) noexcept {
       return "MemoryError";
     case ErrorKind::kOverflowError:
       return "OverflowError";
+    case ErrorKind::kZeroDivisionError:
+      return "ZeroDivisionError";
     case ErrorKind::kSpecError:
       return "SpecError";
     case ErrorKind::kCompileError:
@@ -73,9 +76,11 @@ constexpr const char* error_kind_name(ErrorKind kind) noexcept {
 
 /// Every kind, in declaration order (for tests and for Python's registrations).
 inline constexpr ErrorKind kAllErrorKinds[] = {
-    ErrorKind::kValueError,          ErrorKind::kTypeError,      ErrorKind::kIndexError,    ErrorKind::kRuntimeError,
-    ErrorKind::kNotImplementedError, ErrorKind::kMemoryError,    ErrorKind::kOverflowError, ErrorKind::kSpecError,
-    ErrorKind::kCompileError,        ErrorKind::kToolchainError, ErrorKind::kCacheError,    ErrorKind::kInternalError,
+    ErrorKind::kValueError,    ErrorKind::kTypeError,           ErrorKind::kIndexError,
+    ErrorKind::kRuntimeError,  ErrorKind::kNotImplementedError, ErrorKind::kMemoryError,
+    ErrorKind::kOverflowError, ErrorKind::kZeroDivisionError,   ErrorKind::kSpecError,
+    ErrorKind::kCompileError,  ErrorKind::kToolchainError,      ErrorKind::kCacheError,
+    ErrorKind::kInternalError,
 };
 
 /// The base of every kjit error: a kind and a message (`what()`). Not itself a
@@ -127,6 +132,8 @@ KJIT_DEFINE_ERROR(RuntimeError, std::runtime_error)
 KJIT_DEFINE_ERROR(NotImplementedError, std::runtime_error)
 /// A value outside its type's range (NumPy 2's Python int rule). Python: OverflowError.
 KJIT_DEFINE_ERROR(OverflowError, std::overflow_error)
+/// An integer division trap in a computation string's kernel. Python: ZeroDivisionError.
+KJIT_DEFINE_ERROR(ZeroDivisionError, std::domain_error)
 
 /// A mistake in a signature, spec or builder call. Python: kjit.SpecError (ValueError).
 KJIT_DEFINE_ERROR(SpecError, std::invalid_argument)

@@ -61,3 +61,5 @@ tvm_ffi.register_error("NotImplementedError", NotImplementedError)
 # The elementwise engine raises OverflowError for a Python int outside the result
 # type's range, as NumPy 2 does.
 tvm_ffi.register_error("OverflowError", OverflowError)
+# An integer division trap in a computation string (elementwise/trap_guard.h).
+tvm_ffi.register_error("ZeroDivisionError", ZeroDivisionError)

@@ -148,7 +148,9 @@ class CallData {
 /// (`throw 42;`) a RuntimeError.
 void run_kernel(const std::string& fn, const CallPlan& plan, char** ptrs, const void* extra) {
   try {
-    execute(plan.kernel, plan.loop, ptrs, extra);
+    execute(Kernel{plan.kernel, plan.guard_traps}, plan.loop, ptrs, extra);
+  } catch (const ZeroDivisionError& e) {
+    throw ZeroDivisionError(fn + ": " + e.what());
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

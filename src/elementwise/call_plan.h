@@ -35,6 +35,7 @@ struct CallPlan {
   size_t n_out = 0;
   EwKernelTypes kernel_types;
   KernelFn kernel = nullptr;                    ///< CPU lanes
+  bool guard_traps = false;                     ///< the kernel runs under trap_guard.h's guard
   std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
   LoopPlan loop;
   std::vector<EwType> op_types;  ///< outputs, then inputs

@@ -12,6 +12,7 @@
 #include "elementwise/codegen_cpu.h"
 #include "elementwise/cuda_launch.h"
 #include "elementwise/plan_cache.h"
+#include "elementwise/trap_guard.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -152,6 +153,7 @@ std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_p
     plan->cuda = cuda_kernel_for(plan->kernel_types);
   } else {
     plan->kernel = kernel_for(plan->kernel_types);
+    plan->guard_traps = ew::needs_trap_guard(plan->kernel_types);
   }
   return std::shared_ptr<const ew::CallPlan>(std::move(plan));
 }

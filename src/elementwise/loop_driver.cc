@@ -102,7 +102,7 @@ int chunks_for(int64_t total, int threads, int64_t out_elem_bytes, bool runs_lim
 
 /// Rows of the inner dim: elements [begin, end) of the loop's odometer order, at
 /// most `max_run` elements per kernel call.
-void run_range(KernelFn kernel, const Loop& loop, char* const* data, const void* extra, int64_t begin, int64_t end,
+void run_range(const Kernel& kernel, const Loop& loop, char* const* data, const void* extra, int64_t begin, int64_t end,
                int64_t max_run) {
   const size_t n_ops = loop.data.size();
   const int64_t n0 = loop.shape[0];
@@ -137,7 +137,7 @@ void run_range(KernelFn kernel, const Loop& loop, char* const* data, const void*
 }
 
 /// Rows of the inner dim, split across threads from the grain up.
-void execute_rows(KernelFn kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
+void execute_rows(const Kernel& kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
                   const void* extra) {
   const int64_t total = loop.numel();
   if (total == 0) return;
@@ -156,7 +156,7 @@ void execute_rows(KernelFn kernel, const Loop& loop, const std::vector<int>& siz
 /// The tiled layout (tiles_small_inner_dim): per index of the outer dims, the K*rows
 /// dense elements go through the kernel's contiguous path in runs of a tile's
 /// length, with each repeating operand's K values copied into a tile.
-void execute_tiled(KernelFn kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
+void execute_tiled(const Kernel& kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
                    const void* extra) {
   const size_t n_ops = loop.data.size();
   const int64_t k = loop.shape[0], span = k * loop.shape[1];
@@ -228,7 +228,7 @@ LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> o
   return plan;
 }
 
-void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
+void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, const void* extra) {
   if (plan.lane == Lane::kTiled) {
     execute_tiled(kernel, plan.loop, plan.sizes, data, extra);
   } else {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "elementwise/plan.h"
+#include "elementwise/trap_guard.h"
 
 namespace kjit {
 
@@ -15,6 +16,19 @@ namespace kjit {
 using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
 
 namespace ew {
+
+/// A compiled CPU kernel and whether its calls run under the integer-trap guard.
+struct Kernel {
+  KernelFn fn = nullptr;
+  bool guard_traps = false;
+  void operator()(char** data, const int64_t* strides, int64_t n, const void* extra) const {
+    if (guard_traps) {
+      call_trap_guarded(fn, data, strides, n, extra);
+    } else {
+      fn(data, strides, n, extra);
+    }
+  }
+};
 
 /// A loop of up to this many elements runs on the calling thread, a larger one on
 /// one thread per started grain (PyTorch's grain and count). On this project's
@@ -56,10 +70,10 @@ LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> o
                    std::vector<int> sizes, bool cuda);
 
 /// Lane::kRows and Lane::kTiled.
-void execute_loop_nest(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra);
+void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, const void* extra);
 
 /// Runs a CPU lane with `data` (one pointer per operand, outputs first).
-inline void execute(KernelFn kernel, const LoopPlan& plan, char** data, const void* extra) {
+inline void execute(const Kernel& kernel, const LoopPlan& plan, char** data, const void* extra) {
   if (plan.lane == Lane::kOneRow) {
     kernel(data, plan.inner_strides.data(), plan.loop.shape[0], extra);
     return;
