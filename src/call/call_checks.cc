@@ -519,6 +519,9 @@ class Checker {
                    (check.bits > 0 && kjit_stub::packs_values(t->dtype, d.dl.code, d.dl.bits));
       }
       if (!accepted) return kjit_stub::fail_dtype(fn_, check.caller, name, check.expected.c_str(), t->dtype);
+      if (check.bits > 0 && t->ndim > 0 && kjit_stub::packed_extent(t, check.bits) < 0) {
+        return kjit_stub::fail_packed_count(fn_, check.caller, name, t, check.bits, check.values.c_str());
+      }
       if (check.bits > 0 && 8 % check.bits != 0 && t->ndim > 0 && !kjit_stub::packed_whole(t, check.bits)) {
         return kjit_stub::fail_packed_bits(fn_, check.caller, name, t, check.bits, check.values.c_str(),
                                            check.bits / 2);

@@ -243,7 +243,7 @@ class StubEmitter {
         if (p->tensor.dtypes.size() > 1 || is_packed(p->tensor)) pred = "(" + pred + ")";
         body += "  if (!" + pred + ")\n    return fail_dtype(kFn, " + idx + ", " + c_string(p->name) + ", " +
                 c_string(expected_dtype_text(p->tensor)) + ", " + t + "->dtype);\n";
-        body += packed_whole_check(*p, idx);
+        body += packed_count_checks(*p, idx);
       }
       emit_guarded(*p, body);
     }
@@ -251,13 +251,19 @@ class StubEmitter {
 
   /// 6-bit values fill whole bytes only 4 to every 3 bytes: a byte carrier's last
   /// dim must hold a whole number of them.
-  std::string packed_whole_check(const Param& p, const std::string& idx) const {
-    if (!is_packed(p.tensor) || 8 % packed_bits(p.tensor) == 0) return "";
+  /// A byte carrier's values must also be countable in int64 (uint1 over 2^60
+  /// bytes is 2^63 values): packed_extent binds symbols from that count.
+  std::string packed_count_checks(const Param& p, const std::string& idx) const {
+    if (!is_packed(p.tensor)) return "";
     std::string t = tensor_var(p);
     int bits = packed_bits(p.tensor);
-    return "  if (" + t + "->ndim > 0 && !packed_whole(" + t + ", " + std::to_string(bits) +
-           ")) return fail_packed_bits(kFn, " + idx + ", " + c_string(p.name) + ", " + t + ", " + std::to_string(bits) +
-           ", " + c_string(packed_values(p.tensor)) + ", " + std::to_string(bits / 2) + ");\n";
+    std::string head = "kFn, " + idx + ", " + c_string(p.name) + ", " + t + ", " + std::to_string(bits) + ", " +
+                       c_string(packed_values(p.tensor));
+    std::string out = "  if (" + t + "->ndim > 0 && packed_extent(" + t + ", " + std::to_string(bits) +
+                      ") < 0) return fail_packed_count(" + head + ");\n";
+    if (8 % bits == 0) return out;
+    return out + "  if (" + t + "->ndim > 0 && !packed_whole(" + t + ", " + std::to_string(bits) +
+           ")) return fail_packed_bits(" + head + ", " + std::to_string(bits / 2) + ");\n";
   }
 
   /// Whether a step reads the last dim of a packed tensor, counted in values.

@@ -186,6 +186,8 @@ TEST(Toolchain, MissingCompilerIsAToolchainErrorNamingTheSearch) {
 const char* kPacked = R"(
 #include <kjit/kernel.h>
 int64_t count(const kjit::TensorView x, int64_t n) { return n * 100 + x.dtype().bits; }
+int64_t values(const kjit::TensorView, int64_t n) { return n; }
+int64_t bits(const kjit::TensorView, int64_t n) { return n; }
 )";
 
 struct Bytes {
@@ -210,6 +212,25 @@ TEST(LoadInline, PackedTensorsTakeTheSubByteDtypeOrBytes) {
   EXPECT_EQ(error_of(m.function("count"), &wrong.t),
             "TypeError: count: argument #0 'x': dtype must be int4 (or int8/uint8 bytes packing its values, 2 per "
             "byte), got float8");
+}
+
+TEST(LoadInline, PackedValueCountsAreExactOrRefused) {
+  Module m = load_inline("cpp_packed", {kPacked},
+                         SignatureList{{"count", "x: int4[n], n: int64 symbol"},
+                                       {"values", "x: int4[n], n: int64 symbol"},
+                                       {"bits", "x: uint1[n], n: int64 symbol"}});
+  // 2^61 bytes hold 2^62 int4 values: n is that, not a saturated INT64_MAX (the
+  // checks read only the metadata, so 3 real bytes stand in for them).
+  Bytes huge(3, {kDLUInt, 8, 1}, int64_t{1} << 61), most(3, {kDLUInt, 8, 1}, (int64_t{1} << 60) - 1),
+      bits63(3, {kDLUInt, 8, 1}, int64_t{1} << 60), max(3, {kDLUInt, 8, 1}, INT64_MAX);
+  EXPECT_EQ(m.function("values")(&huge.t).cast<int64_t>(), int64_t{1} << 62);
+  EXPECT_EQ(m.function("bits")(&most.t).cast<int64_t>(), INT64_MAX - 7);  // 2^63 - 8 uint1 values
+  EXPECT_EQ(error_of(m.function("bits"), &bits63.t),
+            "ValueError: bits: argument #0 'x': its last dim of 1152921504606846976 bytes of uint8 holds more 1-bit "
+            "uint1 values than int64 counts (2^63 or more)");
+  EXPECT_EQ(error_of(m.function("values"), &max.t),
+            "ValueError: values: argument #0 'x': its last dim of 9223372036854775807 bytes of uint8 holds more "
+            "4-bit int4 values than int64 counts (2^63 or more)");
 }
 
 // Every generated stub compiles warning-free under -Wall -Wextra -Werror, with the

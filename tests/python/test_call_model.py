@@ -441,3 +441,20 @@ def test_every_allocation_checks_its_own_size(shape, dtype, kind, message):
     with pytest.raises(kind) as err:
         kjit._lib.api.ew_empty(shape, dtype)
     assert str(err.value).startswith(message)
+
+
+def test_packed_value_counts_are_exact_or_refused_by_the_model():
+    """The call model counts a byte carrier's packed values exactly (2^61 bytes hold
+    2^62 int4 values, which bind n), and refuses a carrier whose count int64 cannot
+    hold, as the stub does, before any symbol is bound from it."""
+    m = build("packed_counts", """
+    #include <kjit/kernel.h>
+    void pair(const kjit::TensorView, const kjit::TensorView) {}
+    """, {"pair": "x: int4[n], y: int8[n]"})
+    assert m.pair.infer(TensorMeta((2**61,), "uint8"), TensorMeta((2**62,), "int8")) == ()
+    kind, text = _message(lambda: m.pair.infer(TensorMeta((2**61,), "uint8"), TensorMeta((2**62 - 1,), "int8")))
+    assert kind is ValueError and "n = 4611686018427387904" in text, text
+    kind, text = _message(lambda: m.pair.infer(TensorMeta((2**62,), "uint8"), TensorMeta((1,), "int8")))
+    assert kind is ValueError
+    assert text == ("pair: argument #0 'x': its last dim of 4611686018427387904 bytes of uint8 holds more 4-bit "
+                    "int4 values than int64 counts (2^63 or more)")

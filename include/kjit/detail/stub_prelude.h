@@ -114,21 +114,22 @@ namespace {
 [[maybe_unused]] inline bool is_byte_carrier(DLDataType d, int bits) { return !(d.bits == bits && d.lanes == 1); }
 
 /// The last dim of a packed tensor counted in values: a byte carrier's extent times
-/// 8 / bits (INT64_MAX, which no check accepts, if that overflows).
+/// 8 / bits, exactly; -1 when that exceeds int64 (fail_packed_count rejects such a
+/// tensor before any symbol is bound from it).
 [[maybe_unused]] inline int64_t packed_extent(const DLTensor* t, int bits) {
   const int64_t n = t->shape[t->ndim - 1];
   if (!is_byte_carrier(t->dtype, bits)) return n;
-  int64_t total_bits = 0;
-  if (__builtin_mul_overflow(n, int64_t{8}, &total_bits)) return INT64_MAX;
-  return total_bits / bits;
+  // n * 8 / bits without n * 8: n = q * bits + r.
+  const int64_t q = n / bits, rest = (n % bits) * 8 / bits;
+  if (q > (INT64_MAX - rest) / 8) return -1;
+  return q * 8 + rest;
 }
 
 /// Whether a packed tensor's last dim holds a whole number of values (6-bit types
-/// fill whole bytes every 3 bytes); an extent whose bits overflow int64 does not.
+/// fill whole bytes every 3 bytes).
 [[maybe_unused]] inline bool packed_whole(const DLTensor* t, int bits) {
   if (!is_byte_carrier(t->dtype, bits)) return true;
-  int64_t total_bits = 0;
-  return !__builtin_mul_overflow(t->shape[t->ndim - 1], int64_t{8}, &total_bits) && total_bits % bits == 0;
+  return (t->shape[t->ndim - 1] % bits) * 8 % bits == 0;
 }
 
 /// Why a DLTensor cannot describe memory (nullptr when it can): every later check
@@ -691,6 +692,16 @@ KJIT_COLD int fail_packed_bits(const char* fn, int i, const char* name, const DL
                " bits, not a whole number of %d-bit %s values (pass a multiple of %d bytes)",
                fn, i, name, bytes, dtype_name(t->dtype, carrier, sizeof(carrier)), total_bits, bits, values,
                bytes_per_group);
+}
+
+/// A byte carrier holding more packed values than int64 counts.
+KJIT_COLD int fail_packed_count(const char* fn, int i, const char* name, const DLTensor* t, int bits,
+                                const char* values) {
+  char carrier[64];
+  return raise("ValueError",
+               "%s: argument #%d '%s': its last dim of %" PRId64
+               " bytes of %s holds more %d-bit %s values than int64 counts (2^63 or more)",
+               fn, i, name, t->shape[t->ndim - 1], dtype_name(t->dtype, carrier, sizeof(carrier)), bits, values);
 }
 
 /// A packed tensor's values must be contiguous along the last dim.
