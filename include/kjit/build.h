@@ -68,8 +68,14 @@ struct SystemPaths {
 /// Found next to the loaded libraries (KJIT_INCLUDE_DIR overrides kjit's).
 const SystemPaths& system_paths();
 
-/// KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else ~/.cache/kjit.
+/// KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else ~/.cache/kjit; absolute (absolute_cache_dir).
 std::string default_cache_dir();
+
+/// `dir` as an absolute path. A relative one is resolved against the working
+/// directory the first time this process sees it and remembered, so a later
+/// chdir does not start a second tree; and an absolute path never starts with
+/// '-', which a compiler would read as an option ("-Dfoo" as a cache root).
+std::string absolute_cache_dir(const std::string& dir);
 
 /// Instruction-set flags for code built for this machine only (the elementwise
 /// loops), by x86-64 level: the x86-64-v3 extensions (AVX2, FMA, F16C, BMI1/2,

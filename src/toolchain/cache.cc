@@ -203,7 +203,9 @@ StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<
   return StepLog{join_command(commands.back()), results.back().output};
 }
 
-fs::path cache_root(const BuildRequest& r) { return r.cache_dir.empty() ? default_cache_dir() : r.cache_dir; }
+fs::path cache_root(const BuildRequest& r) {
+  return r.cache_dir.empty() ? default_cache_dir() : absolute_cache_dir(r.cache_dir);
+}
 
 /// Where one entry lives: `<root>/<stem>-<key>/` with `<stem>.so` (`.o`), `<stem>.cc`,
 /// `manifest` and `build.log`; its build lock is `<root>/locks/<stem>-<key>.lock`.

@@ -162,13 +162,26 @@ const SystemPaths& system_paths() {
   return paths;
 }
 
+std::string absolute_cache_dir(const std::string& dir) {
+  if (dir.empty() || dir[0] == '/') return dir;
+  static std::mutex mu;
+  static std::map<std::string, std::string> resolved;  // relative text -> its first absolute form
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = resolved.find(dir);
+  if (it != resolved.end()) return it->second;
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(dir, ec);
+  if (ec) throw CacheError("kjit: cannot resolve the cache directory '" + dir + "': " + ec.message());
+  return resolved.emplace(dir, abs.lexically_normal().string()).first->second;
+}
+
 std::string default_cache_dir() {
   const char* dir = std::getenv("KJIT_CACHE_DIR");
-  if (dir != nullptr && *dir != '\0') return dir;
+  if (dir != nullptr && *dir != '\0') return absolute_cache_dir(dir);
   const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/kjit";
+  if (xdg != nullptr && *xdg != '\0') return absolute_cache_dir(std::string(xdg) + "/kjit");
   const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/kjit";
+  return absolute_cache_dir(std::string(home ? home : "/tmp") + "/.cache/kjit");
 }
 
 }  // namespace kjit

@@ -374,3 +374,33 @@ def test_build_directories_in_use_or_recent_are_kept(cache):
         assert build_dirs(cache) == [busy.name, legacy_new.name]
     parse(run_python(loader("third"), cache))
     assert build_dirs(cache) == [legacy_new.name]
+
+
+@pytest.mark.parametrize("how", ["KJIT_CACHE_DIR", "build_directory"])
+def test_a_cache_root_starting_with_a_dash_is_a_directory_not_an_option(tmp_path, how):
+    """A relative root such as '-Dfoo' reaches the compiler as an absolute path:
+    before, it became compiler options, an empty library was published and every
+    later load said 'a generated stub is missing'."""
+    options = {"build_directory": "-Dfoo"} if how == "build_directory" else {}
+    cache_dir = "-Dfoo" if how == "KJIT_CACHE_DIR" else tmp_path / "unused"
+    for expect_hit in (False, True):
+        value, path, hit = parse(run_python(loader("dash", **options), cache_dir, cwd=tmp_path))
+        assert (value, hit) == (42, expect_hit)
+        assert path.startswith(str(tmp_path / "-Dfoo") + "/"), path
+
+
+def test_a_relative_cache_root_is_resolved_once(tmp_path):
+    """KJIT_CACHE_DIR=rel: the module's path is absolute, and a load after
+    os.chdir uses the same tree (a hit), not a second one under the new directory."""
+    (tmp_path / "elsewhere").mkdir()
+    proc = run_python(loader("rel") + """
+        import os
+        os.chdir("elsewhere")
+        again = kjit.load_inline("rel2", cpp_sources={source!r}, functions={functions!r})
+        print("PATH2", again.path)
+    """.format(source=SOURCE, functions=FUNCTIONS), "rel", cwd=tmp_path)
+    value, path, hit = parse(proc)
+    assert path.startswith(str(tmp_path / "rel") + "/"), path
+    path2 = re.search(r"^PATH2 (.*)$", proc.stdout, re.M).group(1)
+    assert path2.startswith(str(tmp_path / "rel") + "/"), path2
+    assert not (tmp_path / "elsewhere" / "rel").exists()
