@@ -17,6 +17,8 @@
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
+#include "signature/lexer.h"
+#include "signature/validate.h"
 
 namespace kjit {
 
@@ -57,7 +59,15 @@ std::string types_key(const EwKernelTypes& types) {
 }
 
 std::string entry_of(const std::string& code, const std::string& name) {
-  if (!name.empty()) return name;
+  if (!name.empty()) {
+    // It names the entry in generated code and the kernel's cache files.
+    if (!is_c_identifier(name)) {
+      throw SpecError("kjit.elementwise: name '" + spec_detail::printable(name) +
+                      "' is not a C identifier (letters, digits and '_', not starting with a digit): it names the "
+                      "entry function of the code");
+    }
+    return name;
+  }
   std::vector<CppFunction> fns = find_all_cpp_functions(code);
   std::string last;
   for (const CppFunction& f : fns) {

@@ -248,6 +248,33 @@ PyObject* call_through_ffi(KjitFunction* f, PyObject* const* values, size_t n) {
   return result;
 }
 
+/// The framework's allocation error (NumPy's "array is too big", a MemoryError)
+/// raised again, same type, naming the function, the returned tensor and its
+/// shape and dtype; the original is its __cause__.
+void name_allocation_error(const kjit::FunctionSpec& spec, size_t param, const OutputMeta& o) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (type == nullptr) return;
+  std::string shape = "(";
+  for (size_t d = 0; d < o.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(o.shape[d]);
+  shape += o.shape.size() == 1 ? ",)" : ")";
+  const kjit::DTypeInfo* info = kjit::find_dtype(o.dtype);
+  const char* dtype = info != nullptr ? info->name : "?";
+  PyErr_Format(type, "%s: returned tensor '%s' of shape %s and dtype %s cannot be allocated: %S", spec.name.c_str(),
+               spec.params[param].name.c_str(), shape.c_str(), dtype, value != nullptr ? value : Py_None);
+  PyObject *new_type = nullptr, *new_value = nullptr, *new_traceback = nullptr;
+  PyErr_Fetch(&new_type, &new_value, &new_traceback);
+  PyErr_NormalizeException(&new_type, &new_value, &new_traceback);
+  if (new_value != nullptr && value != nullptr)
+    PyException_SetCause(new_value, value);  // steals value
+  else
+    Py_XDECREF(value);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  PyErr_Restore(new_type, new_value, new_traceback);
+}
+
 /// A call with returned tensors: the model checks the arguments and shapes the
 /// outputs, which are allocated like the first tensor argument, then the stub runs.
 PyObject* call_returning(KjitFunction* f, PyObject* const* values, ModelArguments& packed) {
@@ -287,6 +314,7 @@ PyObject* call_returning(KjitFunction* f, PyObject* const* values, ModelArgument
     tensors[r] = kjit::pyext::allocate(packed.framework(), packed.first_tensor(), o.shape.data(),
                                        static_cast<int>(o.shape.size()), o.dtype, o.device);
     if (tensors[r] == nullptr) {
+      name_allocation_error(model.spec(), model.returned()[r], o);
       release();
       return nullptr;
     }

@@ -458,3 +458,15 @@ def test_packed_value_counts_are_exact_or_refused_by_the_model():
     assert kind is ValueError
     assert text == ("pair: argument #0 'x': its last dim of 4611686018427387904 bytes of uint8 holds more 4-bit "
                     "int4 values than int64 counts (2^63 or more)")
+
+
+def test_a_returned_tensor_the_framework_cannot_allocate_is_named():
+    m = build("alloc_named", """
+    #include <kjit/kernel.h>
+    void fill_n(kjit::TensorView, int64_t) {}
+    """, {"fill_n": "y: float32[n] return, n: int64"})
+    kind, text = _message(lambda: m.fill_n(n=2**62))
+    assert kind is ValueError  # NumPy's own type, with its message kept
+    assert text.startswith("fill_n: returned tensor 'y' of shape (4611686018427387904,) and dtype float32 cannot be "
+                           "allocated: "), text
+    assert m.fill_n(n=3).shape == (3,)

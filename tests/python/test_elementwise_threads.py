@@ -304,3 +304,12 @@ def test_num_outputs_outside_the_range_is_a_spec_error():
     for n in (2**32 + 1, 65):
         with pytest.raises(kjit.SpecError, match=rf"^kjit.elementwise: num_outputs must be between 1 and 64, got {n}$"):
             kjit.elementwise("template <typename T> T f(T a) { return a; }", num_outputs=n)
+
+
+@pytest.mark.parametrize(("name", "shown"), [("../../escape", "../../escape"), ("a b", "a b"), ("1x", "1x"),
+                                             ("x\x00y", "x\\0y"), ("é", "é")])
+def test_an_entry_name_that_is_not_an_identifier_is_a_spec_error(name, shown):
+    with pytest.raises(kjit.SpecError) as err:
+        kjit.elementwise("template <typename T> T f(T a) { return a; }", name=name)
+    assert str(err.value) == (f"kjit.elementwise: name '{shown}' is not a C identifier (letters, digits and '_', not "
+                              "starting with a digit): it names the entry function of the code")
