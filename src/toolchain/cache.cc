@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,6 +165,16 @@ struct StepLog {
   std::string output;
 };
 
+/// Whether a failed compile ran out of disk: the compiler said so (ENOSPC's text,
+/// as glibc writes it in the C locale compilers run in), or the filesystem of
+/// `dir` has almost nothing left.
+bool disk_full(const fs::path& dir, const std::string& output) {
+  if (output.find("No space left on device") != std::string::npos) return true;
+  struct statvfs st {};
+  if (statvfs(dir.c_str(), &st) != 0) return false;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize < (uint64_t{64} << 10);
+}
+
 /// Runs the commands (at once), logs them; throws CompileError naming the step
 /// that failed.
 StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std::string>& steps,
@@ -196,6 +207,13 @@ StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<
     const ProcessResult& p = results[i];
     if (p.exit_code == 0) continue;
     std::string command = join_command(commands[i]);
+    if (disk_full(tmp, p.output)) {
+      throw CacheError("kjit: " + steps[i] + " module '" + r.name + "' failed: the disk of the cache directory '" +
+                       tmp.parent_path().string() +
+                       "' is full (No space left on device); free space there or set KJIT_CACHE_DIR to a "
+                       "directory on another disk. The compiler said:\n" +
+                       p.output);
+    }
     throw CompileError("kjit: " + steps[i] + " module '" + r.name + "' failed (exit status " +
                            std::to_string(p.exit_code) + "):\n" + p.output + "command: " + command,
                        command, p.output);

@@ -404,3 +404,56 @@ def test_a_relative_cache_root_is_resolved_once(tmp_path):
     path2 = re.search(r"^PATH2 (.*)$", proc.stdout, re.M).group(1)
     assert path2.startswith(str(tmp_path / "rel") + "/"), path2
     assert not (tmp_path / "elsewhere" / "rel").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs (root only: skipped where mount is refused)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill(disk, leave_kib):
+    """Fills `disk` up to `leave_kib` KiB free; returns the filler file."""
+    st = os.statvfs(disk)
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave_kib * 1024))
+    return filler
+
+
+@pytest.mark.parametrize("what", ["checked", "elementwise"])
+def test_a_full_disk_is_a_cache_error_and_the_next_call_recovers(small_disk, what):
+    """With a few KiB to a few hundred left, a build either fits or fails with a
+    CacheError saying the disk is full (kjit's own write of the source, or the
+    compiler's or linker's of its outputs: never "the code does not compile"); a
+    failed build leaves nothing that a later process loads, and once there is room
+    the next process builds and runs."""
+    cache_dir = small_disk / "cache"
+    if what == "checked":
+        code = loader("full_disk")
+    else:
+        code = """
+        import numpy as np, kjit
+        f = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+        print("VALUE", int(f(np.array([20]), 22)[0]))
+        """
+    failures = 0
+    for leave_kib in (8, 16, 32, 64, 128, 256):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        filler = fill(small_disk, leave_kib=leave_kib)
+        proc = run_python(code, cache_dir)
+        if proc.returncode != 0:
+            failures += 1
+            assert "No space left on device" in error_of(proc, "CacheError")
+        filler.unlink()
+        proc = run_python(code, cache_dir)
+        assert proc.returncode == 0, proc.stderr
+        assert re.search(r"^VALUE 42$", proc.stdout, re.M)
+    assert failures > 0
