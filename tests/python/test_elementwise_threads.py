@@ -313,3 +313,18 @@ def test_an_entry_name_that_is_not_an_identifier_is_a_spec_error(name, shown):
         kjit.elementwise("template <typename T> T f(T a) { return a; }", name=name)
     assert str(err.value) == (f"kjit.elementwise: name '{shown}' is not a C identifier (letters, digits and '_', not "
                               "starting with a digit): it names the entry function of the code")
+
+
+CONCURRENT = 'import threading, numpy as np, sys\nimport kjit\nm = kjit.load_inline("conc", cpp_sources="""\n#include <kjit/kernel.h>\nvoid axpy(const float* x, float* y, int64_t n, float a) { for (int64_t i = 0; i < n; ++i) y[i] += a * x[i]; }\nvoid twice(const kjit::TensorView x, kjit::TensorView y) { const float* p = x.data<float>(); float* q = y.data<float>(); for (int64_t i = 0; i < x.size(0); ++i) q[i] = 2 * p[i]; }\n""", functions={"axpy": "x: float32[n], y: float32[n] out, n: int64 symbol, a: float32 = 1.0",\n                "twice": "x: float32[n], y: float32[n] return"})\nadd = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")\nerrors = []\nstop = threading.Event()\ndef worker(k):\n    rng = np.random.default_rng(k)\n    try:\n        for i in range(60):\n            n = int(rng.choice([1, 100, 1 << 16, 1 << 18]))\n            x = rng.random(n, dtype=np.float32)\n            y = np.zeros(n, np.float32)\n            m.axpy(x, y, a=2.0)\n            assert np.array_equal(y, 2 * x)\n            assert np.array_equal(m.twice(x), 2 * x)\n            assert np.array_equal(add(x, x), x + x)\n            out = np.empty_like(x); add(x, 1.0, out=out); assert np.array_equal(out, x + 1)\n            if TORCH:\n                t = torch.from_numpy(x); assert torch.equal(add(t, t), t + t)\n    except Exception as e:\n        errors.append(repr(e))\ndef toggler():\n    i = 0\n    while not stop.is_set():\n        kjit.set_num_threads(i % 4); i += 1\nts = [threading.Thread(target=worker, args=(k,)) for k in range(8)]\ntg = threading.Thread(target=toggler)\ntg.start(); [t.start() for t in ts]; [t.join() for t in ts]; stop.set(); tg.join()\nkjit.set_num_threads(0)\nprint("errors", errors[:3], len(errors))\n'
+
+
+@pytest.mark.parametrize("with_torch", [False, True])
+def test_eight_threads_call_checked_kernels_and_elementwise_while_the_thread_count_changes(with_torch):
+    """Eight Python threads call checked kernels (out, returned, keyword default)
+    and elementwise functions (new outputs, out=, torch inputs) of every size while
+    another thread sets the thread count 0..3 in a loop; every value is checked."""
+    if with_torch:
+        pytest.importorskip("torch")
+    proc = run_script(("import torch\nTORCH = True\n" if with_torch else "TORCH = False\n") + CONCURRENT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "errors [] 0"
