@@ -457,3 +457,21 @@ def test_a_full_disk_is_a_cache_error_and_the_next_call_recovers(small_disk, wha
         assert proc.returncode == 0, proc.stderr
         assert re.search(r"^VALUE 42$", proc.stdout, re.M)
     assert failures > 0
+
+
+def test_a_cache_directory_removed_between_load_and_call(tmp_path):
+    """Loaded functions keep working; a kernel compiled after the removal and a new
+    module recreate the tree."""
+    proc = run_python("""
+        import shutil, numpy as np, kjit, os
+        m = kjit.load_inline("rmc", cpp_sources={source!r}, functions={functions!r})
+        f = kjit.elementwise("template <typename T> T add(T a, T b) {{ return a + b; }}")
+        assert f(np.ones(2), 1.0).tolist() == [2.0, 2.0]
+        shutil.rmtree(os.environ["KJIT_CACHE_DIR"])
+        assert m.twice(21) == 42
+        assert f(np.ones(2, np.float32), np.float32(1)).tolist() == [2.0, 2.0]  # a new kernel
+        other = kjit.load_inline("rmc_other", cpp_sources={source!r}, functions={functions!r})
+        print("VALUE", other.twice(4))
+    """.format(source=SOURCE, functions=FUNCTIONS), tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr
+    assert "VALUE 8" in proc.stdout
