@@ -444,3 +444,32 @@ def test_bad_platform(vadd_mod, platform):
 def test_register_rejects_non_modules():
     with pytest.raises(TypeError, match=r"^register\(\) takes a kjit.Module, got str$"):
         kjit.jax.register("tj_vadd")
+
+
+def test_targets_outlive_a_collected_module(tmp_path):
+    """XLA keeps calling a registered target after its Module was garbage
+    collected: the library stays loaded (run in a subprocess: a dlclose would crash)."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+    import gc, numpy as np, jax, kjit
+    src = '''
+    #include <kjit/kernel.h>
+    void vadd(const kjit::TensorView x, const kjit::TensorView y, kjit::TensorView z) {
+      for (int64_t i = 0; i < z.numel(); ++i) z.data<float>()[i] = x.data<float>()[i] + y.data<float>()[i];
+    }
+    '''
+    mod = kjit.load_inline("gc_jax", cpp_sources=src,
+                           functions={"vadd": "x: float32[n], y: float32[n], z: float32[n] out"}, jax=True)
+    kjit.jax.register(mod)
+    f = mod.jax.vadd
+    del mod
+    gc.collect()
+    x = np.arange(4, dtype=np.float32)
+    print(jax.jit(lambda a: jax.ffi.ffi_call("gc_jax.vadd", jax.ShapeDtypeStruct((4,), np.float32))(a, a))(x).tolist())
+    print(jax.jit(lambda a: f(a, a, np.zeros(4, np.float32)))(x).tolist())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["[0.0, 2.0, 4.0, 6.0]", "[0.0, 2.0, 4.0, 6.0]"]
