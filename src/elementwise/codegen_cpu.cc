@@ -43,16 +43,7 @@ std::string store_stmt(EwType t, const std::string& p, std::string v, const std:
 }
 
 bool uses_complex(const EwKernelTypes& t) {
-  for (EwType x : t.inputs) {
-    if (is_complex(x)) return true;
-  }
-  for (EwType x : t.outputs) {
-    if (is_complex(x)) return true;
-  }
-  for (EwType x : t.extra) {
-    if (is_complex(x)) return true;
-  }
-  return is_complex(t.compute);
+  return any_kernel_type(t, [](EwType x) { return is_complex(x); });
 }
 
 /// Writes the loop. Its names are reserved identifiers (`__kjit...`, `__d0`, ...)

@@ -4,6 +4,7 @@
 #ifndef KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_
 #define KJIT_SRC_ELEMENTWISE_CODEGEN_CPU_H_
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,18 @@ struct EwKernelTypes {
   /// "(int32, float32) -> float32, computing in float32" (+ " rounded to float16")
   std::string text() const;
 };
+
+/// Whether some type of a kernel (compute, an output, an input or an extra) satisfies `pred`.
+template <typename Pred>
+bool any_kernel_type(const EwKernelTypes& t, Pred pred) {
+  if (pred(t.compute)) return true;
+  for (const std::vector<EwType>* list : {&t.outputs, &t.inputs, &t.extra}) {
+    for (EwType x : *list) {
+      if (pred(x)) return true;
+    }
+  }
+  return false;
+}
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
 /// int64_t n, const void* extra)`, operands outputs first, strides in bytes, extra

@@ -67,19 +67,7 @@ void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const voi
   t_armed = outer;
 }
 
-bool needs_trap_guard(const EwKernelTypes& types) {
-  if (holds_integers(types.compute)) return true;
-  for (EwType t : types.outputs) {
-    if (holds_integers(t)) return true;
-  }
-  for (EwType t : types.inputs) {
-    if (holds_integers(t)) return true;
-  }
-  for (EwType t : types.extra) {
-    if (holds_integers(t)) return true;
-  }
-  return false;
-}
+bool needs_trap_guard(const EwKernelTypes& types) { return any_kernel_type(types, holds_integers); }
 
 }  // namespace ew
 }  // namespace kjit

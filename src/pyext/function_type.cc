@@ -517,16 +517,21 @@ PyObject* kjit_function_returned_shapes(PyObject* self, PyObject*) {
   return out;
 }
 
+/// A tvm-ffi object's handle (its __chandle__()); nullptr with an error set: the
+/// call's own, or a TypeError saying `wrong` for a null handle.
+void* chandle_of(PyObject* object, const char* wrong) {
+  PyObject* address = PyObject_CallMethod(object, "__chandle__", nullptr);
+  void* handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
+  Py_XDECREF(address);
+  if (handle == nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, wrong);
+  return handle;
+}
+
 /// The C++ model behind a kjit.CallModel object (its tvm-ffi handle); nullptr with
 /// an error set for anything else.
 const CallModel* model_of(PyObject* ref) {
-  PyObject* address = PyObject_CallMethod(ref, "__chandle__", nullptr);
-  void* handle = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
-  Py_XDECREF(address);
-  if (handle == nullptr) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kjit._call.Function: model must be a kjit.CallModel");
-    return nullptr;
-  }
+  void* handle = chandle_of(ref, "kjit._call.Function: model must be a kjit.CallModel");
+  if (handle == nullptr) return nullptr;
   auto* object = static_cast<TVMFFIObject*>(handle);
   if (object->type_index != kjit::CallModelObj::RuntimeTypeIndex()) {
     PyErr_SetString(PyExc_TypeError, "kjit._call.Function: model must be a kjit.CallModel");
@@ -557,13 +562,8 @@ PyObject* kjit_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   }
   const CallModel* model = model_of(model_ref);
   if (model == nullptr) return nullptr;
-  PyObject* address = PyObject_CallMethod(fast, "__chandle__", nullptr);
-  void* stub = address != nullptr ? PyLong_AsVoidPtr(address) : nullptr;
-  Py_XDECREF(address);
-  if (stub == nullptr) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kjit._call.Function: fast must be a tvm_ffi.Function");
-    return nullptr;
-  }
+  void* stub = chandle_of(fast, "kjit._call.Function: fast must be a tvm_ffi.Function");
+  if (stub == nullptr) return nullptr;
   const Py_ssize_t n = static_cast<Py_ssize_t>(model->callers().size());
   std::unique_ptr<PyObject*[]> defaults(new PyObject*[static_cast<size_t>(n)]());
   for (Py_ssize_t i = 0; i < n; ++i) {
