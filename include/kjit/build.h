@@ -116,6 +116,10 @@ struct BuildRequest {
   /// Object builds (object_only) linked into this one: each is found in the cache
   /// or compiled when this build compiles, and its key is part of this one's.
   std::vector<BuildRequest> objects;
+  /// Symbols the shared library must export: a build without them (flags that
+  /// hid them or made something other than a library) fails before it is
+  /// published. Not part of the cache key: they follow from the source.
+  std::vector<std::string> exports;
 };
 
 struct BuildResult {

@@ -141,6 +141,7 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
   req.cache_dir = options.build_directory;
   req.verbose = options.verbose;
+  req.exports = {"kjit_ew_kernel"};
   BuildResult built;
   try {
     built = build_shared_library(req);

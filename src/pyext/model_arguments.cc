@@ -192,6 +192,14 @@ bool ModelArguments::pack_tensor(const CallModel& model, size_t i, PyObject* x, 
     refused_ = true;
     return false;
   }
+  if (f == Framework::kTorch && !metadata && direct_ && Py_TYPE(x) == torch_tensor_type()) {
+    // A plain CPU tensor: one view, which also answers whether it carries lazy bits.
+    const DLPackExchangeAPI* api = torch_exchange_api(Py_TYPE(x));
+    if (api != nullptr && view_torch_cpu(api, x, &view(i).tensor) == ViewResult::kViewed) {
+      pack_view(i, x, f);
+      return true;
+    }
+  }
   if (f == Framework::kTorch && !metadata) {
     const int lazy = lazy_torch_bits(x);
     if (lazy < 0) return false;
@@ -220,13 +228,17 @@ bool ModelArguments::pack_tensor(const CallModel& model, size_t i, PyObject* x, 
     if (!view_tensor(x, f, &v.tensor, v.scratch, &held)) return false;
     if (held != nullptr) held_.push_back(held);
   }
+  pack_view(i, x, f);
+  return true;
+}
+
+void ModelArguments::pack_view(size_t i, PyObject* x, Framework f) {
   packed_[i].type_index = kTVMFFIDLTensorPtr;
-  packed_[i].v_ptr = &v.tensor;
+  packed_[i].v_ptr = &view(i).tensor;
   if (framework_ == Framework::kNone) {
     framework_ = f;
     first_tensor_ = x;
   }
-  return true;
 }
 
 bool ModelArguments::pack(const CallModel& model, PyObject* const* values, bool metadata) {

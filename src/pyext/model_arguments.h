@@ -62,6 +62,8 @@ class ModelArguments {
   bool pack_tensor(const CallModel& model, size_t i, PyObject* x, bool metadata);
   /// A direct view of `x` in `v` (false: none; nothing set).
   bool view_direct(PyObject* x, Framework f, bool written, View* v);
+  /// Argument `i` (`x`, of framework `f`) packed as its view, view(i).
+  void pack_view(size_t i, PyObject* x, Framework f);
   View& view(size_t k) { return (large_ ? large_.get() : small_)[k]; }
 
   static constexpr size_t kInline = 4;  // views on the stack for the usual few tensors

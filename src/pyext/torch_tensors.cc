@@ -37,57 +37,65 @@ bool call_predicate(PyObject* x, Predicate which) {
   return set != Py_False;
 }
 
-/// Whether weak reference `ref` refers to `x`, which the caller keeps alive.
-bool refers_to(PyObject* ref, PyObject* x) {
-#if PY_VERSION_HEX >= 0x030D0000
-  PyObject* object = nullptr;
-  if (PyWeakref_GetRef(ref, &object) < 0) {
-    PyErr_Clear();
-    return false;
-  }
-  Py_XDECREF(object);
-  return object == x;
-#else
-  return PyWeakref_GET_OBJECT(ref) == x;
-#endif
-}
-
 /// CPU torch tensors recently found without a conjugate or negative bit. Asking
 /// torch costs more than the rest of a 1-element call with three tensors (is_neg()
 /// is a Python method call through torch's argument parser), and loops pass the
-/// same tensors again and again. An entry is a weak reference, so a dead tensor's
-/// address, which a new tensor may reuse, never matches, and the data pointer the
-/// tensor was viewed with, so a tensor whose `.data` was replaced is asked again.
-/// A live tensor object's bits change only through torch's private
-/// _set_neg/_set_conj or a `.data` replaced by a view of the same data
-/// (docs/elementwise.md). Used with the GIL held.
+/// same tensors again and again. An entry holds the tensor's `__dict__`, never the
+/// tensor or a weak reference to it (torch.utils.swap_tensors refuses tensors with
+/// weak references, and a strong one would keep a dead tensor's memory): while the
+/// memo holds the dict no other object can have it, so a live tensor at the same
+/// address with the same dict is the same tensor. The data pointer the tensor was
+/// viewed with is kept too, so a tensor whose `.data` was replaced (or that was
+/// swapped, which swaps the dicts) is asked again. A live tensor object's bits
+/// change only through torch's private _set_neg/_set_conj or a `.data` replaced by
+/// a view of the same data (docs/elementwise.md). Used with the GIL held.
 class PlainTensorMemo {
  public:
-  bool contains(PyObject* x, const void* data) const {
-    for (const Entry& e : entries_) {
-      if (e.ref != nullptr && e.data == data && refers_to(e.ref, x)) return true;
+  bool contains(PyObject* x, const void* data) {
+    bool found = false;
+    for (Entry& e : entries_) {
+      if (e.dict != nullptr && Py_REFCNT(e.dict) == 1) e.clear();  // its tensor died: let its attributes go
+      if (!found && e.tensor == x && e.data == data) found = dict_of(x) == e.dict;
     }
-    return false;
+    return found;
   }
 
-  /// Replaces the oldest entry; a tensor without weak reference support is not kept.
+  /// Replaces the oldest entry; a tensor without a `__dict__` is not kept.
   void remember(PyObject* x, const void* data) {
-    PyObject* ref = PyWeakref_NewRef(x, nullptr);
-    if (ref == nullptr) {
+    PyObject* dict = PyObject_GenericGetDict(x, nullptr);  // created when the tensor has none yet
+    if (dict == nullptr) {
       PyErr_Clear();
       return;
     }
     Entry& e = entries_[next_];
     next_ = (next_ + 1) % kEntries;
-    Py_XSETREF(e.ref, ref);
+    e.clear();
+    e.tensor = x;
+    e.dict = dict;
     e.data = data;
   }
 
  private:
+  /// x's __dict__ as it is now (borrowed; nullptr when it has none): read from its
+  /// slot where the type has one (torch.Tensor does), which costs no call.
+  static PyObject* dict_of(PyObject* x) {
+    const Py_ssize_t offset = Py_TYPE(x)->tp_dictoffset;
+    if (offset > 0) return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(x) + offset);
+    PyObject* dict = PyObject_GenericGetDict(x, nullptr);
+    if (dict == nullptr) PyErr_Clear();
+    Py_XDECREF(dict);  // the object keeps it
+    return dict;
+  }
+
   static constexpr int kEntries = 8;  // the tensors of a few calls in a loop
   struct Entry {
-    PyObject* ref = nullptr;  ///< a weak reference (owned), or null
+    const PyObject* tensor = nullptr;  ///< compared, never dereferenced
+    PyObject* dict = nullptr;          ///< the tensor's __dict__ (owned), or null
     const void* data = nullptr;
+    void clear() {
+      Py_CLEAR(dict);
+      tensor = nullptr;
+    }
   };
   Entry entries_[kEntries];
   int next_ = 0;
@@ -194,22 +202,32 @@ PyObject* resolve_lazy_bits(PyObject* x) {
 
 bool bump_torch_versions(PyObject* const* tensors, size_t n) {
   static PyObject* increment = nullptr;
+  static PyObject* reused = nullptr;  // one list for every call: a new one per call made the GC run
+  static bool in_use = false;         // the call below may let another thread in
   if (increment == nullptr) {
     PyObject* torch_c = PyImport_ImportModule("torch._C");
     increment = torch_c != nullptr ? PyObject_GetAttrString(torch_c, "_increment_version") : nullptr;
     Py_XDECREF(torch_c);
     if (increment == nullptr) return false;
   }
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+  if (reused == nullptr && (reused = PyList_New(0)) == nullptr) return false;
+  PyObject* list = in_use ? PyList_New(0) : reused;
   if (list == nullptr) return false;
-  for (size_t i = 0; i < n; ++i) {
-    Py_INCREF(tensors[i]);
-    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), tensors[i]);
+  Py_INCREF(list);
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; ++i) ok = PyList_Append(list, tensors[i]) == 0;
+  PyObject* r = nullptr;
+  if (ok) {
+    const bool was_in_use = in_use;
+    in_use = true;
+    r = PyObject_CallOneArg(increment, list);
+    in_use = was_in_use;
   }
-  PyObject* r = PyObject_CallOneArg(increment, list);
-  Py_DECREF(list);
+  const bool cleared = PyList_SetSlice(list, 0, PY_SSIZE_T_MAX, nullptr) == 0;
+  ok = ok && r != nullptr && cleared;
   Py_XDECREF(r);
-  return r != nullptr;
+  Py_DECREF(list);
+  return ok;
 }
 
 TensorBridge torch_bridge(PyTypeObject* torch_tensor, const DLPackExchangeAPI* api) {

@@ -129,6 +129,10 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.verbose = options.verbose;
   request.force_rebuild = options.force_rebuild;
   if (source_options.xla_handlers) request.objects.push_back(xla_helpers_request(request, options.xla_include_dir));
+  for (const FunctionSpec& spec : specs) {
+    request.exports.push_back("__tvm_ffi_" + spec.name);
+    if (source_options.xla_handlers) request.exports.push_back(xla_handler_symbol(spec.name));
+  }
   add_cuda_build(source, options, &request);
   std::string key = build_key(request);
   if (!options.force_rebuild) {

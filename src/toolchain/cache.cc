@@ -23,6 +23,7 @@
 #include "kjit/errors.h"
 #include "kjit/version.h"
 #include "toolchain/cache_files.h"
+#include "toolchain/library_exports.h"
 #include "toolchain/pch.h"
 
 namespace kjit {
@@ -344,6 +345,21 @@ void require_library(const BuildRequest& r, const fs::path& library, const StepL
                      last.command, last.output);
 }
 
+/// A library that lacks a symbol the request needs is never published: every later
+/// load of the entry would fail.
+void require_exports(const BuildRequest& r, const fs::path& library, const StepLog& last) {
+  if (r.object_only || r.exports.empty()) return;
+  const std::vector<std::string> missing = build_detail::missing_exports(library.string(), r.exports);
+  if (missing.empty()) return;
+  std::string names;
+  for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
+  throw CompileError("kjit: the library built for module '" + r.name + "' does not export " + names +
+                         " (flags in extra_cflags or extra_ldflags that hide symbols, such as a version script, or "
+                         "that make something other than a shared library, such as -E or -c); nothing was cached" +
+                         "\ncommand: " + last.command,
+                     last.command, last.output);
+}
+
 /// Makes the finished build private and durable: files 0600 (the library 0700),
 /// the integrity record written, everything flushed before the publishing rename.
 void seal_build(const fs::path& tmp, const fs::path& library, const std::vector<fs::path>& dep_files,
@@ -418,6 +434,7 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
       last = run_steps(r, tmp, {"linking"}, {link_command(r, inputs, library)});
     }
     require_library(r, library, last);
+    require_exports(r, library, last);
     seal_build(tmp, library, dep_files, pch.headers);
   } catch (...) {
     std::error_code ec;

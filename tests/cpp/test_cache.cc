@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "elementwise/cuda_cache.h"
@@ -20,6 +21,7 @@
 #include "kjit/errors.h"
 #include "test_dirs.h"
 #include "toolchain/cache_files.h"
+#include "toolchain/library_exports.h"
 
 namespace kjit {
 namespace cache_detail {
@@ -303,6 +305,85 @@ TEST(ObjectBuilds, AreCachedCheckedAndLinkedIntoLibraries) {
   wrong.name = "k_lib3";
   wrong.objects[0].object_only = false;
   EXPECT_THROW(kjit::build_shared_library(wrong), kjit::InternalError);
+  fs::remove_all(dir);
+}
+
+// A library must export what its request names before it is cached: one that does
+// not (a hidden symbol, or flags that made something other than a library) fails
+// the build and leaves no entry behind.
+TEST(LibraryExports, AreCheckedBeforePublishing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = kjit_test::fresh_test_dir("kjit-library-exports");
+  kjit::BuildRequest lib;
+  lib.name = "k_exports";
+  lib.source =
+      "extern \"C\" __attribute__((visibility(\"default\"))) int k_shown() { return 1; }\n"
+      "extern \"C\" __attribute__((visibility(\"hidden\"))) int k_hidden() { return 2; }\n"
+      "static int k_local() { return 3; }\n"
+      "extern \"C\" __attribute__((visibility(\"default\"))) int k_uses() { return k_local() + k_hidden(); }\n";
+  lib.cache_dir = dir.string();
+  lib.exports = {"k_shown", "k_uses"};
+  const kjit::BuildResult built = kjit::build_shared_library(lib);
+  EXPECT_EQ(
+      kjit::build_detail::missing_exports(built.library_path, {"k_shown", "k_hidden", "k_local", "k_uses", "malloc"}),
+      (std::vector<std::string>{"k_hidden", "k_local", "malloc"}));
+
+  kjit::BuildRequest hiding = lib;
+  hiding.name = "k_exports_hidden";
+  hiding.exports = {"k_shown", "k_hidden"};
+  try {
+    kjit::build_shared_library(hiding);
+    ADD_FAILURE() << "a library without k_hidden was built";
+  } catch (const kjit::CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("the library built for module 'k_exports_hidden' does not export k_hidden "),
+              std::string::npos)
+        << e.what();
+  }
+  kjit::BuildRequest preprocessed = lib;
+  preprocessed.name = "k_exports_e";
+  preprocessed.extra_cflags = {"-E"};
+  try {
+    kjit::build_shared_library(preprocessed);
+    ADD_FAILURE() << "preprocessed text was published as a library";
+  } catch (const kjit::CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not export k_shown, k_uses ("), std::string::npos) << e.what();
+  }
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().parent_path().filename() == "locks") continue;  // a lock outlives its build
+    EXPECT_EQ(e.path().string().find("k_exports_"), std::string::npos) << "published or left behind: " << e.path();
+  }
+  fs::remove_all(dir);
+}
+
+// Every truncation and many flipped bytes of a real library: read without a crash
+// (the sanitizer suite runs this), and a truncated library defines nothing.
+TEST(LibraryExports, DamagedLibrariesAreReadSafely) {
+  namespace fs = std::filesystem;
+  const fs::path dir = kjit_test::fresh_test_dir("kjit-library-exports-damaged");
+  kjit::BuildRequest lib;
+  lib.name = "k_damaged";
+  lib.source = "extern \"C\" __attribute__((visibility(\"default\"))) int k_value() { return 1; }\n";
+  lib.cache_dir = dir.string();
+  std::ifstream in(kjit::build_shared_library(lib).library_path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const fs::path copy = dir / "copy.so";
+  auto write = [&](const std::string& b) { std::ofstream(copy, std::ios::binary | std::ios::trunc) << b; };
+  for (size_t size : {size_t{0}, size_t{4}, size_t{63}, size_t{64}, bytes.size() / 2, bytes.size() - 1}) {
+    write(bytes.substr(0, size));
+    EXPECT_EQ(kjit::build_detail::missing_exports(copy.string(), {"k_value"}).size(), 1u) << "truncated to " << size;
+  }
+  uint32_t state = 12345;
+  for (int i = 0; i < 2000; ++i) {
+    std::string flipped = bytes;
+    for (int k = 0; k < 4; ++k) {
+      state = state * 1103515245u + 12345u;
+      const size_t at = (state >> 8) % std::min<size_t>(flipped.size(), i % 2 ? flipped.size() : 4096);
+      flipped[at] = static_cast<char>(flipped[at] ^ static_cast<char>(1u << (state % 8)));
+    }
+    write(flipped);
+    (void)kjit::build_detail::missing_exports(copy.string(), {"k_value"});
+  }
+  EXPECT_EQ(kjit::build_detail::missing_exports((dir / "absent.so").string(), {"k_value"}).size(), 1u);
   fs::remove_all(dir);
 }
 

@@ -475,3 +475,20 @@ def test_a_cache_directory_removed_between_load_and_call(tmp_path):
     """.format(source=SOURCE, functions=FUNCTIONS), tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     assert "VALUE 8" in proc.stdout
+
+
+def test_a_library_that_hides_its_stubs_is_never_cached(tmp_path):
+    """Flags that hide the generated entry points (a version script) or make
+    something other than a library (-E) fail the build with the missing symbols
+    named, and leave no entry: a later load without them builds and works (before,
+    such a library was published and every load said 'a generated stub is missing')."""
+    script = tmp_path / "hide.map"
+    script.write_text("{ local: *; };\n")
+    for options in ({"extra_ldflags": [f"-Wl,--version-script={script}"]}, {"extra_cflags": ["-E"]}):
+        with pytest.raises(kjit.CompileError) as info:
+            kjit.load_inline("hidden_stubs", cpp_sources=SOURCE, functions=FUNCTIONS,
+                             build_directory=str(tmp_path / "cache"), **options)
+        assert "the library built for module 'hidden_stubs' does not export __tvm_ffi_" in str(info.value)
+    mod = kjit.load_inline("hidden_stubs", cpp_sources=SOURCE, functions=FUNCTIONS,
+                           build_directory=str(tmp_path / "cache"))
+    assert not mod.cache_hit

@@ -395,6 +395,40 @@ def test_a_tensor_whose_data_was_replaced_is_asked_again(add, is_neg_calls):
     assert id(x) in is_neg_calls
 
 
+def test_tensors_a_call_remembered_can_be_swapped_and_are_freed(add, is_neg_calls):
+    """The memo holds no weak reference (torch.utils.swap_tensors refuses tensors
+    with one) and never the tensor: a swapped tensor is asked again, and a dead
+    tensor's memory and attributes go as soon as it dies."""
+    import gc  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+    a, b = torch.ones(2), torch.full((2,), 5.0)
+    add(a, a)
+    assert weakref.getweakrefs(a) == []
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    negative = z.conj().imag
+    torch.utils.swap_tensors(a, negative)  # `a` now stands for [-2, 1]
+    assert a.is_neg()
+    is_neg_calls.clear()
+    assert torch.equal(add(a, a), torch.tensor([-4.0, 2.0]))
+    assert id(a) in is_neg_calls
+    torch.utils.swap_tensors(a, b)  # and back to plain data
+    assert torch.equal(add(a, a), torch.tensor([10.0, 10.0]))
+
+    class Attribute:
+        pass
+    big = torch.ones(1 << 20)
+    attribute = Attribute()
+    big.note = attribute
+    add(big, big)
+    note = weakref.ref(attribute)
+    del big, attribute
+    gc.collect()
+    add(b, b)  # the next call lets the dead tensor's entry go
+    assert note() is None
+
+
 def test_numpy_and_torch_mixed_give_the_first_inputs_framework(add):
     torch = pytest.importorskip("torch")
     t, a = torch.tensor([1.0, 2.0]), np.array([10.0, 20.0], np.float32)

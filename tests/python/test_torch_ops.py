@@ -335,6 +335,23 @@ def test_conjugate_and_negative_inputs_are_materialised(lazy):
     assert out.tolist() == [1.0, -2.0]
 
 
+def test_plain_tensors_are_asked_for_lazy_bits_once_and_swap_after(lazy, monkeypatch):
+    """A checked call asks a plain CPU tensor is_neg() once (one view answers the
+    rest), asks again after torch.utils.swap_tensors gave it a negative view's
+    contents, and leaves the tensor swappable (no weak reference)."""
+    asked = []
+    original = torch.Tensor.is_neg
+    monkeypatch.setattr(torch.Tensor, "is_neg", lambda self: asked.append(id(self)) or original(self))
+    x, out = torch.tensor([1.0, -2.0]), torch.zeros(2)
+    for _ in range(3):
+        lazy.copyf(x, out)
+    assert sorted(asked) == sorted([id(x), id(out)])
+    torch.utils.swap_tensors(x, torch._neg_view(torch.tensor([5.0, 6.0])))
+    asked.clear()
+    lazy.copyf(x, out)
+    assert id(x) in asked and id(out) not in asked and out.tolist() == [-5.0, -6.0]
+
+
 def test_a_written_conjugate_or_negative_view_is_refused(lazy):
     z = torch.zeros(2, dtype=torch.complex64)
     with pytest.raises(ValueError, match=r"^copyc: argument #1 'y' is a conjugate \(is_conj\(\)\) view of a torch "
