@@ -3,6 +3,9 @@
 Cases (--case):
   call         the 1-element kjit.elementwise call (NumPy and torch inputs, new
                output and out=), best time per call in us;
+  sweep        float32 add at 2^10, 2^12, ..., 2^24 elements, out= and a new
+               output, NumPy inputs, the machine's threads: best time per call in
+               us (the quiet size sweep's figures, for "unchanged within 5%");
   xla-compile  the cold compile of bench_jax.py's 2-function module without and
                with XLA FFI handlers (load_inline(jax=...), force_rebuild), median
                of 3 each in s, and their ratio.
@@ -62,6 +65,33 @@ for name, f in cases.items():
 print(json.dumps(best))
 """
 
+# --case sweep: float32 add over the size range, best of rounds, each round about
+# 20 ms of calls.
+SWEEP_CHILD = r"""
+import json, sys, time
+import numpy as np
+import kjit
+rounds = int(sys.argv[1])
+add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+best = {}
+for log2 in range(10, 25, 2):
+    n = 1 << log2
+    a, b, c = (np.random.default_rng(log2).random(n, dtype=np.float32) for _ in range(3))
+    for name, f in ((f"2^{log2} out", lambda: add(a, b, out=c)), (f"2^{log2} new", lambda: add(a, b))):
+        f()
+        t0 = time.perf_counter()
+        f()
+        calls = max(1, min(20000, int(0.02 / max(time.perf_counter() - t0, 1e-7))))
+        t = 1e9
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            t = min(t, (time.perf_counter() - t0) / calls)
+        best[name] = t * 1e6
+print(json.dumps(best))
+"""
+
 # --case xla-compile: bench_jax.py's module, compiled cold without and with XLA
 # handlers (alternating), after one compile that imports jax and warms the toolchain.
 XLA_COMPILE_CHILD = r"""
@@ -85,6 +115,7 @@ print(json.dumps({"without (s)": without, "with (s)": with_, "ratio": with_ / wi
 # and what it measures.
 CASES = {
     "call": (CALL_CHILD, ((100_000, 7), (2000, 2)), "1-element float32 add, best of {1} x {0} calls each, us per call"),
+    "sweep": (SWEEP_CHILD, ((7,), (1,)), "float32 add, NumPy inputs, best of {0} rounds of ~20 ms each, us per call"),
     "xla-compile": (XLA_COMPILE_CHILD, ((3,), (1,)),
                     "cold compile of a 2-function module without / with XLA handlers, median of {0} each"),
 }
@@ -145,14 +176,16 @@ def main() -> int:
         runs_b.append(run_child(child, env_b, child_args))
         print(f"  pair {p + 1}: " + ", ".join(f"{k} {runs_a[-1][k]:.3f} / {runs_b[-1][k]:.3f}" for k in runs_a[-1]),
               flush=True)
-    print(f"{'case':>12} | {'A median':>8} | {'B median':>8} | {'B - A median':>12} | 95% interval of B - A")
+    print(f"{'case':>12} | {'A median':>8} | {'B median':>8} | {'B / A':>6} | {'B - A median':>12} | "
+          "95% interval of B - A")
     for case in runs_a[0]:
         a = [r[case] for r in runs_a]
         b = [r[case] for r in runs_b]
         diffs = [y - x for x, y in zip(a, b)]
         ci = median_interval(diffs)
         ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "(too few pairs)"
-        print(f"{case:>12} | {statistics.median(a):8.3f} | {statistics.median(b):8.3f} | "
+        ratio = statistics.median(b) / statistics.median(a)
+        print(f"{case:>12} | {statistics.median(a):8.3f} | {statistics.median(b):8.3f} | {ratio:6.3f} | "
               f"{statistics.median(diffs):+12.3f} | {ci_text}")
     return 0
 

@@ -747,6 +747,7 @@ class Scanner {
       if (only_void) break;
       if (!looks_like_type(t_, s.begin, s.eq)) return false;
       fn.params.push_back(parse_param(t_, s.begin, s.eq));
+      fn.params.back().has_default = s.eq != s.end;
     }
 
     fn.name = t_[at].text;

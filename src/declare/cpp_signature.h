@@ -19,6 +19,7 @@ struct CppParam {
                           ///< const p") does NOT set it.
   int pointer_depth = 0;  ///< number of '*' (an array declarator "float x[]" / "float x[4]" counts as one)
   bool is_reference = false;  ///< '&' or '&&'
+  bool has_default = false;   ///< followed by '= default argument'
 };
 
 /// A declaration or definition of a free function.

@@ -441,8 +441,16 @@ void* CudaElementwiseKernel::function(EwCudaVariant variant, int vec, int cc) {
   void*& module = modules_[{ctx, static_cast<int>(variant)}];
   if (module == nullptr) {
     const std::string arch = nvrtc_arch_for(cc, nvrtc_supported_archs());
-    std::string& image = binaries_[{static_cast<int>(variant), arch}];
-    if (image.empty()) image = cached_elementwise_cuda(code_, entry_, types_, variant, arch, options_, "").binary;
+    const std::pair<int, std::string> key{static_cast<int>(variant), arch};
+    auto failed = failed_.find(key);
+    if (failed != failed_.end()) throw failed->second;  // a failing call does not recompile
+    std::string& image = binaries_[key];
+    try {
+      if (image.empty()) image = cached_elementwise_cuda(code_, entry_, types_, variant, arch, options_, "").binary;
+    } catch (const CompileError& e) {
+      failed_.emplace(key, e);
+      throw;
+    }
     check(d, d.module_load_data(&module, image.c_str()), "cuModuleLoadData");
   }
   void* fn = nullptr;

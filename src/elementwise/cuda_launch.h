@@ -13,6 +13,7 @@
 
 #include "elementwise/codegen_cuda.h"
 #include "elementwise/plan.h"
+#include "kjit/errors.h"
 
 namespace kjit {
 namespace ew {
@@ -147,6 +148,7 @@ class CudaElementwiseKernel {
   std::vector<std::string> options_;
   std::mutex mu_;
   std::map<std::pair<int, std::string>, std::string> binaries_;  ///< (variant, arch) -> image
+  std::map<std::pair<int, std::string>, CompileError> failed_;   ///< (variant, arch) -> why it did not compile
   std::map<std::pair<void*, int>, void*> modules_;               ///< (context, variant) -> CUmodule
   std::map<std::pair<void*, std::string>, void*> functions_;     ///< (context, kernel) -> CUfunction
 };

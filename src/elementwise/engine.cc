@@ -21,6 +21,62 @@
 #include "signature/validate.h"
 
 namespace kjit {
+namespace {
+
+/// How many arguments the entry function takes, read from its definitions: a
+/// call's inputs, then its extras, then (an entry returning void) its outputs by
+/// reference. Unknown (no check; the compiler decides) for a parameter pack, for
+/// overloads that disagree, or when no definition is found.
+struct EntryArity {
+  bool known = false;
+  size_t least = 0, most = 0;  // parameters without a default argument; all parameters
+  bool outputs_by_reference = false;
+  std::string params;  // "a, b": the parameters' names, for messages
+};
+
+EntryArity arity_of(const std::string& code, const std::string& entry) {
+  EntryArity arity;
+  bool first = true;
+  for (const CppFunction& f : find_cpp_functions(code, entry)) {
+    if (!f.is_definition) continue;
+    EntryArity a;
+    a.known = true;
+    a.outputs_by_reference = f.return_type == "void";
+    for (const CppParam& p : f.params) {
+      if (p.type.find("...") != std::string::npos || p.name.find("...") != std::string::npos) return {};
+      a.least += p.has_default ? 0 : 1;
+      a.most += 1;
+      a.params += (a.params.empty() ? "" : ", ") + (p.name.empty() ? p.type : p.name);
+    }
+    if (!first &&
+        (a.least != arity.least || a.most != arity.most || a.outputs_by_reference != arity.outputs_by_reference)) {
+      return {};  // overloads the compiler chooses between
+    }
+    arity = a;
+    first = false;
+  }
+  return arity;
+}
+
+std::string count_of(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
+/// Throws TypeError naming the counts when a call passes more or fewer arguments
+/// than the entry takes (before its kernel is compiled).
+void check_arity(const std::string& fn, const EntryArity& arity, size_t n_in, size_t n_extra, size_t n_out) {
+  if (!arity.known) return;
+  const size_t passed = n_in + n_extra + (arity.outputs_by_reference ? n_out : 0);
+  if (passed >= arity.least && passed <= arity.most) return;
+  const std::string takes = arity.least == arity.most
+                                ? count_of(arity.most, "argument")
+                                : std::to_string(arity.least) + " to " + std::to_string(arity.most) + " arguments";
+  std::string message = fn + ": the entry function " + fn + "(" + arity.params + ") takes " + takes +
+                        ": the call's inputs, then its extra arguments (keywords, in order)";
+  if (arity.outputs_by_reference) message += ", then its " + count_of(n_out, "output") + " by reference";
+  message += "; this call passes " + count_of(n_in, "input") + " and " + count_of(n_extra, "extra argument");
+  throw TypeError(message);
+}
+
+}  // namespace
 
 struct Elementwise::Impl {
   std::string code;
@@ -28,8 +84,10 @@ struct Elementwise::Impl {
   int num_outputs = 1;
   ElementwiseOptions options;
   EwCompute compute;                        // options.compute, raised to kFloat for an entry declared to return float
+  EntryArity arity;                         // what a call must pass, when the code says
   std::mutex mu;                            // guards the kernel maps
   std::map<std::string, KernelFn> kernels;  // by kernel types
+  std::map<std::string, CompileError> failed_compiles;  // by kernel types: a failing call does not recompile
   std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
   ew::PlanCache plans;
 
@@ -133,6 +191,8 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   std::lock_guard<std::mutex> lock(mu);  // one build per kernel at a time; the cache does the rest
   auto it = kernels.find(key);
   if (it != kernels.end()) return it->second;
+  auto failed = failed_compiles.find(key);
+  if (failed != failed_compiles.end()) throw failed->second;
   BuildRequest req;
   req.name = "kjit_ew_" + entry;
   req.source = emit_elementwise_cpu(code, entry, types);
@@ -146,9 +206,11 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   try {
     built = build_shared_library(req);
   } catch (const CompileError& e) {
-    throw CompileError("kjit.elementwise '" + entry + "' " + types.text() + ": the code does not compile:\n" + e.log() +
+    CompileError error("kjit.elementwise '" + entry + "' " + types.text() + ": the code does not compile:\n" + e.log() +
                            "(lines of 'code' are lines of the computation string)",
                        e.command(), e.log());
+    failed_compiles.emplace(key, error);
+    throw error;
   }
   void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr)
@@ -160,6 +222,8 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
 }
 
 std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_ptr<ew::CallPlan> plan) {
+  check_arity(entry, arity, plan->kernel_types.inputs.size(), plan->kernel_types.extra.size(),
+              plan->kernel_types.outputs.size());
   if (plan->loop.lane == ew::Lane::kCuda) {
     plan->cuda = cuda_kernel_for(plan->kernel_types);
   } else {
@@ -183,6 +247,7 @@ Elementwise::Elementwise(std::string code, const std::string& name, int num_outp
     throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
   impl_->entry = entry_of(code, name);
   impl_->compute = compute_rule(code, impl_->entry, options.compute);
+  impl_->arity = arity_of(code, impl_->entry);
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;
   impl_->options = std::move(options);

@@ -624,9 +624,53 @@ def test_extra_scalar_in_float32_for_float16(lin):
     np.testing.assert_array_equal(got, expected)
 
 
-def test_missing_extra_scalar_is_a_compile_error(axpy):
-    with pytest.raises(kjit.CompileError, match="no matching function for call to"):
+def test_missing_extra_scalar_is_a_type_error_naming_the_counts(axpy):
+    with pytest.raises(TypeError, match=r"^axpy: the entry function axpy\(x, y, alpha\) takes 3 arguments: the call's "
+                                        r"inputs, then its extra arguments \(keywords, in order\); this call passes "
+                                        r"2 inputs and 0 extra arguments$"):
         axpy(np.arange(3.0), np.ones(3))
+
+
+@pytest.mark.parametrize(("code", "call", "message"), [
+    # an axis= meant for a reduction is an extra argument the entry does not take
+    ("template <typename T> T add(T a, T b) { return a + b; }",
+     lambda f: f(np.ones((2, 3)), 1.0, axis=1), r"add\(a, b\) takes 2 arguments: .* 2 inputs and 1 extra argument$"),
+    ("template <typename T> T add(T a, T b) { return a + b; }",
+     lambda f: f(np.ones(2), 1, 2), r"takes 2 arguments: .* 3 inputs and 0 extra arguments$"),
+    ("template <typename T> void sc(T a, T s, T& o) { o = a * s; }",
+     lambda f: f(np.ones(2), 2.0, k=1),
+     r"sc\(a, s, o\) takes 3 arguments: the call's inputs, then its extra arguments \(keywords, in order\), then "
+     r"its 1 output by reference; this call passes 2 inputs and 1 extra argument$"),
+    ("template <typename T> T f(T a, T b = T(1), T c = T(2)) { return a + b + c; }",
+     lambda f: f(np.ones(2), 1.0, 2.0, 3.0), r"f\(a, b, c\) takes 1 to 3 arguments: .* 4 inputs and 0 extra"),
+])
+def test_a_call_with_the_wrong_number_of_arguments_is_refused_before_any_compile(code, call, message, tmp_path):
+    f = kjit.elementwise(code, build_directory=str(tmp_path))
+    with pytest.raises(TypeError, match=message):
+        call(f)
+    assert not any(tmp_path.rglob("*.so")), "a kernel was compiled"
+
+
+def test_defaults_packs_and_overloads_take_what_the_compiler_takes():
+    dflt = kjit.elementwise("template <typename T> T f(T a, T b = T(1)) { return a + b; }")
+    np.testing.assert_array_equal(dflt(np.ones(2)), [2.0, 2.0])
+    np.testing.assert_array_equal(dflt(np.ones(2), 2.0), [3.0, 3.0])
+    pack = kjit.elementwise("template <typename... A> double s(A... a) { return (0.0 + ... + double(a)); }")
+    np.testing.assert_array_equal(pack(np.ones(2), 2.0, 3.0), [6.0, 6.0])
+    over = kjit.elementwise("double g(double a) { return a; }\ndouble g(double a, double b) { return a * b; }")
+    np.testing.assert_array_equal(over(np.full(2, 3.0), 2.0), [6.0, 6.0])
+
+
+def test_a_kernel_that_does_not_compile_is_not_compiled_again(tmp_path, capfd):
+    bad = kjit.elementwise("template <typename T> T g(T a) { return a +; }", build_directory=str(tmp_path),
+                           verbose=True)
+    errors = []
+    for _ in range(3):
+        with pytest.raises(kjit.CompileError) as info:
+            bad(np.ones(2))
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] == errors[2] and "code:1:" in errors[0]
+    assert capfd.readouterr().err.count("compiling") == 1
 
 
 def test_extra_float_scalar_converted_to_integer_compute_type(axpy):
