@@ -69,6 +69,13 @@ def test_ab_trees_call_smoke(tmp_path):
         assert f"{case} |" in out, out
 
 
+def test_ab_trees_sweep_smoke(tmp_path):
+    out = _run("ab_trees.py", "--smoke", "--case", "sweep", tmp_path=tmp_path)
+    assert "best of 1 rounds" in out, out
+    for case in ("2^10 out", "2^24 new"):
+        assert f"{case} |" in out, out
+
+
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax (scripts/run installs it)")
 def test_ab_trees_xla_compile_smoke(tmp_path):
     out = _run("ab_trees.py", "--smoke", "--case", "xla-compile", tmp_path=tmp_path)
