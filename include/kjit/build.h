@@ -2,6 +2,7 @@
 #ifndef KJIT_BUILD_H_
 #define KJIT_BUILD_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,49 @@ BuildResult build_shared_library(const BuildRequest& request, const std::string&
 /// Drops a published build (used when a cached library passes its checks but
 /// fails to load).
 void evict(const BuildResult& result);
+
+/// One entry of a cache directory, as `kjit cache list` shows it.
+struct CacheEntry {
+  std::string path;       ///< its directory (a build) or file (an NVRTC image)
+  std::string name;       ///< the module's or kernel's name as a file stem ("mymod", "kjit_ew_add")
+  std::string kind;       ///< "module", "elementwise kernel", "object" or "CUDA image"
+  uint64_t bytes = 0;     ///< every file of it
+  int64_t last_used = 0;  ///< seconds since the epoch: its last load from the cache, else its build
+  std::string made_by;    ///< "kjit 0.1.0, tvm-ffi 0.1.4, <compiler>" ("" when an older kjit built it)
+};
+
+/// The entries of the cache at `dir` ("" for the default), most recently used
+/// first; nothing for a directory that does not exist. Throws CacheError for a
+/// directory that is not ours.
+std::vector<CacheEntry> list_cache(const std::string& dir);
+
+struct PruneOptions {
+  int64_t older_than_seconds = -1;  ///< remove entries not used for longer (-1: no age limit)
+  int64_t max_bytes = -1;           ///< then the least recently used until the rest fits (-1: no size limit)
+  bool all = false;                 ///< remove every entry
+  bool dry_run = false;             ///< report what would go, remove nothing
+  std::string keep;                 ///< an entry's path never removed (the build just published)
+};
+
+struct PruneResult {
+  std::vector<CacheEntry> removed;
+  std::vector<CacheEntry> busy;  ///< chosen, but a build of it held its lock
+  uint64_t freed_bytes = 0;
+  int lock_files_removed = 0;  ///< of entries no longer there
+};
+
+/// Removes cache entries as `options` say (an entry whose build lock another
+/// process holds is left and reported busy), then the lock files of entries that
+/// are gone. Throws CacheError for a directory that is not ours.
+PruneResult prune_cache(const std::string& dir, const PruneOptions& options);
+
+/// KJIT_CACHE_MAX_SIZE in bytes ("500M", "2G", "1073741824"; K, M, G, T are powers
+/// of 1024), or -1 when unset; a value that is not a size is ignored with one
+/// warning on stderr.
+int64_t cache_max_size_from_env();
+
+/// Parses a size as KJIT_CACHE_MAX_SIZE takes it; -1 when `text` is not one.
+int64_t parse_byte_size(const std::string& text);
 
 }  // namespace kjit
 

@@ -1,14 +1,33 @@
-"""The ``kjit`` command line: ``kjit stub --name NAME "<signature>"`` and friends."""
+"""The ``kjit`` command line (docs/cli.md).
+
+Exit codes: 0 success; 1 the work failed (a compile error, a cache that cannot be
+read or written, a tool that is missing); 2 a usage error (an unknown option, a
+bad value, a missing file, a signature kjit refuses). No traceback for either:
+one ``kjit: error: ...`` line (and the compiler's log for a compile error).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
+import os
 import sys
+import time
+
+USAGE_ERROR = 2
+FAILURE = 1
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="kjit", description="kjit: checked kernels on the TVM-FFI ABI")
-    sub = parser.add_subparsers(dest="command", required=True)
+class _UsageError(Exception):
+    """A user mistake the command line reports with exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kjit", description="kjit: checked kernels on the TVM-FFI ABI",
+                                     epilog="exit codes: 0 success, 1 failure, 2 usage error (docs/cli.md)")
+    parser.add_argument("--version", action="store_true", help="print kjit's version (and tvm-ffi's) and exit")
+    sub = parser.add_subparsers(dest="command")
     stub = sub.add_parser("stub", help="print the generated host stub for a signature")
     stub.add_argument("--name", required=True, help="the kernel function's name")
     stub.add_argument("--prelude", action="store_true", help="also print the helpers every stub uses")
@@ -24,34 +43,86 @@ def main(argv=None) -> int:
                          "none: read // @kjit annotations")
     stubgen.add_argument("-o", "--output", help="the .pyi to write (default: print it)")
     stubgen.add_argument("sources", nargs="+", help="C++ source files")
+    _cache_parser(sub)
+    sub.add_parser("doctor", help="what kjit finds on this machine: compilers, CUDA, tvm-ffi, torch, jax")
+    return parser
+
+
+def _cache_parser(sub) -> None:
+    cache = sub.add_parser("cache", help="list, inspect and prune the build cache")
+    cache.add_argument("--dir", default=None,
+                       help="the cache directory (default: KJIT_CACHE_DIR, else ~/.cache/kjit)")
+    actions = cache.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="every entry: last use, size, kind, name, what made it")
+    actions.add_parser("info", help="where the cache is, its size and its size cap")
+    actions.add_parser("clear", help="remove every entry (entries being built are left)")
+    prune = actions.add_parser("prune", help="remove entries by age and/or until the cache fits a size")
+    prune.add_argument("--older-than", type=float, metavar="DAYS", help="entries not used for more than DAYS")
+    prune.add_argument("--max-size", metavar="SIZE",
+                       help="then the least recently used until the rest fits (500M, 2G, or bytes)")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+
+
+def main(argv=None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.version:
+        return _version()
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        print("kjit: error: name a command (kjit --help lists them)", file=sys.stderr)
+        return USAGE_ERROR
 
     import kjit  # imported late so --help works even if the library is broken
 
     try:
-        if args.command == "stub":
-            if args.prelude:
-                print(kjit._lib.api.emit_stub_prelude())
-            print(kjit._lib.api.emit_stub(args.name, args.signature), end="")
-        elif args.command == "check":
-            print(kjit.parse_signature(args.signature, name=args.name))
-        elif args.command == "stubgen":
-            text = _stubgen(kjit, args)
-            if args.output is None:
-                print(text, end="")
-        elif args.command == "cache-dir":
-            print(kjit._lib.api.default_cache_dir())
+        return _run(kjit, args) or 0
+    except _UsageError as err:
+        print(f"kjit: error: {err}", file=sys.stderr)
+        return USAGE_ERROR
     except kjit.SpecError as err:
         print(f"kjit: error: {err}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
+    except (kjit.CompileError, kjit.ToolchainError, kjit.CacheError, OSError) as err:
+        print(f"kjit: error: {err}", file=sys.stderr)
+        return FAILURE
+
+
+def _run(kjit, args) -> int:
+    if args.command == "stub":
+        if args.prelude:
+            print(kjit._lib.api.emit_stub_prelude())
+        print(kjit._lib.api.emit_stub(args.name, args.signature), end="")
+    elif args.command == "check":
+        print(kjit.parse_signature(args.signature, name=args.name))
+    elif args.command == "stubgen":
+        text = _stubgen(kjit, args)
+        if args.output is None:
+            print(text, end="")
+    elif args.command == "cache-dir":
+        print(kjit._lib.api.default_cache_dir())
+    elif args.command == "cache":
+        return _cache(kjit, args)
+    elif args.command == "doctor":
+        return _doctor(kjit)
+    return 0
+
+
+def _version() -> int:
+    import kjit  # noqa: PLC0415
+
+    print(f"kjit {kjit.__version__} (tvm-ffi {_distribution_version('apache-tvm-ffi') or 'unknown'})")
     return 0
 
 
 def _stubgen(kjit, args) -> str:
     sources = []
     for path in args.sources:
-        with open(path, encoding="utf-8") as f:
-            sources.append(f.read())
+        try:
+            with open(path, encoding="utf-8") as f:
+                sources.append(f.read())
+        except OSError as err:
+            raise _UsageError(f"cannot read the source file {path!r}: {err.strerror}") from None
     functions = None
     if args.function:
         if all("=" not in f for f in args.function):
@@ -62,9 +133,128 @@ def _stubgen(kjit, args) -> str:
                 name, _, sig = f.partition("=")
                 functions[name] = sig if sig else None
             if any(sig is None for sig in functions.values()):
-                raise kjit.SpecError("kjit stubgen: give every -f a signature (FN=SIGNATURE) or none of them")
+                raise _UsageError("kjit stubgen: give every -f a signature (FN=SIGNATURE) or none of them")
     mod = kjit.load_inline(args.name, cpp_sources=sources, functions=functions)
     return mod.stub(args.output)
+
+
+# --- kjit cache ---
+
+def _size_text(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _age_text(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{max(seconds, 0) / 60:.0f} min ago"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def _cache_dir(kjit, args) -> str:
+    return args.dir if args.dir is not None else kjit._lib.api.default_cache_dir()
+
+
+def _cache(kjit, args) -> int:
+    import tvm_ffi  # noqa: PLC0415
+
+    directory = _cache_dir(kjit, args)
+    entries = [dict(e) for e in tvm_ffi.get_global_func("kjit.cache_list")(directory)]
+    if args.action == "list":
+        now = time.time()
+        for e in entries:
+            made = f"  ({e['made_by']})" if e["made_by"] else ""
+            print(f"{_age_text(now - e['last_used']):>13}  {_size_text(e['bytes']):>10}  {e['kind']:<18}  "
+                  f"{e['name']}{made}\n{'':>15}{e['path']}")
+        print(f"{len(entries)} entries, {_size_text(sum(e['bytes'] for e in entries))} in {directory}")
+    elif args.action == "info":
+        cap = os.environ.get("KJIT_CACHE_MAX_SIZE")
+        print(f"directory:  {directory}")
+        print(f"entries:    {len(entries)} ({_size_text(sum(e['bytes'] for e in entries))})")
+        for kind in sorted({e["kind"] for e in entries}):
+            chosen = [e for e in entries if e["kind"] == kind]
+            print(f"  {kind + ':':<20}{len(chosen)} ({_size_text(sum(e['bytes'] for e in chosen))})")
+        print(f"size cap:   {cap + ' (KJIT_CACHE_MAX_SIZE)' if cap else 'none (set KJIT_CACHE_MAX_SIZE, e.g. 2G)'}")
+    else:
+        return _prune(directory, args, tvm_ffi)
+    return 0
+
+
+def _prune(directory: str, args, tvm_ffi) -> int:
+    older = max_bytes = -1
+    every = args.action == "clear"
+    dry_run = getattr(args, "dry_run", False)
+    if args.action == "prune":
+        if args.older_than is None and args.max_size is None:
+            raise _UsageError("kjit cache prune: give --older-than DAYS, --max-size SIZE or both "
+                              "(kjit cache clear removes every entry)")
+        if args.older_than is not None:
+            if not args.older_than >= 0 or args.older_than > 1e6:
+                raise _UsageError(f"--older-than: expected a number of days >= 0, got {args.older_than}")
+            older = int(args.older_than * 86400)
+        if args.max_size is not None:
+            max_bytes = tvm_ffi.get_global_func("kjit.parse_byte_size")(args.max_size)
+            if max_bytes < 0:
+                raise _UsageError(f"--max-size: expected a size such as 500M, 2G or a number of bytes, "
+                                  f"got {args.max_size!r}")
+    result = tvm_ffi.get_global_func("kjit.cache_prune")(directory, older, max_bytes, every, dry_run)
+    removed, busy = list(result["removed"]), list(result["busy"])
+    verb = "would remove" if dry_run else "removed"
+    for e in removed:
+        print(f"{verb} {e['kind']} {e['name']} ({_size_text(e['bytes'])}): {e['path']}")
+    for e in busy:
+        print(f"left {e['kind']} {e['name']}: another process is building it")
+    print(f"{verb} {len(removed)} entries ({_size_text(result['freed_bytes'])}) from {directory}"
+          + (f"; {len(busy)} busy" if busy else "")
+          + (f"; {result['lock_files_removed']} stale lock files" if result["lock_files_removed"] else ""))
+    return 0
+
+
+# --- kjit doctor ---
+
+def _distribution_version(name: str):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _package_line(module: str, distribution: str, enables: str) -> str:
+    spec = importlib.util.find_spec(module)  # found, not imported: jax and torch take seconds to import
+    if spec is None:
+        return f"  {module:<12} not installed: {enables} unavailable (pip install {distribution})"
+    where = os.path.dirname(spec.origin) if spec.origin else "?"
+    return f"  {module:<12} {_distribution_version(distribution) or '?'} at {where}: {enables}"
+
+
+def _doctor(kjit) -> int:
+    import tvm_ffi  # noqa: PLC0415
+
+    report = {k: dict(v) for k, v in tvm_ffi.get_global_func("kjit.toolchain_report")().items()}
+    enables = {
+        "cxx": ("C++ compiler", "load_inline, kjit.elementwise on CPU (CXX picks one)"),
+        "nvcc": ("nvcc", "cuda_sources= in load_inline"),
+        "nvrtc": ("NVRTC", "kjit.elementwise on CUDA tensors"),
+        "cuda_driver": ("CUDA driver", "running CUDA kernels (a GPU)"),
+        "cache_dir": ("cache", "where builds are kept (KJIT_CACHE_DIR)"),
+    }
+    print(f"kjit {kjit.__version__} at {os.path.dirname(kjit.__file__)}")
+    for key, (label, what) in enables.items():
+        r = report[key]
+        detail = str(r["detail"]).strip().splitlines()[0] if str(r["detail"]).strip() else ""
+        state = "ok" if r["found"] else "MISSING"
+        print(f"  {label:<12} {state}: {detail}" + ("" if r["found"] else f" -> {what} unavailable")
+              + (f" -> {what}" if r["found"] else ""))
+    print(_package_line("tvm_ffi", "apache-tvm-ffi", "the ABI every kjit function is called through"))
+    print(_package_line("torch", "torch", "torch tensors, kjit.torch ops"))
+    print(_package_line("jax", "jax", "kjit.jax callables and XLA targets"))
+    print(_package_line("numpy", "numpy", "NumPy arrays"))
+    return 0 if report["cxx"]["found"] else FAILURE
 
 
 if __name__ == "__main__":

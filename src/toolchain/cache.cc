@@ -248,6 +248,36 @@ EntryPaths entry_paths(const fs::path& root, const BuildRequest& r, const std::s
   return p;
 }
 
+/// What made a build, for `kjit cache list`: one line in the entry's `origin` file
+/// (informational: the key already holds these, hashed).
+std::string origin_of(const BuildRequest& r) {
+  std::string text = "kjit " KJIT_VERSION ", tvm-ffi " + std::to_string(TVM_FFI_VERSION_MAJOR) + "." +
+                     std::to_string(TVM_FFI_VERSION_MINOR) + "." + std::to_string(TVM_FFI_VERSION_PATCH) + ", " +
+                     find_toolchain().identity;
+  if (!r.cuda_source.empty()) text += ", nvcc " + find_cuda_toolchain().version;
+  for (char& c : text) c = c == '\n' ? ' ' : c;
+  return text + "\n";
+}
+
+/// A cache hit marks the entry used now (its directory's times), for `kjit cache
+/// prune --older-than` and the size cap; a cache others share read-only stays as it is.
+void mark_used(const EntryPaths& p) { utimensat(AT_FDCWD, p.dir.c_str(), nullptr, 0); }
+
+/// With KJIT_CACHE_MAX_SIZE: the least recently used entries go until the cache
+/// fits, never the one just published.
+void apply_size_cap(const BuildRequest& r, const EntryPaths& p) {
+  const int64_t cap = cache_max_size_from_env();
+  if (cap < 0) return;
+  PruneOptions o;
+  o.max_bytes = cap;
+  o.keep = p.dir.string();
+  const PruneResult pruned = prune_cache(p.root.string(), o);
+  if (r.verbose && !pruned.removed.empty()) {
+    std::fprintf(stderr, "[kjit] KJIT_CACHE_MAX_SIZE: removed %zu least recently used entries (%llu bytes)\n",
+                 pruned.removed.size(), static_cast<unsigned long long>(pruned.freed_bytes));
+  }
+}
+
 BuildResult published(const EntryPaths& p, const std::string& key, bool hit) {
   BuildResult out;
   out.library_path = p.library.string();
@@ -435,6 +465,7 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
     }
     require_library(r, library, last);
     require_exports(r, library, last);
+    cd::write_private_file(tmp / "origin", origin_of(r));
     seal_build(tmp, library, dep_files, pch.headers);
   } catch (...) {
     std::error_code ec;
@@ -507,6 +538,7 @@ BuildResult build_shared_library(const BuildRequest& r, const std::string& key) 
   EntryPaths p = entry_paths(cd::private_cache_root(cache_root(r)), r, key);
   if (!r.force_rebuild && check_entry(p).state == EntryState::kValid) {
     if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': cache hit %s\n", r.name.c_str(), p.library.c_str());
+    mark_used(p);
     return published(p, key, true);
   }
   cd::remove_stale_builds(p.root);  // before our own lock, so our own killed build's leftovers go too
@@ -520,6 +552,7 @@ BuildResult build_shared_library(const BuildRequest& r, const std::string& key) 
   fs::path tmp = compile_private(r, p);
   publish_entry(r, tmp, p);
   if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': published %s\n", r.name.c_str(), p.library.c_str());
+  apply_size_cap(r, p);
   return published(p, key, false);
 }
 

@@ -175,20 +175,6 @@ std::string build_dir_entry(const std::string& name) {
   return s;
 }
 
-/// Removes the build directory `dir` of `entry` if no process holds that entry's
-/// build lock (so no build owns it); the lock is held while removing.
-bool remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir) {
-  fs::path lock = root / "locks" / (entry + ".lock");
-  int fd = open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno != ENOENT) return false;
-  Fd guard(fd);  // no lock file: no build of this entry ever ran under this kjit
-  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) return false;
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (fd >= 0) flock(fd, LOCK_UN);
-  return !ec;
-}
-
 bool older_than(const struct stat& st, int64_t seconds) { return std::time(nullptr) - st.st_mtime > seconds; }
 
 /// Leftover temporary NVRTC images (`*.tmp-XXXXXX`) of killed processes.
@@ -206,6 +192,20 @@ int remove_stale_images(const fs::path& dir) {
 }
 
 }  // namespace
+
+/// Removes the build directory `dir` of `entry` if no process holds that entry's
+/// build lock (so no build owns it); the lock is held while removing.
+bool remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir) {
+  fs::path lock = root / "locks" / (entry + ".lock");
+  int fd = open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno != ENOENT) return false;
+  Fd guard(fd);  // no lock file: no build of this entry ever ran under this kjit
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) return false;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (fd >= 0) flock(fd, LOCK_UN);
+  return !ec;
+}
 
 std::string file_stem(const std::string& name) {
   bool plain = !name.empty() && name.size() <= kMaxStem;

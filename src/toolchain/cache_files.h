@@ -92,6 +92,11 @@ std::string seal(const std::string& bytes);
 /// The bytes of a sealed file; false if the header or the checksum does not match.
 bool unseal(const std::string& file, std::string* bytes);
 
+/// Removes `dir` (an entry `entry` of the cache at `root`, or its build directory)
+/// unless a process holds that entry's build lock; the lock is held while removing.
+/// False when it is busy or could not be removed.
+bool remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir);
+
 /// Removes build directories (`.tmp-*`) in `root` left by killed builds: only ours,
 /// and only those whose build lock is free (or, without a lock, older than a day).
 /// Returns how many it removed.

@@ -1,0 +1,145 @@
+"""The kjit command line (docs/cli.md): --version, doctor, cache list/info/prune/clear,
+exit codes (0 success, 1 failure, 2 usage error) and no traceback for a user mistake."""
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kjit
+
+SOURCE = "#include <kjit/kernel.h>\nint64_t twice(int64_t x) { return 2 * x; }\n"
+FUNCTIONS = {"twice": "x: int64"}
+
+
+# The commands never need torch, whose import (through tvm_ffi) takes seconds per process;
+# doctor runs as `python -m kjit` itself.
+NO_TORCH_MAIN = 'import sys; sys.modules["torch"] = None; from kjit.cli import main; sys.exit(main(sys.argv[1:]))'
+
+
+def cli(*args, env=None, as_module=False):
+    argv = [sys.executable, "-m", "kjit"] if as_module else [sys.executable, "-c", NO_TORCH_MAIN]
+    proc = subprocess.run([*argv, *map(str, args)], capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})), timeout=600)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def build(name, cache, source=SOURCE):
+    return kjit.load_inline(name, cpp_sources=source, functions=FUNCTIONS, build_directory=str(cache))
+
+
+def entry_dirs(cache):
+    return sorted(p.name for p in cache.iterdir() if p.is_dir() and p.name != "locks" and not p.name.startswith("."))
+
+
+def test_version_and_usage_errors():
+    proc = cli("--version", as_module=True)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"kjit {kjit.__version__} (tvm-ffi "), proc.stdout
+    proc = cli()
+    assert proc.returncode == 2 and "kjit: error: name a command (kjit --help lists them)" in proc.stderr
+    proc = cli("cache", "prune")
+    assert proc.returncode == 2
+    assert "kjit: error: kjit cache prune: give --older-than DAYS, --max-size SIZE or both" in proc.stderr
+    proc = cli("cache", "prune", "--max-size", "2Q")
+    assert proc.returncode == 2
+    assert "kjit: error: --max-size: expected a size such as 500M, 2G or a number of bytes, got '2Q'" in proc.stderr
+    proc = cli("cache", "prune", "--older-than", "-1")
+    assert proc.returncode == 2 and "--older-than: expected a number of days >= 0, got -1.0" in proc.stderr
+    proc = cli("cache", "--help")
+    assert proc.returncode == 0 and "list" in proc.stdout and "prune" in proc.stdout
+
+
+def test_stubgen_reports_a_missing_file_and_a_compile_error_without_a_traceback(tmp_path):
+    proc = cli("stubgen", "--name", "x", tmp_path / "missing.cc")
+    assert proc.returncode == 2
+    assert f"kjit: error: cannot read the source file '{tmp_path / 'missing.cc'}': No such file or directory" \
+        in proc.stderr
+    bad = tmp_path / "bad.cc"
+    bad.write_text("#include <kjit/kernel.h>\nint64_t twice(int64_t x) { return 2 * ; }\n")
+    proc = cli("stubgen", "--name", "bad_cli", "-f", "twice=x: int64", bad,
+               env={"KJIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 1 and proc.stderr.startswith("kjit: error: "), proc.stderr
+
+
+def test_doctor_names_each_tool_and_what_it_enables():
+    proc = cli("doctor", as_module=True)
+    assert proc.returncode == 0, proc.stderr
+    for line in ("C++ compiler ok: ", "NVRTC", "CUDA driver", "tvm_ffi", "torch", "jax", "numpy"):
+        assert line in proc.stdout, proc.stdout
+
+
+def test_cache_list_shows_entries_with_what_made_them(tmp_path):
+    cache = tmp_path / "cache"
+    build("cli_one", cache)
+    build("cli_two", cache, SOURCE.replace("2 *", "3 *"))
+    proc = cli("cache", "--dir", cache, "list")
+    assert proc.returncode == 0, proc.stderr
+    assert "cli_one" in proc.stdout and "cli_two" in proc.stdout
+    assert f"(kjit {kjit.__version__}, tvm-ffi " in proc.stdout
+    assert "2 entries, " in proc.stdout and str(cache) in proc.stdout
+    info = cli("cache", "--dir", cache, "info")
+    assert "entries:    2 (" in info.stdout and "module:" in info.stdout
+    empty = cli("cache", "--dir", tmp_path / "none", "list")
+    assert empty.returncode == 0 and "0 entries" in empty.stdout
+    assert not (tmp_path / "none").exists()  # listing creates nothing
+
+
+def test_prune_by_age_and_size_under_each_entrys_lock(tmp_path):
+    cache = tmp_path / "cache"
+    old, new = build("cli_old", cache), build("cli_new", cache, SOURCE.replace("2 *", "3 *"))
+    old_dir, new_dir = os.path.dirname(old.path), os.path.dirname(new.path)
+    long_ago = time.time() - 10 * 86400
+    os.utime(old_dir, (long_ago, long_ago))
+    dry = cli("cache", "--dir", cache, "prune", "--older-than", "5", "--dry-run")
+    assert dry.returncode == 0 and "would remove module cli_old" in dry.stdout and os.path.isdir(old_dir)
+    with open(os.path.join(cache, "locks", os.path.basename(old_dir) + ".lock")) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a build of it is running: it stays
+        busy = cli("cache", "--dir", cache, "prune", "--older-than", "5")
+        assert "left module cli_old: another process is building it" in busy.stdout and os.path.isdir(old_dir)
+    proc = cli("cache", "--dir", cache, "prune", "--older-than", "5")
+    assert proc.returncode == 0 and "removed module cli_old" in proc.stdout
+    assert not os.path.exists(old_dir) and os.path.isdir(new_dir)
+    assert sorted(os.listdir(cache / "locks")) == [os.path.basename(new_dir) + ".lock"]  # no lock file left behind
+    # A cache hit marks the entry used: an old mtime becomes now.
+    os.utime(new_dir, (long_ago, long_ago))
+    again = subprocess.run([sys.executable, "-c", f"import kjit; kjit.load_inline('cli_new', cpp_sources={SOURCE.replace('2 *', '3 *')!r}, "
+                            f"functions={FUNCTIONS!r}, build_directory={str(cache)!r})"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert time.time() - os.stat(new_dir).st_mtime < 600
+    proc = cli("cache", "--dir", cache, "prune", "--max-size", "1K")
+    assert "removed module cli_new" in proc.stdout and entry_dirs(cache) == []
+    build("cli_next", cache, SOURCE.replace("2 *", "7 *"))  # (cli_new is still loaded in this process)
+    proc = cli("cache", "--dir", cache, "clear")
+    assert proc.returncode == 0 and "removed 1 entries" in proc.stdout and entry_dirs(cache) == []
+
+
+def test_the_size_cap_removes_the_least_recently_used_after_a_build(tmp_path):
+    cache = tmp_path / "cache"
+    first = build("cli_cap_a", cache)
+    size = sum(os.path.getsize(os.path.join(os.path.dirname(first.path), f))
+               for f in os.listdir(os.path.dirname(first.path)))
+    code = (f"import kjit; kjit.load_inline('cli_cap_b', cpp_sources={SOURCE.replace('2 *', '5 *')!r}, "
+            f"functions={FUNCTIONS!r}, build_directory={str(cache)!r})")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, KJIT_CACHE_MAX_SIZE=str(int(size * 1.5))))
+    assert proc.returncode == 0, proc.stderr
+    assert [d.split("-")[0] for d in entry_dirs(cache)] == ["cli_cap_b"]
+    proc = subprocess.run([sys.executable, "-c", code.replace("cli_cap_b", "cli_cap_c")], capture_output=True,
+                          text=True, env=dict(os.environ, KJIT_CACHE_MAX_SIZE="lots"))
+    assert proc.returncode == 0, proc.stderr
+    assert "[kjit] KJIT_CACHE_MAX_SIZE='lots' is not a size (e.g. 500M, 2G, or bytes); ignored" in proc.stderr
+    assert len(entry_dirs(cache)) == 2
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("0", 0), ("1024", 1024), ("2K", 2048), ("500M", 500 << 20), ("2G", 2 << 30), ("1T", 1 << 40),
+    ("3MiB", 3 << 20), ("4kb", 4096), ("7B", 7), ("", -1), ("x", -1), ("-1", -1), ("1.5G", -1), ("9" * 19, -1),
+    ("9999999T", -1), ("2P", -1),
+])
+def test_sizes_parse_as_the_cap_and_prune_take_them(text, expected):
+    import tvm_ffi  # noqa: PLC0415
+    assert tvm_ffi.get_global_func("kjit.parse_byte_size")(text) == expected
