@@ -63,6 +63,8 @@ bool describe_build(const fs::path& dir, CacheEntry* out) {
   const std::string stem = entry_stem(dir.filename().string());
   struct stat st {};
   if (stem.empty() || lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) return false;
+  struct stat manifest {};  // only kjit's entries have one: a look-alike directory is never touched
+  if (lstat((dir / "manifest").c_str(), &manifest) != 0 || !S_ISREG(manifest.st_mode)) return false;
   std::error_code ec;
   const bool object = fs::exists(dir / (stem + ".o"), ec);
   out->path = dir.string();

@@ -83,6 +83,11 @@ def test_cache_list_shows_entries_with_what_made_them(tmp_path):
     assert "2 entries, " in proc.stdout and str(cache) in proc.stdout
     info = cli("cache", "--dir", cache, "info")
     assert "entries:    2 (" in info.stdout and "module:" in info.stdout
+    lookalike = cache / ("notes-" + "0" * 32)  # named like an entry, but not kjit's: never listed or removed
+    lookalike.mkdir()
+    assert "notes" not in cli("cache", "--dir", cache, "list").stdout
+    cli("cache", "--dir", cache, "clear")
+    assert lookalike.is_dir()
     empty = cli("cache", "--dir", tmp_path / "none", "list")
     assert empty.returncode == 0 and "0 entries" in empty.stdout
     assert not (tmp_path / "none").exists()  # listing creates nothing
