@@ -23,8 +23,14 @@ struct DTypeInfo {
   DLDataType dl;
   const char* cpp_type;  ///< C++ element type for typed pointers, or nullptr.
 };
-/// Looks up a dtype by name; nullptr when unknown.
+/// Looks up a dtype by name, or by a spelling that means the same dtype in NumPy,
+/// PyTorch and C++ ("half", "double", "long", NumPy's "f4", "i8", "c16");
+/// nullptr when unknown.
 const DTypeInfo* find_dtype(const std::string& name);
+/// For an unknown dtype name: " ('float' means float64 in NumPy but float32 in
+/// PyTorch and C++: ...)" for an ambiguous spelling, " (did you mean 'float32'?)"
+/// for a close one, else "". Appended to messages that refuse `name`.
+std::string dtype_spelling_hint(const std::string& name);
 /// The dtype of a one-lane DLDataType (its first name: "float32", not "tfloat32");
 /// nullptr when kjit has no name for it.
 const DTypeInfo* find_dtype(DLDataType dl);

@@ -28,6 +28,28 @@ def _default_text(value) -> str:
     raise TypeError(f"a scalar default must be a bool, int, float or str, got {type(value).__name__}")
 
 
+def _dtype_text(dtype, where: str) -> str:
+    """A dtype as the grammar spells it: a name ("float32", "half", "f4"), a NumPy
+    dtype or scalar type (np.float32), a torch dtype (torch.float16), or a list of
+    them (any of: "float32|float16")."""
+    if isinstance(dtype, str):
+        return dtype
+    if isinstance(dtype, (list, tuple)):
+        return "|".join(_dtype_text(d, where) for d in dtype)
+    if dtype in (float, int, complex) or dtype is None:  # np.dtype() would choose for the caller
+        raise TypeError(f"{where}: {dtype!r} is not a dtype kjit can choose for you (Python's float is float64 in "
+                        "NumPy but torch's default is float32): write e.g. 'float32' or np.float64")
+    module = type(dtype).__module__ or ""
+    if module.startswith("torch"):
+        return str(dtype).removeprefix("torch.")
+    try:
+        import numpy as np  # noqa: PLC0415
+        return np.dtype(dtype).name
+    except (ImportError, TypeError):
+        raise TypeError(f"{where}: expected a dtype (a name such as 'float32', np.float32 or torch.float32), "
+                        f"got {type(dtype).__name__} {dtype!r}") from None
+
+
 class Spec:
     """Builds a signature in code.
 
@@ -45,7 +67,7 @@ class Spec:
     def tensor(
         self,
         name: str,
-        dtype: str,
+        dtype,
         shape: Sequence[Union[int, str]],
         *,
         out: bool = False,
@@ -56,6 +78,7 @@ class Spec:
         align: Optional[int] = None,
         device: Optional[str] = None,
     ) -> "Spec":
+        dtype = _dtype_text(dtype, f"builder of '{self.name}': tensor('{name}', ...)")
         param = {"kind": "tensor", "name": name, "dtype": dtype, "shape": [str(d) for d in shape],
                  "out": bool(out), "returned": bool(returned), "optional": bool(optional),
                  "strided": bool(strided)}
@@ -72,9 +95,9 @@ class Spec:
         self._params.append(param)
         return self
 
-    def scalar(self, name: str, type: str, *, default=None) -> "Spec":  # noqa: A002 (mirrors the grammar)
+    def scalar(self, name: str, type, *, default=None) -> "Spec":  # noqa: A002 (mirrors the grammar)
         """A scalar; ``default`` (a bool, int, float or its text) is the grammar's ``= value``."""
-        param = {"kind": "scalar", "name": name, "type": type}
+        param = {"kind": "scalar", "name": name, "type": _dtype_text(type, f"builder of '{self.name}': scalar('{name}', ...)")}
         if default is not None:
             param["default"] = _default_text(default)
         self._params.append(param)

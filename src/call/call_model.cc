@@ -68,8 +68,10 @@ int CallModel::bind(size_t nargs, const std::string_view* kwnames, size_t nkw, i
   const size_t n = callers_.size();
   const std::string& fn = spec_.name;
   if (nargs > n) {
+    const std::string given = std::to_string(nargs) + (nargs == 1 ? " was given" : " were given");
+    if (n == 0) return raise_type_error(fn + "() takes no arguments but " + given);
     return raise_type_error(fn + "() takes " + std::to_string(n) + " argument" + (n == 1 ? "" : "s") + " (" +
-                            signature_text_ + ") but " + std::to_string(nargs) + " were given");
+                            signature_text_ + ") but " + given);
   }
   for (size_t i = 0; i < n; ++i) from[i] = i < nargs ? static_cast<int32_t>(i) : kFromDefault - 1;
   for (size_t k = 0; k < nkw; ++k) {

@@ -221,8 +221,8 @@ bool dtype_of_name(PyObject* name, DLDataType* out, const char* who) {
   if (text == nullptr) return false;
   const kjit::DTypeInfo* d = kjit::find_dtype(std::string(text));
   if (d == nullptr) {
-    PyErr_Format(PyExc_ValueError, "%s: unknown dtype '%s' (kjit's dtypes: %s)", who, text,
-                 kjit::known_dtype_names().c_str());
+    PyErr_Format(PyExc_ValueError, "%s: unknown dtype '%s'%s (kjit's dtypes: %s)", who, text,
+                 kjit::dtype_spelling_hint(text).c_str(), kjit::known_dtype_names().c_str());
     return false;
   }
   *out = d->dl;

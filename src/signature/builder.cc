@@ -59,8 +59,9 @@ SpecBuilder& SpecBuilder::scalar(const std::string& name, const std::string& typ
   check_name(spec_.name, "scalar", name);
   auto t = find_scalar_type(type);
   if (!t) {
-    throw SpecError("builder of '" + spec_.name + "': scalar '" + name + "' has unknown type '" + type +
-                    "': expected bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32 or float64");
+    throw SpecError("builder of '" + spec_.name + "': scalar '" + name + "' has unknown type '" + type + "'" +
+                    dtype_spelling_hint(type) +
+                    ": expected bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32 or float64");
   }
   Param p;
   p.name = name;

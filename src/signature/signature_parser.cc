@@ -27,7 +27,7 @@ class SignatureParser {
   FunctionSpec parse_function(const std::string& name) {
     FunctionSpec spec;
     spec.name = name;
-    if (peek().kind == Tok::kEnd) fail(peek(), "empty signature: expected 'name: type, ...'");
+    if (peek().kind == Tok::kEnd) return spec;  // a function without parameters
     spec.params.push_back(parse_param());
     while (accept(",")) spec.params.push_back(parse_param());
     if (accept(";")) {
@@ -145,8 +145,8 @@ class SignatureParser {
                         first.text + "[n]' ('" + first.text + "[]' for rank 0, '" + first.text +
                         "[...]' for any rank); scalar types are " + known_scalar_names());
       }
-      fail(first, "unknown type '" + first.text + "': expected a dtype with a shape (" + known_dtype_names() +
-                      "), a scalar type or 'stream'");
+      fail(first, "unknown type '" + first.text + "'" + dtype_spelling_hint(first.text) +
+                      ": expected a dtype with a shape (" + known_dtype_names() + "), a scalar type or 'stream'");
     }
     p->kind = ParamKind::kTensor;
     p->tensor.device = default_device_;
@@ -188,7 +188,10 @@ class SignatureParser {
         any = true;
       } else {
         const DTypeInfo* d = find_dtype(tok->text);
-        if (!d) fail(*tok, "unknown dtype '" + tok->text + "': expected one of " + known_dtype_names());
+        if (!d) {
+          fail(*tok, "unknown dtype '" + tok->text + "'" + dtype_spelling_hint(tok->text) + ": expected one of " +
+                         known_dtype_names());
+        }
         t->dtypes.push_back(*d);
       }
       if (!accept("|")) break;

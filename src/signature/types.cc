@@ -1,6 +1,8 @@
 // Name tables of the spec model: dtypes, scalar types, devices, comparison ops.
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kjit/errors.h"
 #include "kjit/spec.h"
@@ -73,6 +75,57 @@ constexpr ScalarInfo kScalars[] = {
     {ScalarType::kBytes, "bytes", "std::string"},
 };
 
+/// Other spellings that mean one dtype in NumPy, PyTorch and C++ alike (NumPy's
+/// character codes, torch's aliases).
+struct Alias {
+  const char* spelling;
+  const char* name;
+};
+constexpr Alias kAliases[] = {
+    {"half", "float16"},     {"double", "float64"},     {"short", "int16"},   {"long", "int64"},
+    {"cfloat", "complex64"}, {"cdouble", "complex128"}, {"bf16", "bfloat16"}, {"f2", "float16"},
+    {"f4", "float32"},       {"f8", "float64"},         {"c8", "complex64"},  {"c16", "complex128"},
+    {"i1", "int8"},          {"i2", "int16"},           {"i4", "int32"},      {"i8", "int64"},
+    {"u1", "uint8"},         {"u2", "uint16"},          {"u4", "uint32"},     {"u8", "uint64"},
+    {"b1", "bool"},
+};
+
+/// Spellings whose meaning differs between NumPy, PyTorch and C++: refused, with why.
+struct Ambiguous {
+  const char* spelling;
+  const char* why;
+};
+constexpr Ambiguous kAmbiguous[] = {
+    {"float", "float64 in NumPy but float32 in PyTorch and C++: write float32 or float64"},
+    {"int", "int64 in NumPy but int32 in PyTorch and C++: write int32 or int64"},
+    {"complex", "complex128 in NumPy and Python but has no fixed width elsewhere: write complex64 or complex128"},
+    {"uint", "uint64 in NumPy but has no fixed width elsewhere: write uint32 or uint64"},
+};
+
+/// The canonical name of `name` (itself when it is not an alias).
+const char* canonical(const std::string& name) {
+  for (const Alias& a : kAliases) {
+    if (name == a.spelling) return a.name;
+  }
+  return name.c_str();
+}
+
+/// Levenshtein distance, capped: only "close" matters.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 const ScalarInfo& scalar_info(ScalarType t) {
   for (const ScalarInfo& s : kScalars) {
     if (s.type == t) return s;
@@ -83,10 +136,30 @@ const ScalarInfo& scalar_info(ScalarType t) {
 }  // namespace
 
 const DTypeInfo* find_dtype(const std::string& name) {
+  const std::string wanted = canonical(name);
   for (const DTypeInfo& d : kDTypes) {
-    if (name == d.name) return &d;
+    if (wanted == d.name) return &d;
   }
   return nullptr;
+}
+
+std::string dtype_spelling_hint(const std::string& name) {
+  if (find_dtype(name) != nullptr) return "";  // a dtype, refused for another reason (not a scalar type, say)
+  for (const Ambiguous& a : kAmbiguous) {
+    if (name == a.spelling) return " ('" + name + "' means " + a.why + ")";
+  }
+  std::string best;
+  size_t best_distance = 3;  // at most two edits away
+  auto consider = [&](const char* candidate) {
+    const size_t d = edit_distance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  };
+  for (const DTypeInfo& d : kDTypes) consider(d.name);
+  for (const Alias& a : kAliases) consider(a.name);
+  return best.empty() || name.size() < 3 ? "" : " (did you mean '" + best + "'?)";
 }
 
 const DTypeInfo* find_dtype(DLDataType dl) {
@@ -110,8 +183,9 @@ std::string known_dtype_names() {
 }
 
 std::optional<ScalarType> find_scalar_type(const std::string& name) {
+  const std::string wanted = canonical(name);
   for (const ScalarInfo& s : kScalars) {
-    if (name == s.name) return s.type;
+    if (wanted == s.name) return s.type;
   }
   return std::nullopt;
 }

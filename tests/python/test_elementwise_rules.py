@@ -324,8 +324,10 @@ def test_compute_dtype_refuses_an_input_that_does_not_cast():
 
 
 def test_compute_option_rejects_unknown_names():
-    with pytest.raises(kjit.SpecError, match="compute='double' is neither 'float' nor a dtype"):
-        kjit.elementwise(ADD, compute="double")
+    with pytest.raises(kjit.SpecError, match="compute='quad' is neither 'float' nor a dtype"):
+        kjit.elementwise(ADD, compute="quad")
+    # a spelling of one dtype in NumPy, torch and C++ alike names it
+    assert kjit.elementwise(ADD, compute="double")(np.ones(2, np.float32), np.ones(2, np.float32)).dtype == np.float64
     with pytest.raises(TypeError, match="compute must be None, 'float', a dtype name"):
         kjit.elementwise(ADD, compute=object())
 

@@ -1,6 +1,8 @@
 """Signatures: canonical text, SpecError messages, the Spec builder, load_inline's argument checks."""
 
 import re
+
+import numpy as np
 import pytest
 
 import kjit
@@ -61,7 +63,7 @@ def test_parse_signature_rejects_non_str():
                                 "got end of signature\n"
                                 "  a: float32[n]; n > \n"
                                 "                     ^"),
-        ("", "signature of 'fn': empty signature: expected 'name: type, ...'\n  \n  ^"),
+        (",", "signature of 'fn': expected a parameter name, got ','\n  ,\n  ^"),
         ("a: float32[n] $", "signature of 'fn': unexpected character '$'\n  a: float32[n] $\n                ^"),
     ],
 )
@@ -71,7 +73,7 @@ def test_syntax_errors_point_with_a_caret(signature, message):
 
 def test_unknown_dtype_lists_known_ones():
     assert spec_error("a: float33[n]") == (
-        f"signature of 'fn': unknown dtype 'float33': expected one of {KNOWN_DTYPES}\n"
+        f"signature of 'fn': unknown dtype 'float33' (did you mean 'float32'?): expected one of {KNOWN_DTYPES}\n"
         "  a: float33[n]\n"
         "     ^~~~~~~"
     )
@@ -235,7 +237,8 @@ def test_builder_specific_errors():
 
 
 def test_builder_values_of_the_wrong_type_are_type_errors():
-    with pytest.raises(TypeError, match=r"^kjit\.Spec: 'dtype' must be str, got int$"):
+    with pytest.raises(TypeError, match=r"^builder of 'f': tensor\('a', \.\.\.\): expected a dtype \(a name such as "
+                                        r"'float32', np.float32 or torch.float32\), got int 32$"):
         Spec("f").tensor("a", 32, ["n"]).signature()
     with pytest.raises(TypeError, match=r"^kjit\.Spec: 'name' must be str, got None$"):
         Spec(None).tensor("a", "float32", ["n"]).signature()
@@ -280,3 +283,52 @@ def test_load_inline_argument_types():
         build("m", ["", 1], {"f": "a: int32"})
     with pytest.raises(TypeError, match=r"^name must be a str, got int$"):
         build(5, "", {"f": "a: int32"})
+
+
+# --- dtype spellings (issue 30: friendlier inputs) ---
+
+
+@pytest.mark.parametrize(("spelling", "name"), [
+    ("half", "float16"), ("double", "float64"), ("short", "int16"), ("long", "int64"), ("cfloat", "complex64"),
+    ("cdouble", "complex128"), ("bf16", "bfloat16"), ("f2", "float16"), ("f4", "float32"), ("f8", "float64"),
+    ("c8", "complex64"), ("c16", "complex128"), ("i1", "int8"), ("i4", "int32"), ("u8", "uint64"), ("b1", "bool"),
+])
+def test_numpy_and_torch_spellings_mean_one_dtype(spelling, name):
+    assert kjit.parse_signature(f"a: {spelling}[n]") == f"a: {name}[n]"
+    if name not in ("bfloat16", "float16", "complex64", "complex128", "bool") or name == "bool":
+        assert kjit.parse_signature(f"s: {spelling}") == f"s: {name}"
+
+
+@pytest.mark.parametrize(("spelling", "why"), [
+    ("float", "float64 in NumPy but float32 in PyTorch and C++: write float32 or float64"),
+    ("int", "int64 in NumPy but int32 in PyTorch and C++: write int32 or int64"),
+    ("complex", "complex128 in NumPy and Python but has no fixed width elsewhere: write complex64 or complex128"),
+])
+def test_spellings_that_differ_between_frameworks_are_refused_with_why(spelling, why):
+    assert spec_error(f"a: {spelling}[n]").startswith(
+        f"signature of 'fn': unknown dtype '{spelling}' ('{spelling}' means {why}): expected one of bool")
+    assert spec_error(f"s: {spelling}").startswith(f"signature of 'fn': unknown type '{spelling}' ('{spelling}' means")
+
+
+def test_a_close_misspelling_is_named_and_a_far_one_is_not():
+    assert "unknown dtype 'flaot16' (did you mean 'float16'?)" in spec_error("a: flaot16[n]")
+    assert "unknown dtype 'bfloat61' (did you mean 'bfloat16'?)" in spec_error("a: bfloat61[n]")
+    assert "did you mean" not in spec_error("a: quux[n]") and "did you mean" not in spec_error("a: xy[n]")
+
+
+def test_spec_takes_numpy_and_torch_dtype_objects():
+    torch = pytest.importorskip("torch")
+    spec = (kjit.Spec("f").tensor("a", np.float32, ["n"]).tensor("b", torch.float16, ["n"])
+            .tensor("c", [np.int8, "half", np.dtype("complex64")], ["n"]).scalar("s", np.float64).scalar("t", "double"))
+    assert spec.signature() == "a: float32[n], b: float16[n], c: int8|float16|complex64[n], s: float64, t: float64"
+    for bad in (3.5, None, float, int):
+        with pytest.raises(TypeError, match=r"^builder of 'f': tensor\('a', \.\.\.\): "):
+            kjit.Spec("f").tensor("a", bad, ["n"])
+
+
+def test_a_function_without_parameters_can_be_declared():
+    mod = kjit.load_inline("no_params", cpp_sources="#include <kjit/kernel.h>\nint64_t answer() { return 42; }\n",
+                           functions={"answer": ""})
+    assert mod.answer() == 42
+    with pytest.raises(TypeError, match=r"^answer\(\) takes no arguments but 1 was given$"):
+        mod.answer(1)
