@@ -314,6 +314,17 @@ std::string stamp_mismatch(const Stamp& s, const std::string& dir, const std::ve
   return why.empty() ? shadowed(s, include_paths) : why;
 }
 
+/// Flags that change neither the macros nor the target the header was precompiled
+/// for, so GCC takes the .gch with them: warnings (not -Wp/-Wl/-Wa, which pass
+/// options on), -w, -pedantic, -g, the default -O2 and -O3 (which defines nothing
+/// more), diagnostics' format.
+bool leaves_pch_valid(const std::string& flag) {
+  auto starts = [&](const char* prefix) { return flag.rfind(prefix, 0) == 0; };
+  if (starts("-Wp,") || starts("-Wl,") || starts("-Wa,")) return false;
+  return starts("-W") || flag == "-w" || flag == "-pedantic" || flag == "-pedantic-errors" || flag == "-O2" ||
+         flag == "-O3" || starts("-fdiagnostics-") || starts("-fno-diagnostics-") || starts("-fmax-errors=");
+}
+
 PchChoice choose_stub_pch(const BuildRequest& r) {
   PchChoice c;
   if (!starts_with(r.source, kStubIncludesLine)) return c;
@@ -322,9 +333,13 @@ PchChoice choose_stub_pch(const BuildRequest& r) {
     c.why_not = "KJIT_PCH=0";
     return c;
   }
-  if (!r.extra_cflags.empty()) {
-    c.why_not = "extra_cflags are set (it is built for the default flags only)";
-    return c;
+  for (const std::string& flag : r.extra_cflags) {
+    if (!leaves_pch_valid(flag)) {
+      c.why_not = "extra_cflags has '" + flag +
+                  "' (it is built for the default flags; warnings and -O2/-O3 keep "
+                  "it)";
+      return c;
+    }
   }
   std::string dir = pch_directory();
   Stamp s;

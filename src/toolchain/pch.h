@@ -62,6 +62,10 @@ struct PchChoice {
 };
 PchChoice choose_stub_pch(const BuildRequest& r);
 
+/// Whether an extra compiler flag keeps the precompiled header usable (GCC takes a
+/// .gch only under the macros and target it was built for).
+bool leaves_pch_valid(const std::string& flag);
+
 }  // namespace pch_detail
 }  // namespace kjit
 

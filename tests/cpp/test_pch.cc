@@ -102,9 +102,16 @@ TEST_F(PchTest, KjitPch0TurnsItOff) {
   EXPECT_EQ(why_not(), "KJIT_PCH=0");
 }
 
-TEST_F(PchTest, ExtraCflagsTurnItOff) {
-  request_.extra_cflags = {"-g"};
-  EXPECT_EQ(why_not(), "extra_cflags are set (it is built for the default flags only)");
+TEST_F(PchTest, ExtraCflagsTurnItOffUnlessTheyKeepItValid) {
+  request_.extra_cflags = {"-Wall", "-g"};
+  EXPECT_EQ(why_not(), "extra_cflags has '-g' (it is built for the default flags; warnings and -O2/-O3 keep it)");
+  for (const char* flag : {"-O2", "-O3", "-Wall", "-Werror=shadow", "-w", "-pedantic", "-fmax-errors=3"}) {
+    EXPECT_TRUE(pch_detail::leaves_pch_valid(flag)) << flag;
+  }
+  for (const char* flag : {"-g", "-O0", "-Os", "-Ofast", "-DX", "-Wp,-DX", "-Wl,-z,now", "-march=native", "-fPIE",
+                           "-include", "-std=c++20"}) {
+    EXPECT_FALSE(pch_detail::leaves_pch_valid(flag)) << flag;
+  }
 }
 
 TEST_F(PchTest, AMissingOrDamagedStampTurnsItOff) {

@@ -116,9 +116,19 @@ def test_verbose_says_whether_and_why_not(tmp_path, monkeypatch, capfd):
 
 
 def test_extra_cflags_compile_without_it(tmp_path, plain):
-    mod, log = build(tmp_path, extra_cflags=["-g"])
+    mod, log = build(tmp_path, extra_cflags=["-g"])  # GCC refuses a .gch built at another debug level
     assert not used_pch(log, PCH_DIR)
     assert results(mod) == results(plain)
+
+
+def test_warning_and_optimisation_flags_keep_it(tmp_path, plain):
+    """Flags that change no macro or target the header was precompiled under: GCC
+    takes the .gch with them (used_pch checks it printed no -Winvalid-pch note)."""
+    mod, log = build(tmp_path, extra_cflags=["-O3", "-Wall", "-Wextra", "-Werror", "-fdiagnostics-color=never"])
+    assert used_pch(log, PCH_DIR), log
+    assert results(mod) == results(plain)
+    _, log = build(tmp_path, "pch_define", extra_cflags=["-Wall", "-DNDEBUG"])  # a macro: not taken
+    assert not used_pch(log, PCH_DIR)
 
 
 def test_an_untouched_copy_is_used(tmp_path, monkeypatch):
