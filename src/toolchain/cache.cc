@@ -9,11 +9,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 
 #define XXH_INLINE_ALL
 #include <tvm/ffi/c_api.h>
@@ -178,6 +182,42 @@ bool disk_full(const fs::path& dir, const std::string& output) {
 
 /// Runs the commands (at once), logs them; throws CompileError naming the step
 /// that failed.
+/// With verbose: a line every few seconds while the compilers run, so a long build
+/// is never silent (KJIT_PROGRESS_SECONDS sets the interval; default 3).
+class ProgressLines {
+ public:
+  ProgressLines(bool on, const std::string& what) {
+    if (!on) return;
+    const char* env = std::getenv("KJIT_PROGRESS_SECONDS");
+    const double interval = env != nullptr && std::atof(env) > 0 ? std::atof(env) : 3.0;
+    thread_ = std::thread([this, what, interval] {
+      const auto start = std::chrono::steady_clock::now();
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::duration<double>(interval), [this] { return done_; })) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "[kjit]   still %s (%.0f s)\n", what.c_str(), s);
+      }
+    });
+  }
+  ~ProgressLines() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  ProgressLines(const ProgressLines&) = delete;
+  ProgressLines& operator=(const ProgressLines&) = delete;
+
+ private:
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
 StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<std::string>& steps,
                   const std::vector<std::vector<std::string>>& commands) {
   std::string all;
@@ -189,7 +229,11 @@ StepLog run_steps(const BuildRequest& r, const fs::path& tmp, const std::vector<
     }
   }
   auto start = std::chrono::steady_clock::now();
-  std::vector<ProcessResult> results = run_processes(commands);
+  std::vector<ProcessResult> results;
+  {
+    ProgressLines progress(r.verbose, steps[0] + " module '" + r.name + "'");
+    results = run_processes(commands);
+  }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string log;
   for (const ProcessResult& p : results) log += p.output;
@@ -534,7 +578,14 @@ std::string build_key(const BuildRequest& r) {
 
 BuildResult build_shared_library(const BuildRequest& r) { return build_shared_library(r, build_key(r)); }
 
-BuildResult build_shared_library(const BuildRequest& r, const std::string& key) {
+BuildResult build_shared_library(const BuildRequest& request, const std::string& key) {
+  const char* env = std::getenv("KJIT_VERBOSE");
+  if (!request.verbose && env != nullptr && std::string(env) == "1") {
+    BuildRequest talking = request;  // KJIT_VERBOSE=1: every build talks, whoever asked for it
+    talking.verbose = true;
+    return build_shared_library(talking, key);
+  }
+  const BuildRequest& r = request;
   EntryPaths p = entry_paths(cd::private_cache_root(cache_root(r)), r, key);
   if (!r.force_rebuild && check_entry(p).state == EntryState::kValid) {
     if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': cache hit %s\n", r.name.c_str(), p.library.c_str());

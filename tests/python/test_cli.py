@@ -148,3 +148,19 @@ def test_the_size_cap_removes_the_least_recently_used_after_a_build(tmp_path):
 def test_sizes_parse_as_the_cap_and_prune_take_them(text, expected):
     import tvm_ffi  # noqa: PLC0415
     assert tvm_ffi.get_global_func("kjit.parse_byte_size")(text) == expected
+
+
+def test_a_long_build_talks_with_kjit_verbose(tmp_path):
+    """KJIT_VERBOSE=1 makes every build verbose; while the compiler runs a line comes
+    every KJIT_PROGRESS_SECONDS (3 by default)."""
+    slow = tmp_path / "slow-g++"
+    slow.write_text('#!/bin/sh\nsleep 1.5\nexec g++ "$@"\n')
+    slow.chmod(0o755)
+    code = ('import sys; sys.modules["torch"] = None\nimport kjit\n'
+            f'kjit.load_inline("slow_build", cpp_sources={SOURCE!r}, functions={FUNCTIONS!r}, '
+            f'build_directory={str(tmp_path / "cache")!r})')
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, CXX=str(slow), KJIT_VERBOSE="1", KJIT_PROGRESS_SECONDS="0.5"))
+    assert proc.returncode == 0, proc.stderr
+    assert "[kjit]   still compiling module 'slow_build' (" in proc.stderr, proc.stderr
+    assert "[kjit] module 'slow_build': published " in proc.stderr, proc.stderr
