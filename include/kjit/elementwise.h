@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,10 @@ struct EwCompute {
     kType,      ///< `type`: every input is cast to it (NumPy's dtype=); it is the result type
   } rule = Rule::kPromoted;
   EwType type = EwType::kFloat64;  ///< Rule::kType only
+  /// Per output, the dtype the entry function declares for it when that is not the
+  /// computed type (`bool lt(T, T)`: bool): such an output has its own dtype, which
+  /// the compute rule does not change. Empty, or nullopt: the result type.
+  std::vector<std::optional<EwType>> own_outputs;
 };
 
 struct ElementwiseOptions {

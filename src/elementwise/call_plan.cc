@@ -41,6 +41,11 @@ void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand>
   plan->kernel_types.outputs = plan->op_types;
   plan->kernel_types.inputs = types.inputs;
   plan->kernel_types.compute = compute_type(types.result);
+  for (size_t k = 0; k < n_out && k < types.own.size(); ++k) {
+    if (!types.own[k]) continue;  // entries without an own type come out in the compute type
+    plan->kernel_types.results.resize(n_out, plan->kernel_types.compute);
+    plan->kernel_types.results[k] = *types.own[k];
+  }
   for (size_t e = 0; e < extra.size(); ++e) {
     plan->kernel_types.extra.push_back(extra_travel_type(fn, extra[e], e, plan->kernel_types.compute));
   }
@@ -182,9 +187,10 @@ KJIT_NOINLINE void launch_on_device(const CallPlan& plan, const CallData& data, 
 std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs) {
   EwOutput out;
   out.shape = types.shape;
-  out.type = types.result;
   out.order = output_order(types.shape, input_operands(inputs, types));
-  return std::vector<EwOutput>(num_outputs, out);
+  std::vector<EwOutput> outs(num_outputs, out);
+  for (int k = 0; k < num_outputs; ++k) outs[k].type = types.output(k);
+  return outs;
 }
 
 std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwOperand>& inputs,

@@ -246,6 +246,7 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
     }
   }
   call.result = apply_compute(fn, tin, result_type(fn, tin, p), p, compute);
+  call.own = compute.own_outputs;
   for (size_t k = 0; k < which.size(); ++k) {
     check_tensor_span(fn, operand_name(which[k]), inputs[which[k]].tensor, size_of(tin[which[k]].type));
   }
@@ -383,8 +384,8 @@ void check_output(const std::string& fn, size_t k, const DLTensor* out, const Ca
         shape_text(call.shape) + "; kjit.elementwise does not resize outputs" +
         (p == Promotion::kNumPy ? " (under NumPy's rules the inputs may broadcast to a larger out=)" : ""));
   }
-  if (!can_cast(call.result, t, p)) {
-    throw TypeError(fn + ": the result type " + std::string(ew_type_name(call.result)) +
+  if (!can_cast(call.output(k), t, p)) {
+    throw TypeError(fn + ": the result type " + std::string(ew_type_name(call.output(k))) +
                     " cannot be cast safely to the output type " + ew_type_name(t) + " of " + what +
                     " (allowed: same or a higher kind; no complex to real, float to integer, or anything to bool)");
   }

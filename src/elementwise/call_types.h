@@ -7,6 +7,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct CallTypes {
   DLDevice device{kDLCPU, 0};
   std::vector<EwType> inputs;  ///< per input; a scalar's is the type the kernel loads it in
   EwType result = EwType::kFloat32;
+  std::vector<std::optional<EwType>> own;  ///< per output: its own dtype (EwCompute::own_outputs)
+  /// Output k's dtype: its own, else the result type.
+  EwType output(size_t k) const { return k < own.size() && own[k] ? *own[k] : result; }
 };
 
 /// Resolves a call's types (NumPy 2 or PyTorch rules, then the compute rule) and

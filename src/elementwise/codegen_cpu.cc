@@ -63,10 +63,31 @@ class KernelWriter {
       args += ", " + load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result);
     }
     for (size_t e = 0; e < t_.extra.size(); ++e) args += ", __e" + std::to_string(e);
-    o << "__C __r[" << n_out_ << "]; __kjit_apply(__r" << args << "); ";
-    for (size_t k = 0; k < n_out_; ++k)
-      o << store_stmt(t_.outputs[k], addr[k], "__r[" + std::to_string(k) + "]", t_.half_result) << " ";
+    std::string results;
+    for (size_t k = 0; k < n_out_; ++k) {
+      o << result_spelling(k) << " __r" << k << "; ";
+      results += (k ? ", __r" : "__r") + std::to_string(k);
+    }
+    o << "__kjit_apply(" << results << args << "); ";
+    for (size_t k = 0; k < n_out_; ++k) {
+      // A result of the entry's own type is not the half result: it is stored as it is.
+      const std::optional<EwType> half = own_type(k) ? std::nullopt : t_.half_result;
+      o << store_stmt(t_.outputs[k], addr[k], "__r" + std::to_string(k), half) << " ";
+    }
     return o.str();
+  }
+
+  bool own_type(size_t k) const { return k < t_.results.size() && t_.results[k] != t_.compute; }
+
+  /// Output k's type as the entry produces it: the compute type __C, or its own.
+  std::string result_spelling(size_t k) const {
+    return own_type(k) ? std::string(ew::storage_type(t_.results[k])) : std::string("__C");
+  }
+
+  std::vector<std::string> result_spellings() const {
+    std::vector<std::string> out;
+    for (size_t k = 0; k < n_out_; ++k) out.push_back(result_spelling(k));
+    return out;
   }
 
   int size(size_t op) const { return ew::size_of(op < n_out_ ? t_.outputs[op] : t_.inputs[op - n_out_]); }
@@ -208,7 +229,7 @@ std::string emit_elementwise_cpu(const std::string& code, const std::string& ent
     << "template <typename __S> inline __S __ld(const char* __p) { __S __v; std::memcpy(&__v, __p, sizeof(__S)); "
        "return __v; }\n"
     << "template <typename __S> inline void __st(char* __p, __S __v) { std::memcpy(__p, &__v, sizeof(__S)); }\n"
-    << ew::entry_apply(ew::entry_callee(code, entry, "__C"), types.outputs.size(), "__C",
+    << ew::entry_apply(ew::entry_callee(code, entry, "__C"), KernelWriter(types).result_spellings(),
                        "inline __attribute__((always_inline))", "")
     << "}  // namespace\n}  // namespace __kjit_ew\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** __data, const int64_t* "

@@ -18,6 +18,11 @@ struct EwKernelTypes {
   std::vector<EwType> outputs;
   std::vector<EwType> inputs;
   EwType compute = EwType::kFloat32;  ///< the entry's T
+  /// Per output, the type the entry produces it in when it declares one of its own
+  /// (`bool lt(T, T)`, a `float&` output). Empty: compute for every output.
+  std::vector<EwType> results;
+  /// The type output k comes out of the entry in.
+  EwType result(size_t k) const { return k < results.size() ? results[k] : compute; }
   /// Per extra scalar, the type it travels in (ew::extra_travel_type): the entry's
   /// declared parameter type converts from it, as JITerator passes extras.
   std::vector<EwType> extra;

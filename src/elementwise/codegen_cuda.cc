@@ -178,12 +178,26 @@ class CudaKernelWriter {
 
   std::string store(size_t op, const std::string& addr, std::string value) const {
     EwType t = type_of(op);
-    // A half result goes into another type only after rounding to its own.
-    if (t_.half_result && t != *t_.half_result) value = round_to_half(*t_.half_result, value);
+    // A half result goes into another type only after rounding to its own; a result
+    // of the entry's own type is not the half result.
+    if (t_.half_result && t != *t_.half_result && !own_type(op)) value = round_to_half(*t_.half_result, value);
     return "*reinterpret_cast<" + device_type(t) + "*>(" + addr +
-           ") = " + narrow(t, cast_value(t_.compute, widened(t), value)) + ";";
+           ") = " + narrow(t, cast_value(t_.result(op), widened(t), value)) + ";";
   }
 
+  bool own_type(size_t k) const { return t_.result(k) != t_.compute; }
+
+  /// Output k's type as the entry produces it (the compute type, or its own).
+  std::string result_spelling(size_t k) const { return device_type(t_.result(k)); }
+
+ public:
+  std::vector<std::string> result_spellings() const {
+    std::vector<std::string> out;
+    for (size_t k = 0; k < n_out_; ++k) out.push_back(result_spelling(k));
+    return out;
+  }
+
+ private:
   /// The entry call for slot `j` of the per-thread arrays in0.., out0...
   std::string compute(const std::string& j) const {
     std::string a;
@@ -193,15 +207,21 @@ class CudaKernelWriter {
       a += (a.empty() ? "" : ", ") + ("*reinterpret_cast<const " + device_type(t_.extra[e]) + "*>(ex.b + " +
                                       std::to_string(kEwExtraSlotBytes * e) + ")");
     }
-    std::string s = "{ " + c_ + " r[" + std::to_string(n_out_) + "]; __kjit_apply(r, " + a + ");";
-    for (size_t k = 0; k < n_out_; ++k) s += " out" + std::to_string(k) + "[" + j + "] = r[" + std::to_string(k) + "];";
+    std::string s = "{";
+    std::string results;
+    for (size_t k = 0; k < n_out_; ++k) {
+      s += " " + result_spelling(k) + " r" + std::to_string(k) + ";";
+      results += "r" + std::to_string(k) + ", ";
+    }
+    s += " __kjit_apply(" + results + a + ");";
+    for (size_t k = 0; k < n_out_; ++k) s += " out" + std::to_string(k) + "[" + j + "] = r" + std::to_string(k) + ";";
     return s + " }";
   }
 
   std::string register_arrays() const {
     std::ostringstream o;
     for (size_t i = 0; i < t_.inputs.size(); ++i) o << "  " << c_ << " in" << i << "[KJIT_WORK];\n";
-    for (size_t k = 0; k < n_out_; ++k) o << "  " << c_ << " out" << k << "[KJIT_WORK];\n";
+    for (size_t k = 0; k < n_out_; ++k) o << "  " << result_spelling(k) << " out" << k << "[KJIT_WORK];\n";
     return o.str();
   }
 
@@ -397,8 +417,8 @@ std::string emit_elementwise_cuda(const std::string& code, const std::string& en
     << ew_cuda_variant_name(variant) << "\n"
     << "#line 1 \"kjit_cuda_prelude\"\n"
     << detail::elementwise_cuda_prelude_text() << ew::wrap_user_code(code) << "#line 1 \"kjit_elementwise_cuda\"\n"
-    << ew::entry_apply(ew::entry_callee(code, entry, device_type(types.compute)), types.outputs.size(),
-                       device_type(types.compute), "__device__ __forceinline__", "__device__")
+    << ew::entry_apply(ew::entry_callee(code, entry, device_type(types.compute)),
+                       CudaKernelWriter(types, variant).result_spellings(), "__device__ __forceinline__", "__device__")
     << CudaKernelWriter(types, variant).text();
   return o.str();
 }

@@ -4,8 +4,10 @@
 // none, then runs the plan on its data.
 #include <dlfcn.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "declare/cpp_signature.h"
 #include "elementwise/call_plan.h"
@@ -56,6 +58,72 @@ EntryArity arity_of(const std::string& code, const std::string& entry) {
     first = false;
   }
   return arity;
+}
+
+/// The dtype a C++ type names when it is a concrete arithmetic type ("bool",
+/// "const float", "std::complex<double>", "int64_t"); nullopt for anything else (a
+/// template parameter, auto, a user type).
+std::optional<EwType> dtype_of_cpp_type(std::string t) {
+  for (const char* drop : {"const ", "volatile ", "std::"}) {
+    for (size_t at = t.find(drop); at != std::string::npos; at = t.find(drop)) t.erase(at, std::strlen(drop));
+  }
+  while (!t.empty() && (t.back() == '&' || t.back() == ' ')) t.pop_back();
+  static const std::pair<const char*, EwType> kNames[] = {
+      {"bool", EwType::kBool},
+      {"float", EwType::kFloat32},
+      {"double", EwType::kFloat64},
+      {"int8_t", EwType::kInt8},
+      {"signed char", EwType::kInt8},
+      {"int16_t", EwType::kInt16},
+      {"short", EwType::kInt16},
+      {"int32_t", EwType::kInt32},
+      {"int", EwType::kInt32},
+      {"int64_t", EwType::kInt64},
+      {"long", EwType::kInt64},
+      {"long long", EwType::kInt64},
+      {"uint8_t", EwType::kUInt8},
+      {"unsigned char", EwType::kUInt8},
+      {"uint16_t", EwType::kUInt16},
+      {"unsigned short", EwType::kUInt16},
+      {"uint32_t", EwType::kUInt32},
+      {"unsigned", EwType::kUInt32},
+      {"unsigned int", EwType::kUInt32},
+      {"uint64_t", EwType::kUInt64},
+      {"unsigned long", EwType::kUInt64},
+      {"unsigned long long", EwType::kUInt64},
+      {"complex<float>", EwType::kComplex64},
+      {"complex<double>", EwType::kComplex128},
+  };
+  for (const auto& [name, type] : kNames) {
+    if (t == name) return type;
+  }
+  return std::nullopt;
+}
+
+/// Per output, the dtype the entry's definition declares for it: its return type
+/// (one output returned), or its trailing `T&` parameters' types (outputs written
+/// through references). nullopt where it declares none (the template parameter).
+/// Overloads that disagree declare none.
+std::vector<std::optional<EwType>> declared_output_types(const std::string& code, const std::string& entry,
+                                                         int num_outputs) {
+  std::vector<std::optional<EwType>> out(num_outputs);
+  bool first = true;
+  for (const CppFunction& f : find_cpp_functions(code, entry)) {
+    if (!f.is_definition) continue;
+    std::vector<std::optional<EwType>> these(num_outputs);
+    if (f.return_type != "void") {
+      if (num_outputs == 1) these[0] = dtype_of_cpp_type(f.return_type);
+    } else if (f.params.size() >= static_cast<size_t>(num_outputs)) {
+      for (int k = 0; k < num_outputs; ++k) {
+        const CppParam& p = f.params[f.params.size() - num_outputs + k];
+        if (p.is_reference && !p.is_const) these[k] = dtype_of_cpp_type(p.base);
+      }
+    }
+    if (!first && these != out) return std::vector<std::optional<EwType>>(num_outputs);
+    out = these;
+    first = false;
+  }
+  return out;
 }
 
 std::string count_of(size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
@@ -113,6 +181,8 @@ std::string types_key(const EwKernelTypes& types) {
   for (EwType t : types.extra) key += static_cast<char>('A' + static_cast<int>(t));
   if (types.half_result) key += static_cast<char>('a' + static_cast<int>(*types.half_result));
   for (bool v : types.by_value) key += v ? 'v' : 't';  // CUDA: which inputs come by value
+  if (!types.results.empty()) key += '>';
+  for (EwType t : types.results) key += static_cast<char>('A' + static_cast<int>(t));
   return key;
 }
 
@@ -248,6 +318,7 @@ Elementwise::Elementwise(std::string code, const std::string& name, int num_outp
   impl_->entry = entry_of(code, name);
   impl_->compute = compute_rule(code, impl_->entry, options.compute);
   impl_->arity = arity_of(code, impl_->entry);
+  impl_->compute.own_outputs = declared_output_types(code, impl_->entry, num_outputs);
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;
   impl_->options = std::move(options);

@@ -62,13 +62,15 @@ std::string entry_callee(const std::string& code, const std::string& entry, cons
   return is_template ? callee + "<" + compute + ">" : callee;
 }
 
-std::string entry_apply(const std::string& callee, size_t n_out, const std::string& compute,
-                        const std::string& fn_attrs, const std::string& decl_attrs) {
+std::string entry_apply(const std::string& callee, const std::vector<std::string>& results, const std::string& fn_attrs,
+                        const std::string& decl_attrs) {
+  const size_t n_out = results.size();
   const std::string d = decl_attrs.empty() ? "" : decl_attrs + " ";
-  auto declval_ref = [&](size_t) { return "__kjit_declval<" + compute + "&>()"; };
+  auto declval_ref = [&](size_t k) { return "__kjit_declval<" + results[k] + "&>()"; };
   const std::string by_return = callee + "(__kjit_declval<__A&>()...)";
   const std::string by_ref = callee + "(__kjit_declval<__A&>()..., " + name_list(n_out, declval_ref) + ")";
-  auto r = [](size_t k) { return "__r[" + std::to_string(k) + "]"; };
+  auto r = [](size_t k) { return "__r" + std::to_string(k); };
+  auto r_param = [&](size_t k) { return results[k] + "& " + r(k); };
   std::ostringstream o;
   o << "template <class... __A> struct __kjit_list {};\n"
     << "template <class __T> " << d << "__T&& __kjit_declval() noexcept;  // unevaluated only\n"
@@ -88,14 +90,14 @@ std::string entry_apply(const std::string& callee, size_t n_out, const std::stri
     << "};\n"
     << "template <class... __A> struct __kjit_false { static constexpr bool value = false; };\n"
     << "template <class... __A>\n"
-    << fn_attrs << " void __kjit_apply(" << compute << "* __r, __A... __a) {\n"
+    << fn_attrs << " void __kjit_apply(" << name_list(n_out, r_param) << ", __A... __a) {\n"
     << "  if constexpr (__kjit_returns<__kjit_list<__A...>>::value) {\n";
   if (n_out == 1) {
-    o << "    __r[0] = static_cast<" << compute << ">(" << callee << "(__a...));\n";
+    o << "    __r0 = static_cast<" << results[0] << ">(" << callee << "(__a...));\n";
   } else {  // a tuple-like or an aggregate with one member per output
     auto v = [](size_t k) { return "__v" + std::to_string(k); };
     o << "    auto&& [" << name_list(n_out, v) << "] = " << callee << "(__a...);\n";
-    for (size_t k = 0; k < n_out; ++k) o << "    __r[" << k << "] = static_cast<" << compute << ">(" << v(k) << ");\n";
+    for (size_t k = 0; k < n_out; ++k) o << "    " << r(k) << " = static_cast<" << results[k] << ">(" << v(k) << ");\n";
   }
   o << "  } else if constexpr (__kjit_writes<__kjit_list<__A...>>::value) {\n"
     << "    " << callee << "(__a..., " << name_list(n_out, r) << ");\n"

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace kjit {
 namespace ew {
@@ -27,14 +28,15 @@ std::string wrap_user_code(const std::string& code);
 /// `compute` is the compute type's spelling in the generated source.
 std::string entry_callee(const std::string& code, const std::string& entry, const std::string& compute);
 
-/// Source of `template <class... A> void __kjit_apply(C* r, A... a)`, which calls
-/// `callee(a...)` and leaves its `n_out` results in r[0..n_out): by return when
-/// the entry returns a value for those arguments, else through `n_out` trailing
-/// reference arguments. `compute` spells C; `fn_attrs` prefixes the function
-/// ("inline" on the CPU, "__device__ __forceinline__" on CUDA) and `decl_attrs`
-/// the unevaluated helper ("", "__device__"). Needs no header.
-std::string entry_apply(const std::string& callee, size_t n_out, const std::string& compute,
-                        const std::string& fn_attrs, const std::string& decl_attrs);
+/// Source of `template <class... A> void __kjit_apply(R0& r0, R1& r1, ..., A... a)`,
+/// which calls `callee(a...)` and leaves its results in r0, r1, ...: by return when
+/// the entry returns a value for those arguments, else through trailing reference
+/// arguments. `results` spells each output's type (the compute type, or the type
+/// the entry declares for it); `fn_attrs` prefixes the function ("inline" on the
+/// CPU, "__device__ __forceinline__" on CUDA) and `decl_attrs` the unevaluated
+/// helper ("", "__device__"). Needs no header.
+std::string entry_apply(const std::string& callee, const std::vector<std::string>& results, const std::string& fn_attrs,
+                        const std::string& decl_attrs);
 
 }  // namespace ew
 }  // namespace kjit

@@ -320,6 +320,7 @@ TEST_F(ElementwiseCudaErrors, AnyEntryNameAndEitherOutputFormCompile) {
                            "k",
                            "i",
                            "r",
+                           "r0",
                            "start",
                            "remaining",
                            "off",
@@ -337,6 +338,22 @@ TEST_F(ElementwiseCudaErrors, AnyEntryNameAndEitherOutputFormCompile) {
   const char* by_ref = "template <typename T> void neg(T a, T& out) { out = -a; }";
   EXPECT_EQ(error_of(by_ref, "neg", types_of({T::kFloat64}, {T::kFloat64}, T::kFloat64), EwCudaVariant::kVectorized),
             "");
+}
+
+TEST_F(ElementwiseCudaErrors, OutputsOfTheEntrysOwnTypeCompile) {
+  // `bool lt(T, T)`: the result comes out of the entry as bool, whatever T is, and
+  // is stored into the output's type from there (not through the compute type).
+  EwKernelTypes lt = types_of({T::kBool}, {T::kFloat32, T::kFloat32}, T::kFloat32);
+  lt.results = {T::kBool};
+  const char* less = "template <typename T> bool lt(T a, T b) { return a < b; }";
+  for (EwCudaVariant v : {EwCudaVariant::kCastContiguous, EwCudaVariant::kCastStrided}) {
+    EXPECT_EQ(error_of(less, "lt", lt, v), "") << ew_cuda_variant_name(v);
+    EXPECT_NE(emit_elementwise_cuda(less, "lt", lt, v).find("bool r0;"), std::string::npos);
+  }
+  EwKernelTypes two = types_of({T::kBool, T::kFloat64}, {T::kFloat64}, T::kFloat64);
+  two.results = {T::kBool, T::kFloat64};
+  const char* by_ref = "template <typename T> void sgn(T a, bool& pos, T& twice) { pos = a > 0; twice = a + a; }";
+  EXPECT_EQ(error_of(by_ref, "sgn", two, EwCudaVariant::kCastStrided), "");
 }
 
 TEST_F(ElementwiseCudaErrors, BadArchIsAValueError) {

@@ -90,7 +90,7 @@ TEST(ElementwisePromotion, HalfResultsRoundInputsAndWiderStores) {
   EXPECT_NE(src.find("float16_value(float16_bits(static_cast<double>(__ld<int32_t>("), std::string::npos) << src;
   EXPECT_NE(
       src.find(
-          "__st<float>(__d0 + __k * 4, static_cast<float>(float16_value(float16_bits(static_cast<double>(__r[0])))))"),
+          "__st<float>(__d0 + __k * 4, static_cast<float>(float16_value(float16_bits(static_cast<double>(__r0)))))"),
       std::string::npos)
       << src;
   EXPECT_EQ(t.text(), "(int32, float16) -> float32, computing in float32 rounded to float16");

@@ -150,8 +150,12 @@ def test_single_output_by_reference_and_several_by_return():
     ref3 = kjit.elementwise("template <typename T> void three(T a, T& x, T& y, T& z) { x = a; y = 2 * a; z = 3 * a; }",
                             num_outputs=3)
     assert [r.tolist() for r in ref3(np.array([1.0, 2.0]))] == [[1, 2], [2, 4], [3, 6]]
-    with pytest.raises(kjit.CompileError, match="the entry function must take the inputs and extra scalars"):
+    # void without an output reference: named before any compile
+    with pytest.raises(TypeError, match=r"bad\(a\) takes 1 argument: .*then its 1 output by reference; this call "
+                                        r"passes 1 input and 0 extra arguments"):
         kjit.elementwise("template <typename T> void bad(T a) {}")(np.arange(2.0))
+    with pytest.raises(kjit.CompileError, match="the entry function must take the inputs and extra scalars"):
+        kjit.elementwise("template <typename T> void bad(T a, int* p) {}")(np.arange(2.0))
 
 
 def test_extra_scalars_keep_their_type():

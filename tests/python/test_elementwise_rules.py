@@ -522,3 +522,71 @@ def test_expected_promotion(add3, expected, dtypes, optional):
         assert kjit_result(add3, *[_operand(t) for t in sample]) == expected
 
     check()
+
+
+# ---------------------------------------------------------------------------------
+# Outputs of their own type (issue 28): the entry's declared return type, or a
+# `T&` output's, is the output's dtype when it is not the template parameter.
+# ---------------------------------------------------------------------------------
+
+LESS = "template <typename T> bool lt(T a, T b) { return a < b; }"
+COMPARE_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "float32", "float64"]
+
+
+@pytest.fixture(scope="module")
+def less():
+    return kjit.elementwise(LESS)
+
+
+@pytest.mark.parametrize(("a", "b"), [(a, b) for a in COMPARE_DTYPES for b in ("int8", "float32", "float64")])
+def test_comparisons_give_bool_as_numpy_does(less, a, b):
+    rng = np.random.default_rng(3)
+    x = (rng.integers(0, 5, 16) if a != "bool" else rng.integers(0, 2, 16)).astype(a)
+    y = rng.integers(0, 5, 16).astype(b)
+    got, want = less(x, y), np.less(x, y)
+    assert got.dtype == want.dtype == np.bool_, (a, b)
+    np.testing.assert_array_equal(got, want)
+    assert less.result_type(x, y) == np.bool_
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"])
+def test_comparisons_give_bool_as_torch_does(less, dtype):
+    torch = pytest.importorskip("torch")
+    t = getattr(torch, dtype)
+    x, y = torch.arange(8).to(t), torch.full((8,), 3).to(t)
+    got, want = less(x, y), torch.lt(x, y)
+    assert got.dtype == want.dtype == torch.bool and torch.equal(got, want)
+    assert torch.equal(less(x, 3), torch.lt(x, 3))  # a Python scalar stays weak
+
+
+def test_a_bool_output_casts_safely_into_wider_outs_and_is_refused_nowhere_else(less):
+    x, y = np.arange(4.0), np.full(4, 2.0)
+    for dtype in (np.bool_, np.int8, np.float32):
+        out = np.empty(4, dtype)
+        assert less(x, y, out=out) is out
+        np.testing.assert_array_equal(out, np.less(x, y).astype(dtype))
+
+
+def test_a_declared_real_result_of_complex_inputs_is_real():
+    mag = kjit.elementwise("template <typename T> float mag(T z) { return std::abs(z); }")
+    z = np.array([3 + 4j, 1j, -2], np.complex64)
+    got = mag(z)
+    assert got.dtype == np.float32 and mag.result_type(z) == np.float32
+    np.testing.assert_allclose(got, np.abs(z))
+    with pytest.raises(TypeError, match="the result type float32 cannot be cast safely to the output type int32"):
+        mag(z, out=np.empty(3, np.int32))
+
+
+def test_outputs_by_reference_take_their_declared_types():
+    sgn = kjit.elementwise("template <typename T> void sgn(T a, bool& pos, T& twice) { pos = a > 0; twice = a + a; }",
+                           num_outputs=2)
+    pos, twice = sgn(np.array([-1.0, 2.0], np.float32))
+    assert pos.dtype == np.bool_ and pos.tolist() == [False, True]
+    assert twice.dtype == np.float32 and twice.tolist() == [-2.0, 4.0]
+
+
+def test_the_template_parameter_and_auto_keep_the_computed_type():
+    same = kjit.elementwise("template <typename T> auto idn(T a) { return a; }")
+    assert same(np.ones(2, np.int16)).dtype == np.int16
+    declared = kjit.elementwise("float half_of(double x) { return x / 2; }")
+    assert declared(np.array([3], np.int64)).dtype == np.float32  # its declared float, computed in float64
