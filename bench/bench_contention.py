@@ -21,8 +21,14 @@ Targets (issue 27), judged and printed per row:
     and kjit's p99 <= 3x kjit1's median;
   * quiet: unchanged against the size sweep of bench_elementwise (compare runs).
 
+With --steady, each variant runs in its own process, calling back to back for
+--seconds per size, its thread count never changed: the p99 a loop that keeps
+calling sees. The default interleaved rounds change kjit's thread count every few
+milliseconds (kjit1 rounds between kjit rounds), and the first regions after each
+change meet the pool and the governor afresh, which shows in their p99.
+
 Run: .venv/bin/python bench/bench_contention.py [--loads quiet,busy1,busy2,compile]
-     [--engines pool,omp] [--sizes 10,12,...,26] [--seconds 0.4]
+     [--engines pool,omp] [--sizes 10,12,...,26] [--seconds 0.4] [--steady]
      (--smoke: tiny sizes, short, no competitors: checks it runs)
 """
 
@@ -45,8 +51,10 @@ BUSY = "while True:\n    pass\n"
 COMPILE_SRC = "#include <map>\n#include <string>\n#include <vector>\nstd::map<std::string, std::vector<int>> m;\n"
 
 
-def child(engine: str, sizes: list[int], seconds: float) -> None:
-    """Times every variant at every size; prints one JSON line of results."""
+def child(engine: str, sizes: list[int], seconds: float, only: str = "") -> None:
+    """Times every variant at every size; prints one JSON line of results. With
+    `only` (--steady), that variant alone, back to back, its thread count set once
+    by the environment (KJIT_NUM_THREADS for kjit1)."""
     import numpy as np
 
     torch = None
@@ -74,6 +82,8 @@ def child(engine: str, sizes: list[int], seconds: float) -> None:
             ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
             variants[("torch", "out")] = lambda: torch.add(ta, tb, out=tout)
             variants[("torch", "new")] = lambda: torch.add(ta, tb)
+        if only:
+            variants = {k: f for k, f in variants.items() if k[0] == only}
         for f in variants.values():  # compile, fault the pages in
             f()
         assert np.array_equal(add(a, b), a + b)
@@ -85,7 +95,8 @@ def child(engine: str, sizes: list[int], seconds: float) -> None:
             rng.shuffle(order)
             for key in order:
                 f = variants[key]
-                kjit.set_num_threads(1 if key[0] == "kjit1" else 0)
+                if not only:
+                    kjit.set_num_threads(1 if key[0] == "kjit1" else 0)
                 got = samples[key]
                 stop = time.perf_counter() + deadline_per
                 count = 0
@@ -94,7 +105,8 @@ def child(engine: str, sizes: list[int], seconds: float) -> None:
                     f()
                     got.append(time.perf_counter_ns() - t0)
                     count += 1
-        kjit.set_num_threads(0)
+        if not only:
+            kjit.set_num_threads(0)
         for (name, kind), got in samples.items():
             got.sort()
             results.append({
@@ -141,13 +153,27 @@ class Competitors:
         self.procs = []
 
 
-def run_child(engine, sizes, seconds, env):
+def run_child(engine, sizes, seconds, env, only=""):
     argv = [sys.executable, __file__, "--child", engine, "--sizes", ",".join(map(str, sizes)),
-            "--seconds", str(seconds)]
+            "--seconds", str(seconds)] + (["--only", only] if only else [])
     r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"bench_contention: the {engine} child failed:\n{r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run_steady(engine, sizes, seconds, env):
+    """Each variant in its own process, back to back: a loop that keeps calling, as a
+    user's does, with no thread-count changes between calls (the interleaved rounds
+    flip kjit's thread count every few ms, and each flip meets the pool afresh)."""
+    results = []
+    for name in ("kjit", "kjit1", "numpy"):
+        child_env = dict(env, KJIT_NUM_THREADS="1") if name == "kjit1" else env
+        data = run_child(engine, sizes, seconds, child_env, only=name)
+        results += data["results"]
+        if name == "kjit":
+            threads = data["threads"]
+    return {"engine": engine + ", steady", "threads": threads, "results": results}
 
 
 def report(load, data):
@@ -180,12 +206,15 @@ def main():
     ap.add_argument("--engines", default="pool,omp")
     ap.add_argument("--sizes", default=",".join(str(p) for p in range(10, 27, 2)))
     ap.add_argument("--seconds", type=float, default=0.4, help="time per variant and size")
+    ap.add_argument("--steady", action="store_true",
+                    help="each variant in its own process calling back to back (no interleaving)")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--only", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
-        child(args.child, sizes, args.seconds)
+        child(args.child, sizes, args.seconds, args.only)
         return
     loads, engines = args.loads.split(","), args.engines.split(",")
     if args.smoke:
@@ -197,7 +226,8 @@ def main():
         for load in loads:
             with Competitors(load, work):
                 for engine in engines:
-                    misses += report(load, run_child(engine, sizes, args.seconds, env))
+                    run = run_steady if args.steady else run_child
+                    misses += report(load, run(engine, sizes, args.seconds, env))
     print(f"\n{misses} row(s) miss a contention target" if misses else "\nevery contention target met")
 
 
