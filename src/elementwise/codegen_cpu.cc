@@ -71,7 +71,8 @@ class KernelWriter {
     o << "__kjit_apply(" << results << args << "); ";
     for (size_t k = 0; k < n_out_; ++k) {
       // A result of the entry's own type is not the half result: it is stored as it is.
-      const std::optional<EwType> half = own_type(k) ? std::nullopt : t_.half_result;
+      static const std::optional<EwType> kNoHalf;
+      const std::optional<EwType>& half = own_type(k) ? kNoHalf : t_.half_result;
       o << store_stmt(t_.outputs[k], addr[k], "__r" + std::to_string(k), half) << " ";
     }
     return o.str();
