@@ -10,6 +10,7 @@ from ._frameworks import TensorMeta
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
 from .elementwise import elementwise
 from .elementwise import get_num_threads, set_num_threads
+from .reduction import reduction
 from .module import Module, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
 from .spec import Spec, parse_signature
 
@@ -48,4 +49,5 @@ __all__ = [
     "resolve",
     "resolve_arg_specs",
     "parse_signature",
+    "reduction",
 ]

@@ -268,12 +268,6 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "(" + s + ")";
-}
-
 /// Whether `from` broadcasts to `to` (right-aligned; each dim equal or 1).
 bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
   if (from.size() > to.size()) return false;

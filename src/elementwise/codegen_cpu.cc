@@ -20,6 +20,10 @@ std::string round_to_half(EwType half, const std::string& v) {
   return "bfloat16_value(bfloat16_bits(static_cast<double>(" + v + ")))";
 }
 
+}  // namespace
+
+namespace ew {
+
 /// C++ expression loading one element of `t` from byte pointer `p` as compute type
 /// C; an input of another type than a half result is first rounded to it (cast to
 /// the common dtype, then computed in float).
@@ -42,6 +46,17 @@ std::string store_stmt(EwType t, const std::string& p, std::string v, const std:
   return "__st<" + storage + ">(" + p + ", static_cast<" + storage + ">(" + v + "));";
 }
 
+std::string memory_access_text() {
+  return "// memcpy: operands need not be aligned to their element size.\n"
+         "template <typename __S> inline __S __ld(const char* __p) { __S __v; std::memcpy(&__v, __p, sizeof(__S)); "
+         "return __v; }\n"
+         "template <typename __S> inline void __st(char* __p, __S __v) { std::memcpy(__p, &__v, sizeof(__S)); }\n";
+}
+
+}  // namespace ew
+
+namespace {
+
 bool uses_complex(const EwKernelTypes& t) {
   return any_kernel_type(t, [](EwType x) { return is_complex(x); });
 }
@@ -60,7 +75,7 @@ class KernelWriter {
     std::ostringstream o;
     std::string args;
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      args += ", " + load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result);
+      args += ", " + ew::load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result);
     }
     for (size_t e = 0; e < t_.extra.size(); ++e) args += ", __e" + std::to_string(e);
     std::string results;
@@ -73,7 +88,7 @@ class KernelWriter {
       // A result of the entry's own type is not the half result: it is stored as it is.
       static const std::optional<EwType> kNoHalf;
       const std::optional<EwType>& half = own_type(k) ? kNoHalf : t_.half_result;
-      o << store_stmt(t_.outputs[k], addr[k], "__r" + std::to_string(k), half) << " ";
+      o << ew::store_stmt(t_.outputs[k], addr[k], "__r" + std::to_string(k), half) << " ";
     }
     return o.str();
   }
@@ -226,10 +241,7 @@ std::string emit_elementwise_cpu(const std::string& code, const std::string& ent
     << "using kjit_float16::bfloat16_bits;\nusing kjit_float16::bfloat16_value;\n"
     << "using kjit_float16::float16_bits;\nusing kjit_float16::float16_value;\n"
     << "using __C = " << ew::storage_type(types.compute) << ";\n"
-    << "// memcpy: operands need not be aligned to their element size.\n"
-    << "template <typename __S> inline __S __ld(const char* __p) { __S __v; std::memcpy(&__v, __p, sizeof(__S)); "
-       "return __v; }\n"
-    << "template <typename __S> inline void __st(char* __p, __S __v) { std::memcpy(__p, &__v, sizeof(__S)); }\n"
+    << ew::memory_access_text()
     << ew::entry_apply(ew::entry_callee(code, entry, "__C"), KernelWriter(types).result_spellings(),
                        "inline __attribute__((always_inline))", "")
     << "}  // namespace\n}  // namespace __kjit_ew\n\n"

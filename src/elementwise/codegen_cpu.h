@@ -49,6 +49,23 @@ bool any_kernel_type(const EwKernelTypes& t, Pred pred) {
   return false;
 }
 
+namespace ew {
+
+/// C++ expression loading one element of `t` from byte pointer `p` as the
+/// generated code's compute type `__C`; an input of another type than a half
+/// result `half` is first rounded to it (cast to the common dtype, then computed
+/// in float).
+std::string load_expr(EwType t, const std::string& p, const std::optional<EwType>& half);
+
+/// Statement storing value `v` as `t` at byte pointer `p`; into another type than
+/// a half result `half`, only after rounding to it.
+std::string store_stmt(EwType t, const std::string& p, std::string v, const std::optional<EwType>& half);
+
+/// The generated `__ld<T>(p)` and `__st<T>(p, v)`: unaligned loads and stores.
+std::string memory_access_text();
+
+}  // namespace ew
+
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
 /// int64_t n, const void* extra)`, operands outputs first, strides in bytes, extra
 /// scalars in 16-byte slots.

@@ -9,13 +9,13 @@
 
 namespace kjit {
 namespace ew {
-namespace {
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + (s.size() == 1 ? ",)" : ")");
 }
+
+namespace {
 
 /// PyTorch's reorder comparator for dims a (faster candidate) and b: -1 if a
 /// should stay faster than b, 1 if they swap, 0 if no operand decides.

@@ -25,6 +25,9 @@ struct Loop {
   int64_t numel() const;
 };
 
+/// "(2, 3)", "(3,)": shapes in messages, as Python writes tuples.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 /// Right-aligned broadcast of the shapes; throws kjit::ValueError naming the
 /// inputs and the dim (PyTorch's wording). shapes[k] belongs to input #inputs[k].
 std::vector<int64_t> broadcast_shapes(const std::string& fn, const std::vector<std::vector<int64_t>>& shapes,

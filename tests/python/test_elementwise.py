@@ -512,7 +512,7 @@ def test_out_cast_follows_numpy_same_kind(add, din, dout):
 
 
 def test_out_shape_mismatch(add):
-    with pytest.raises(ValueError, match=r"out\[0\] has shape \(5\) but the inputs broadcast to \(4\)"):
+    with pytest.raises(ValueError, match=r"out\[0\] has shape \(5,\) but the inputs broadcast to \(4,\)"):
         add(np.ones(4), np.ones(4), out=np.empty(5))
     with pytest.raises(ValueError, match="does not resize outputs"):
         add(np.ones((2, 4)), np.ones(4), out=np.empty(4))

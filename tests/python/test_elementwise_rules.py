@@ -370,7 +370,7 @@ def test_numpy_out_may_be_larger_than_the_broadcast_shape(add, shapes, out_shape
 
 
 def test_numpy_out_smaller_than_the_inputs_raises(add):
-    with pytest.raises(ValueError, match=r"add: out\[0\] has shape \(3\) but the inputs broadcast to \(2, 3\); "
+    with pytest.raises(ValueError, match=r"add: out\[0\] has shape \(3,\) but the inputs broadcast to \(2, 3\); "
                                          r"kjit.elementwise does not resize outputs \(under NumPy's rules the inputs "
                                          r"may broadcast to a larger out=\)"):
         add(np.ones((2, 3)), 1.0, out=np.empty(3))
@@ -380,7 +380,7 @@ def test_numpy_out_smaller_than_the_inputs_raises(add):
 
 @needs_torch
 def test_torch_out_must_have_the_broadcast_shape(add):
-    with pytest.raises(ValueError, match=r"add: out\[0\] has shape \(2, 3\) but the inputs broadcast to \(3\); "
+    with pytest.raises(ValueError, match=r"add: out\[0\] has shape \(2, 3\) but the inputs broadcast to \(3,\); "
                                          r"kjit.elementwise does not resize outputs$"):
         add(torch.ones(3), 1.0, out=torch.empty(2, 3))
 

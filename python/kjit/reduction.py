@@ -1,0 +1,200 @@
+"""``kjit.reduction``: computation strings become reductions, as CuPy's
+ReductionKernel: a map of the broadcast inputs, an associative and commutative
+combine, a finishing post step, over any axes, with keepdims, dtype= and out=.
+Planning and loops are C++ (libkjit, src/reduction); this module converts the
+arguments and allocates the result in the inputs' framework.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import os
+from typing import Optional
+
+import numpy as np
+
+from . import _frameworks
+from ._lib import api, call_type
+from .elementwise import (_INT64_MAX, _INT64_MIN, _NUMPY, _TORCH, _argument, _compute_name, _first_tensor,
+                          _framework, _is_torch_tensor, _torch, _without_lazy_bits)
+
+
+def _identity(value):
+    """The identity as the C++ side takes it: None, a bool/int/float, or [re, im]."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, int):
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise OverflowError(f"kjit.reduction: identity {value} is outside the int64 range kjit carries")
+        return value
+    if isinstance(value, complex):
+        return [value.real, value.imag]
+    raise TypeError(f"kjit.reduction: identity must be None or a bool, int, float or complex, "
+                    f"got {type(value).__name__}")
+
+
+def _axes(axis, name: str):
+    """axis as the C++ side takes it: None, or a list of ints (NumPy accepts an int
+    or a tuple of ints; anything else is a TypeError as NumPy's)."""
+    if axis is None:
+        return None
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in items:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise TypeError(f"{name}: axis must be None, an int or a tuple of ints, got "
+                            f"{type(a).__name__} ({a!r})") from None
+        if not _INT64_MIN <= a <= _INT64_MAX:
+            raise ValueError(f"{name}: axis {a} is out of bounds")
+        out.append(a)
+    return out
+
+
+class _Reduction:
+    """One kjit::Reduction (by id); frees it when collected."""
+
+    def __init__(self, reduce_code: str, identity, map_code: str, post_code: str, name: str,
+                 upcast_integers: bool, build_dir: str, verbose: bool):
+        self.id, entry = api.red_create(reduce_code, map_code, post_code, name, _identity(identity),
+                                        bool(upcast_integers), build_dir, bool(verbose))
+        self.name: str = str(entry)
+
+    def _arguments(self, inputs, keep: list):
+        framework = _framework(inputs)
+        if framework == "torch":
+            _refuse_grad(self.name, inputs, "input")
+        args = [_argument(_without_lazy_bits(x), i, keep, framework == "torch") for i, x in enumerate(inputs)]
+        for a in args:
+            if type(a) is int and not _INT64_MIN <= a <= _INT64_MAX:
+                raise OverflowError(f"{self.name}: Python integer {a} is outside the int64 range kjit carries; pass "
+                                    "a NumPy scalar or array of the type you mean")
+        return framework, (_TORCH if framework == "torch" else _NUMPY), args
+
+    def result_type(self, *inputs, axis=None, keepdims=False, dtype=None):
+        """The result dtype of a call with these inputs, in their framework's terms."""
+        keep: list = []
+        framework, promotion, args = self._arguments(inputs, keep)
+        _, name = api.red_output(self.id, promotion, _axes(axis, self.name), bool(keepdims), _dtype_name(dtype),
+                                 *args)
+        return getattr(_torch(), str(name)) if framework == "torch" else _frameworks.numpy_dtype(str(name))
+
+    def __call__(self, *inputs, axis=None, keepdims=False, dtype=None, out=None):
+        if not inputs:
+            raise TypeError(f"{self.name}: expected at least one input")
+        keep: list = []  # arrays passed by address: alive until red_run returns
+        framework, promotion, args = self._arguments(inputs, keep)
+        axes, dtype_name, keepdims = _axes(axis, self.name), _dtype_name(dtype), bool(keepdims)
+        if out is None:
+            shape, result = api.red_output(self.id, promotion, axes, keepdims, dtype_name, *args)
+            shape = [int(s) for s in shape]
+            like = _first_tensor(inputs) if framework != "jax" else None
+            target = call_type.empty(like, shape, str(result), list(range(len(shape))))
+        else:
+            _check_out(self.name, out, framework)
+            target = out
+        try:
+            api.red_run(self.id, promotion, axes, keepdims, dtype_name, _argument(target, 0, keep), *args)
+        finally:
+            if out is not None and framework == "torch":  # as torch's in-place ops do for what they write
+                call_type.bump_versions([out])
+        del keep
+        if out is not None:
+            return out
+        if framework == "numpy":  # a 0-d result is a NumPy scalar, as np.sum returns
+            return target if target.ndim else target[()]
+        if framework == "jax":
+            return _frameworks.jax_result(target)
+        return target
+
+    def __del__(self):
+        free = getattr(api, "red_free", None)
+        if free is not None and getattr(self, "id", None) is not None:
+            try:
+                free(self.id)
+            except Exception:  # noqa: BLE001 (interpreter shutdown: nothing to free into)
+                pass
+
+
+def _dtype_name(dtype) -> str:
+    return "" if dtype is None else _compute_name(dtype)
+
+
+def _refuse_grad(name: str, tensors, what: str):
+    """A torch tensor that requires grad with grad mode on: the result would have no grad_fn."""
+    torch = _torch()
+    if not torch.is_grad_enabled():
+        return
+    for i, x in enumerate(tensors):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise TypeError(f"{name}: {what} #{i} requires grad, but kjit.reduction functions compute no gradients "
+                            "(the result would have no grad_fn); pass a detached tensor (.detach()) or call it under "
+                            "torch.no_grad()")
+
+
+def _check_out(name: str, out, framework: str):
+    if isinstance(out, (tuple, list)):
+        raise TypeError(f"{name}: out must be one tensor, got a {type(out).__name__}")
+    if isinstance(out, np.ndarray) and not out.flags.writeable:
+        raise ValueError(f"{name}: out is a read-only NumPy array (flags.writeable is False); pass a writable array")
+    if _is_torch_tensor(out):
+        if framework == "torch":
+            _refuse_grad(name, [out], "out")
+        if out.is_conj() or out.is_neg():
+            raise ValueError(f"{name}: out is a conjugate or negative view of a torch tensor; DLPack cannot carry "
+                             "that bit; pass a tensor without it and copy")
+
+
+def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, post_code: Optional[str] = None,
+              name: Optional[str] = None, upcast_integers: bool = True, build_directory: Optional[str] = None,
+              verbose: bool = False):
+    """Compiles a reduction from C++ computation strings (each defines its function;
+    the last definition of each is the one called, with the accumulator type as T
+    when it is a template):
+
+    - ``reduce_code``: ``T f(T a, T b)``, the combine: associative and commutative
+      (the loops regroup it, pairwise);
+    - ``identity``: the combine's identity, what an empty reduction gives; None for
+      a reduction without one (max, min), whose empty reductions are a ValueError;
+    - ``map_code``: ``T f(T x, ...)``, one value per element of the broadcast inputs
+      (default: the single input);
+    - ``post_code``: ``U f(T acc, int64_t n)``, the finished value from the
+      accumulator and the count of elements reduced (mean: ``acc / n``);
+    - ``upcast_integers``: bool and integers narrower than 64 bits accumulate and
+      return in int64 (NumPy: uint64 for unsigned), as sum and prod do; False keeps
+      their type, as max and min do. float16/bfloat16 accumulate in float32 and
+      return their own type.
+
+    Returns ``f(*inputs, axis=None, keepdims=False, dtype=None, out=None)``: inputs
+    broadcast and promote as ``kjit.elementwise``'s; ``axis`` None (all), an int or
+    a tuple of ints; ``dtype`` sets the accumulator and result type; ``out`` a
+    tensor of the result's shape. ``f.result_type(*inputs, ...)`` gives the result
+    dtype without compiling.
+    """
+    for arg, what in ((reduce_code, "reduce_code"), (map_code, "map_code"), (post_code, "post_code"),
+                      (name, "name")):
+        if arg is not None and not isinstance(arg, str):
+            raise TypeError(f"kjit.reduction: {what} must be a str, got {type(arg).__name__}")
+    build_dir = "" if build_directory is None else os.fspath(build_directory)
+    red = _Reduction(reduce_code, identity, map_code or "", post_code or "", name or "", upcast_integers, build_dir,
+                     verbose)
+
+    def call(*inputs, axis=None, keepdims=False, dtype=None, out=None):
+        return red(*inputs, axis=axis, keepdims=keepdims, dtype=dtype, out=out)
+
+    call.name = red.name
+    call.identity = identity
+    call.reduce_code, call.map_code, call.post_code = reduce_code, map_code, post_code
+    call.result_type = red.result_type
+    call._reduction = red
+    call.__name__ = red.name
+    call.__qualname__ = f"kjit.reduction[{red.name}]"
+    call.__doc__ = (f"kjit.reduction '{red.name}': f(*inputs, axis=None, keepdims=False, dtype=None, out=None); "
+                    "see kjit.reduction.")
+    call.__signature__ = inspect.signature(_Reduction.__call__).replace(
+        parameters=list(inspect.signature(_Reduction.__call__).parameters.values())[1:])
+    return call

@@ -1,0 +1,149 @@
+// The kjit.red_* tvm-ffi global functions behind kjit.reduction: reductions by id,
+// the output a call makes (for Python to allocate in the inputs' framework), and
+// the run into it.
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/reflection/registry.h>
+#include <tvm/ffi/string.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ffi/boundary.h"
+#include "ffi/operands.h"
+#include "kjit/errors.h"
+#include "kjit/reduction.h"
+#include "kjit/spec.h"
+
+namespace kjit {
+namespace {
+
+using tvm::ffi::Any;
+using tvm::ffi::AnyView;
+using tvm::ffi::Array;
+using tvm::ffi::PackedArgs;
+using tvm::ffi::String;
+
+constexpr const char* kApi = "kjit.reduction";
+
+std::mutex g_mu;
+std::vector<std::shared_ptr<Reduction>> g_reductions;  // id -> reduction, until kjit.red_free
+
+std::shared_ptr<Reduction> reduction_of(int64_t id) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  internal_check(id >= 0 && static_cast<size_t>(id) < g_reductions.size() && g_reductions[id] != nullptr,
+                 "unknown reduction id");
+  return g_reductions[id];
+}
+
+/// axis: None (every axis) or an Array of ints.
+ReduceAxes axes_of(const AnyView& v) {
+  if (v == nullptr) return ReduceAxes::everything();
+  std::vector<int64_t> axes;
+  for (const Any& a : v.cast<Array<Any>>()) axes.push_back(a.cast<int64_t>());
+  return ReduceAxes::of(std::move(axes));
+}
+
+/// dtype: "" (none) or a dtype name.
+std::optional<EwType> dtype_of(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  std::optional<ScalarType> t = find_scalar_type(name);
+  if (!t || is_text(*t)) {
+    throw TypeError(std::string(kApi) + ": dtype " + name +
+                    " is not one kjit.reduction computes in (bool, int8..int64, uint8..uint64, float16, bfloat16, "
+                    "float32, float64, complex64, complex128)");
+  }
+  return *t;
+}
+
+/// The call's common arguments: (id, promotion, axis, keepdims, dtype, ...).
+struct CallArgs {
+  std::shared_ptr<Reduction> reduction;
+  Promotion promotion = Promotion::kNumPy;
+  ReduceAxes axes;
+  bool keepdims = false;
+  std::optional<EwType> dtype;
+};
+
+CallArgs call_args(PackedArgs args, int least) {
+  if (args.size() < least) {
+    throw TypeError("kjit.red_*: expected at least " + std::to_string(least) + " arguments, got " +
+                    std::to_string(args.size()));
+  }
+  CallArgs c;
+  c.reduction = reduction_of(args[0].cast<int64_t>());
+  c.promotion = promotion_of(args[1].cast<int64_t>());
+  c.axes = axes_of(args[2]);
+  c.keepdims = args[3].cast<bool>();
+  c.dtype = dtype_of(std::string(args[4].cast<String>()));
+  return c;
+}
+
+/// red_output(id, promotion, axis, keepdims, dtype, inputs...) -> [shape, dtype]
+void red_output(PackedArgs args, Any* rv) {
+  at_ffi_boundary([&] {
+    const CallArgs c = call_args(args, 6);
+    std::vector<EwOperand> inputs;
+    std::vector<std::unique_ptr<RawTensor>> store;
+    decode_operands(args, 5, args.size(), 5, &inputs, &store, kApi);
+    const EwOutput o = c.reduction->output_for(inputs, c.axes, c.keepdims, c.dtype, c.promotion);
+    *rv = Array<Any>{Array<int64_t>(o.shape.begin(), o.shape.end()), String(ew_type_name(o.type))};
+    return 0;
+  });
+}
+
+/// red_run(id, promotion, axis, keepdims, dtype, out, inputs...)
+void red_run(PackedArgs args, Any* rv) {
+  at_ffi_boundary([&] {
+    const CallArgs c = call_args(args, 7);
+    std::vector<EwOperand> inputs;
+    std::vector<std::unique_ptr<RawTensor>> store;
+    const EwOperand out = operand_of(args[5], 0, &store, kApi);
+    if (out.tensor == nullptr) throw TypeError(std::string(kApi) + ": out must be a tensor");
+    decode_operands(args, 6, args.size(), 6, &inputs, &store, kApi);
+    c.reduction->run(inputs, c.axes, c.keepdims, c.dtype, out.tensor, c.promotion);
+    *rv = nullptr;
+    return 0;
+  });
+}
+
+/// red_create(reduce, map, post, name, identity, upcast_integers, build_dir, verbose) -> [id, name]
+void red_create(PackedArgs args, Any* rv) {
+  at_ffi_boundary([&] {
+    if (args.size() != 8) throw TypeError("kjit.red_create: expected 8 arguments, got " + std::to_string(args.size()));
+    ReductionCode code{std::string(args[0].cast<String>()), std::string(args[1].cast<String>()),
+                       std::string(args[2].cast<String>())};
+    std::optional<EwOperand> identity;
+    std::vector<std::unique_ptr<RawTensor>> store;
+    if (args[4] != nullptr) identity = operand_of(args[4], 0, &store, kApi);
+    ReductionOptions opts;
+    opts.upcast_integers = args[5].cast<bool>();
+    opts.build_directory = std::string(args[6].cast<String>());
+    opts.verbose = args[7].cast<bool>();
+    auto r = std::make_shared<Reduction>(code, identity, std::string(args[3].cast<String>()), opts);
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_reductions.push_back(std::move(r));
+    *rv = Array<Any>{static_cast<int64_t>(g_reductions.size() - 1), String(g_reductions.back()->name())};
+    return 0;
+  });
+}
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef()
+      .def_packed("kjit.red_create", red_create)
+      .def_packed("kjit.red_output", red_output)
+      .def_packed("kjit.red_run", red_run)
+      .def("kjit.red_free", [](int64_t id) {
+        // The kernel handles go; the compiled libraries stay loaded and cached on disk.
+        std::lock_guard<std::mutex> lock(g_mu);
+        if (id >= 0 && static_cast<size_t>(id) < g_reductions.size()) g_reductions[id].reset();
+      });
+}
+
+}  // namespace
+}  // namespace kjit

@@ -1,0 +1,356 @@
+// kjit::Reduction: a call is planned (reduction_plan), its kernel compiled or
+// loaded once per types, then run on the thread pool: across outputs when there
+// are many, else across the outermost reduced dim into per-thread partials that
+// one thread combines, as TensorIterator's reductions split.
+#include "kjit/reduction.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <mutex>
+
+#include "declare/cpp_signature.h"
+#include "elementwise/loop_driver.h"
+#include "elementwise/plan.h"
+#include "elementwise/promotion.h"
+#include "elementwise/thread_pool.h"
+#include "elementwise/trap_guard.h"
+#include "kjit/build.h"
+#include "kjit/detail/reduction_loop.h"
+#include "kjit/errors.h"
+#include "reduction/codegen_reduction.h"
+#include "reduction/reduction_plan.h"
+#include "signature/lexer.h"
+#include "signature/validate.h"
+
+namespace kjit {
+namespace {
+
+using RedKernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
+
+/// A part's entry: its last function definition, and how many parameters it
+/// takes without defaults (-1: unknown, a parameter pack).
+struct PartEntry {
+  std::string name;
+  int least = -1, most = -1;
+  std::string params;
+};
+
+PartEntry entry_of(const std::string& code, const char* part, bool required) {
+  PartEntry e;
+  for (const CppFunction& f : find_all_cpp_functions(code)) {
+    if (f.is_definition) e.name = f.name;
+  }
+  if (e.name.empty()) {
+    if (!required && code.empty()) return e;
+    throw SpecError(std::string("kjit.reduction: ") + part +
+                    " defines no function; write e.g. 'template <typename T> T add(T a, T b) { return a + b; }'");
+  }
+  for (const CppFunction& f : find_cpp_functions(code, e.name)) {
+    if (!f.is_definition) continue;
+    int least = 0, most = 0;
+    std::string params;
+    for (const CppParam& p : f.params) {
+      if (p.type.find("...") != std::string::npos || p.name.find("...") != std::string::npos) return e;
+      least += p.has_default ? 0 : 1;
+      ++most;
+      params += (params.empty() ? "" : ", ") + (p.name.empty() ? p.type : p.name);
+    }
+    e.least = least;
+    e.most = most;
+    e.params = params;
+  }
+  return e;
+}
+
+/// Throws SpecError when a part's function cannot take `n` arguments.
+void check_takes(const PartEntry& e, const char* part, int n, const char* what) {
+  if (e.least < 0 || (n >= e.least && n <= e.most)) return;
+  throw SpecError(std::string("kjit.reduction: ") + part + "'s function " + e.name + "(" + e.params + ") must take " +
+                  std::to_string(n) + " arguments (" + what + "), it takes " + std::to_string(e.most));
+}
+
+/// The bytes an input or output spans, for the overlap check.
+ew::Extent extent_of_tensor(const DLTensor* t, int element_size) {
+  const std::vector<int64_t> shape = ew::shape_of(t);
+  std::vector<int64_t> strides = ew::strides_of(t);
+  for (int64_t& s : strides) s *= element_size;
+  return ew::extent_of(static_cast<const char*>(t->data) + t->byte_offset, shape, strides, element_size);
+}
+
+/// The identity written as the accumulator: ValueError where it cannot be one.
+void write_identity(const std::string& fn, const EwOperand& identity, EwType acc, ew::ScalarSlot* slot) {
+  const ew::Kind kind = ew::kind_of(acc);
+  if (identity.scalar == EwOperand::Scalar::kComplex && kind != ew::Kind::kComplex && identity.imag != 0) {
+    throw TypeError(fn + ": the identity is complex but the reduction accumulates in " + ew_type_name(acc));
+  }
+  if (identity.scalar == EwOperand::Scalar::kFloat && (kind == ew::Kind::kInt || kind == ew::Kind::kUInt)) {
+    const double v = identity.real;
+    if (!std::isfinite(v) || v != std::floor(v) || v < -9.3e18 || v > 1.8e19) {
+      throw ValueError(fn + ": the identity " + std::to_string(v) + " is not a value of " + ew_type_name(acc) +
+                       ", which this call accumulates in; pass identity=None for a reduction without one (max, "
+                       "min), or an integer");
+    }
+  }
+  ew::write_scalar(identity, acc, slot);
+}
+
+/// Runs a planned problem: on the calling thread below a grain per thread;
+/// across outputs when there are many; else across the outermost reduced dim
+/// into per-part accumulators, which one thread then combines in order.
+template <class Call>
+void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t count, int acc_size, Call call) {
+  const int64_t outputs = dims.outputs;
+  const int64_t total = outputs * (count > 0 ? count : 1);
+  const int threads =
+      static_cast<int>(std::min<int64_t>(get_num_threads(), (total + ew::kGrainSize - 1) / ew::kGrainSize));
+  const int64_t rows = dims.reduced_shape[0];
+  const int64_t many = int64_t{16} * threads, per_thread = int64_t{4} * threads;
+  if (threads <= 1 || count == 0 || (outputs < many && rows < 2)) {
+    const int64_t range[6] = {0, outputs, 0, 0, 0, 0};
+    call(range, kRedStore);
+    return;
+  }
+  if (outputs >= many) {
+    const int chunks = static_cast<int>(std::min<int64_t>(outputs, per_thread));
+    ew::parallel_for(chunks, threads, [&](int k) {
+      const int64_t range[6] = {outputs * k / chunks, outputs * (k + 1) / chunks, 0, 0, 0, 0};
+      call(range, kRedStore);
+    });
+    return;
+  }
+  const int parts = static_cast<int>(std::min<int64_t>(rows, per_thread));
+  const size_t bytes = static_cast<size_t>(parts) * static_cast<size_t>(outputs) * static_cast<size_t>(acc_size);
+  std::vector<std::max_align_t> partials(bytes / sizeof(std::max_align_t) + 1);
+  problem->partials = partials.data();
+  ew::parallel_for(parts, threads, [&](int k) {
+    const int64_t range[6] = {0, 0, rows * k / parts, rows * (k + 1) / parts, k, 0};
+    call(range, kRedPartial);
+  });
+  const int64_t range[6] = {0, outputs, 0, 0, 0, parts};
+  call(range, kRedFinish);
+}
+
+}  // namespace
+
+struct Reduction::Impl {
+  std::string code;  // every part's definitions, in order reduce, map, post
+  RedEntries entries;
+  PartEntry map_entry;
+  std::optional<EwOperand> identity;
+  std::string name;
+  ReductionOptions options;
+  std::mutex mu;  // guards the kernel maps
+  std::map<std::string, RedKernelFn> kernels;
+  std::map<std::string, CompileError> failed_compiles;
+
+  RedKernelFn kernel_for(const RedKernelTypes& types);
+  red::RedCall plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                    std::optional<EwType> dtype, Promotion p) const;
+  void check_out(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out, Promotion p) const;
+  void execute(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out, Promotion p);
+};
+
+RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
+  const std::string key = types.key();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = kernels.find(key);
+  if (it != kernels.end()) return it->second;
+  auto failed = failed_compiles.find(key);
+  if (failed != failed_compiles.end()) throw failed->second;
+  BuildRequest req;
+  req.name = "kjit_red_" + name;
+  req.source = emit_reduction_cpu(code, entries, types);
+  req.extra_cflags = {"-O3", "-fno-math-errno"};
+  const std::vector<std::string>& isa = host_isa_cflags();  // the loops run only here
+  req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
+  req.cache_dir = options.build_directory;
+  req.verbose = options.verbose;
+  req.exports = {"kjit_red_kernel"};
+  BuildResult built;
+  try {
+    built = build_shared_library(req);
+  } catch (const CompileError& e) {
+    CompileError error("kjit.reduction '" + name + "' " + types.text() + ": the code does not compile:\n" + e.log() +
+                           "(lines of 'code' are lines of reduce_code, map_code and post_code, one after another)",
+                       e.command(), e.log());
+    failed_compiles.emplace(key, error);
+    throw error;
+  }
+  void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) throw CacheError("kjit.reduction: cannot load " + built.library_path + ": " + dlerror());
+  auto fn = reinterpret_cast<RedKernelFn>(dlsym(lib, "kjit_red_kernel"));
+  internal_check(fn != nullptr, "a reduction library without kjit_red_kernel");
+  kernels[key] = fn;
+  return fn;
+}
+
+red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                                   std::optional<EwType> dtype, Promotion p) const {
+  if (inputs.empty()) throw TypeError(name + ": expected at least one input");
+  if (entries.map.empty() && inputs.size() != 1) {
+    throw TypeError(name + ": a reduction without map_code takes one input, got " + std::to_string(inputs.size()) +
+                    "; pass map_code to combine several inputs into one value per element");
+  }
+  if (!entries.map.empty() && map_entry.least >= 0 &&
+      (static_cast<int>(inputs.size()) < map_entry.least || static_cast<int>(inputs.size()) > map_entry.most)) {
+    throw TypeError(name + ": map_code's function " + map_entry.name + "(" + map_entry.params + ") takes " +
+                    std::to_string(map_entry.most) + " argument(s), one per input; this call passes " +
+                    std::to_string(inputs.size()) + " input(s)");
+  }
+  red::RedCall c = red::plan_call(name, inputs, axes, keepdims, dtype, options.upcast_integers, p);
+  if (!is_complex(c.acc)) {
+    for (size_t i = 0; i < c.call.inputs.size(); ++i) {
+      if (is_complex(c.call.inputs[i])) {
+        throw TypeError(name + ": input #" + std::to_string(i) + " is complex but the reduction accumulates in " +
+                        ew_type_name(c.acc) + " (dtype=): its imaginary part would be lost; pass a complex dtype");
+      }
+    }
+  }
+  if (c.count == 0 && !identity) {
+    throw ValueError(name + ": zero-size array to reduction operation " + name +
+                     " which has no identity (the reduced dimensions have no elements; pass identity= to "
+                     "kjit.reduction for one)");
+  }
+  return c;
+}
+
+void Reduction::Impl::check_out(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out,
+                                Promotion p) const {
+  internal_check(out != nullptr, "a reduction run without an output");
+  if (ew::shape_of(out) != c.output_shape) {
+    throw ValueError(name + ": out has shape " + ew::shape_text(ew::shape_of(out)) + " but the reduction gives " +
+                     ew::shape_text(c.output_shape) + " (kjit.reduction does not resize outputs)");
+  }
+  ew::CallTypes as_output = c.call;
+  as_output.shape = c.output_shape;
+  as_output.result = c.result;
+  as_output.own.clear();
+  ew::check_output(name, 0, out, as_output, p);
+  ew::check_self_overlap(name, &out, 1);
+  const int out_size = ew::size_of(*ew::from_dl(out->dtype));
+  const ew::Extent o = extent_of_tensor(out, out_size);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DLTensor* t = inputs[i].tensor;
+    if (t == nullptr || o.lo == o.hi) continue;
+    const ew::Extent e = extent_of_tensor(t, ew::size_of(*ew::from_dl(t->dtype)));
+    if (e.lo < o.hi && o.lo < e.hi) {
+      throw ValueError(name + ": out overlaps input #" + std::to_string(i) +
+                       " in memory; the reduction would read what it wrote; pass a separate out");
+    }
+  }
+}
+
+void Reduction::Impl::execute(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out,
+                              Promotion p) {
+  const EwType out_type = *ew::from_dl(out->dtype);
+  RedKernelTypes types{c.call.inputs, c.acc, out_type};
+  const size_t n_ops = inputs.size() + 1;
+  const std::vector<int64_t>& shape = c.call.shape;
+  // Operand byte strides over the broadcast dims, the output's 0 along reduced ones.
+  std::vector<std::vector<int64_t>> strides(n_ops, std::vector<int64_t>(shape.size(), 0));
+  {
+    const std::vector<int64_t> out_strides = ew::strides_of(out);
+    size_t k = 0;
+    const bool keepdims = c.output_shape.size() == shape.size();
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!c.reduced[d]) strides[0][d] = out_strides[k] * ew::size_of(out_type);
+      if (!c.reduced[d] || keepdims) ++k;
+    }
+  }
+  std::vector<ew::LoopOperand> in = ew::input_operands(inputs, c.call);
+  std::vector<ew::ScalarSlot> slots(inputs.size());
+  std::vector<char*> data(n_ops);
+  data[0] = static_cast<char*>(out->data) + out->byte_offset;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    strides[i + 1] = in[i].strides;
+    if (const DLTensor* t = inputs[i].tensor) {
+      data[i + 1] = static_cast<char*>(t->data) + t->byte_offset;
+    } else {
+      ew::bind_scalar_input(name, inputs[i], c.call, i, p, &slots[i]);
+      data[i + 1] = reinterpret_cast<char*>(slots[i].bytes);
+    }
+  }
+  const red::RedDims dims = red::plan_dims(shape, c.reduced, strides);
+  if (dims.outputs == 0) return;
+  const RedKernelFn kernel = kernel_for(types);
+  ew::ScalarSlot identity{};
+  if (this->identity) write_identity(name, *this->identity, c.acc, &identity);
+
+  kjit_red_problem problem{};
+  problem.n_operands = static_cast<int32_t>(n_ops);
+  problem.n_kept = static_cast<int32_t>(dims.kept_shape.size());
+  problem.n_reduced = static_cast<int32_t>(dims.reduced_shape.size());
+  problem.kept_shape = dims.kept_shape.data();
+  problem.kept_strides = dims.kept_strides.data();
+  problem.reduced_shape = dims.reduced_shape.data();
+  problem.reduced_strides = dims.reduced_strides.data();
+  problem.data = data.data();
+  problem.count = c.count;
+  problem.identity = identity.bytes;
+
+  bool guard = false;
+  for (EwType t : types.inputs) guard = guard || is_integer(t) || t == EwType::kBool;
+  guard = guard || is_integer(types.acc) || is_integer(types.output);
+  auto call = [&](const int64_t* range, int64_t mode) {
+    if (guard) {
+      ew::call_trap_guarded(kernel, nullptr, range, mode, &problem);
+    } else {
+      kernel(nullptr, range, mode, &problem);
+    }
+  };
+  try {
+    run_split(&problem, dims, c.count, ew::size_of(c.acc), call);
+  } catch (const ZeroDivisionError& e) {
+    throw ZeroDivisionError(name + ": " + e.what());
+  }
+}
+
+Reduction::Reduction(const ReductionCode& code, std::optional<EwOperand> identity, const std::string& name,
+                     ReductionOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& impl = *impl_;
+  const PartEntry reduce = entry_of(code.reduce, "reduce_code", true);
+  check_takes(reduce, "reduce_code", 2, "the accumulator and a value");
+  impl.map_entry = entry_of(code.map, "map_code", false);
+  const PartEntry post = entry_of(code.post, "post_code", false);
+  if (!post.name.empty()) check_takes(post, "post_code", 2, "the accumulator and the count");
+  if (identity && identity->tensor != nullptr) throw TypeError("kjit.reduction: identity must be a scalar");
+  if (!name.empty() && !is_c_identifier(name)) {
+    throw SpecError("kjit.reduction: name '" + spec_detail::printable(name) +
+                    "' is not a C identifier (letters, digits and '_', not starting with a digit): it names the "
+                    "reduction's kernels");
+  }
+  impl.entries = {reduce.name, impl.map_entry.name, post.name};
+  impl.name = name.empty() ? reduce.name : name;
+  impl.identity = identity;
+  impl.options = std::move(options);
+  impl.code = code.reduce + "\n" + code.map + "\n" + code.post;
+}
+Reduction::~Reduction() = default;
+Reduction::Reduction(Reduction&&) noexcept = default;
+Reduction& Reduction::operator=(Reduction&&) noexcept = default;
+
+const std::string& Reduction::name() const { return impl_->name; }
+
+EwOutput Reduction::output_for(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                               std::optional<EwType> dtype, Promotion promotion) const {
+  const red::RedCall c = impl_->plan(inputs, axes, keepdims, dtype, promotion);
+  EwOutput out;
+  out.shape = c.output_shape;
+  out.type = c.result;
+  for (size_t d = 0; d < out.shape.size(); ++d) out.order.push_back(static_cast<int>(d));
+  return out;
+}
+
+void Reduction::run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                    std::optional<EwType> dtype, const DLTensor* out, Promotion promotion) {
+  const red::RedCall c = impl_->plan(inputs, axes, keepdims, dtype, promotion);
+  impl_->check_out(c, inputs, out, promotion);
+  impl_->execute(c, inputs, out, promotion);
+}
+
+}  // namespace kjit

@@ -1,0 +1,141 @@
+#include "reduction/reduction_plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "elementwise/promotion.h"
+#include "kjit/detail/reduction_loop.h"
+#include "kjit/errors.h"
+
+namespace kjit {
+namespace red {
+namespace {
+
+bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
+
+/// The accumulator of a promoted type `t` without dtype=: NumPy's and PyTorch's
+/// sum (narrow integers and bool to 64 bits; NumPy keeps unsigned unsigned),
+/// float16/bfloat16 in float32.
+EwType accumulator_of(EwType t, bool upcast_integers, Promotion p) {
+  if (is_half(t)) return EwType::kFloat32;
+  if (!upcast_integers) return t;
+  const ew::Kind kind = ew::kind_of(t);
+  if (kind == ew::Kind::kBool) return EwType::kInt64;
+  if (kind == ew::Kind::kUInt && p == Promotion::kNumPy) return EwType::kUInt64;
+  if (kind == ew::Kind::kUInt && t == EwType::kUInt64) return t;
+  if (kind == ew::Kind::kInt || kind == ew::Kind::kUInt) return EwType::kInt64;
+  return t;
+}
+
+std::vector<bool> reduced_dims(const std::string& fn, const ReduceAxes& axes, size_t ndim) {
+  std::vector<bool> reduced(ndim, axes.all);
+  if (axes.all) return reduced;
+  const auto n = static_cast<int64_t>(ndim);
+  for (int64_t axis : axes.axes) {
+    if (axis < -n || axis >= n) {
+      throw ValueError(fn + ": axis " + std::to_string(axis) + " is out of bounds for array of dimension " +
+                       std::to_string(n));
+    }
+    const size_t d = static_cast<size_t>(axis < 0 ? axis + n : axis);
+    if (reduced[d]) {
+      throw ValueError(fn + ": duplicate value in 'axis': " + std::to_string(axis) + " names dimension " +
+                       std::to_string(d) + " twice");
+    }
+    reduced[d] = true;
+  }
+  return reduced;
+}
+
+/// Dims `a` (outer) and `b` (inner, next to it) as one: every operand's stride
+/// along a is its stride along b times b's extent.
+bool mergeable(const std::vector<int64_t>& strides, size_t n_ops, size_t a, size_t b, int64_t b_extent) {
+  for (size_t op = 0; op < n_ops; ++op) {
+    if (strides[a * n_ops + op] != strides[b * n_ops + op] * b_extent) return false;
+  }
+  return true;
+}
+
+/// Coalesces adjacent dims of a group (slowest first) in place.
+void coalesce(std::vector<int64_t>* shape, std::vector<int64_t>* strides, size_t n_ops) {
+  size_t kept = 0;  // dims [0, kept) are the result so far
+  for (size_t d = 0; d < shape->size(); ++d) {
+    if (kept > 0 && mergeable(*strides, n_ops, kept - 1, d, (*shape)[d])) {
+      (*shape)[kept - 1] *= (*shape)[d];
+      for (size_t op = 0; op < n_ops; ++op) (*strides)[(kept - 1) * n_ops + op] = (*strides)[d * n_ops + op];
+      continue;
+    }
+    (*shape)[kept] = (*shape)[d];
+    for (size_t op = 0; op < n_ops; ++op) (*strides)[kept * n_ops + op] = (*strides)[d * n_ops + op];
+    ++kept;
+  }
+  shape->resize(kept);
+  strides->resize(kept * n_ops);
+}
+
+}  // namespace
+
+RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                  std::optional<EwType> dtype, bool upcast_integers, Promotion p) {
+  RedCall c;
+  c.call = ew::resolve_types(fn, inputs, p);
+  if (c.call.device.device_type != kDLCPU) {
+    throw TypeError(fn + ": kjit.reduction runs on CPU tensors only so far; these inputs are on device type " +
+                    std::to_string(c.call.device.device_type));
+  }
+  if (dtype) {
+    c.acc = ew::compute_type(*dtype);
+    c.result = *dtype;
+  } else {
+    c.acc = accumulator_of(c.call.result, upcast_integers, p);
+    c.result = is_half(c.call.result) ? c.call.result : c.acc;
+  }
+  const std::vector<int64_t>& shape = c.call.shape;
+  if (shape.size() > kRedMaxDims) {
+    throw ValueError(fn + ": the inputs broadcast to " + std::to_string(shape.size()) +
+                     " dimensions; kjit.reduction takes at most " + std::to_string(kRedMaxDims));
+  }
+  c.reduced = reduced_dims(fn, axes, shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (c.reduced[d]) {
+      c.count *= shape[d];
+      if (keepdims) c.output_shape.push_back(1);
+    } else {
+      c.output_shape.push_back(shape[d]);
+    }
+  }
+  return c;
+}
+
+RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
+                  const std::vector<std::vector<int64_t>>& strides) {
+  const size_t n_ops = strides.size();
+  RedDims dims;
+  std::vector<size_t> red;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) dims.outputs *= shape[d];
+    if (shape[d] == 1) continue;  // adds nothing to either loop
+    if (reduced[d]) {
+      red.push_back(d);
+    } else {
+      dims.kept_shape.push_back(shape[d]);
+      for (size_t op = 0; op < n_ops; ++op) dims.kept_strides.push_back(strides[op][d]);
+    }
+  }
+  // Innermost the smallest stride of the first input: its leaf loop runs along memory.
+  std::stable_sort(red.begin(), red.end(),
+                   [&](size_t a, size_t b) { return std::llabs(strides[1][a]) > std::llabs(strides[1][b]); });
+  for (size_t d : red) {
+    dims.reduced_shape.push_back(shape[d]);
+    for (size_t op = 0; op < n_ops; ++op) dims.reduced_strides.push_back(strides[op][d]);
+  }
+  coalesce(&dims.kept_shape, &dims.kept_strides, n_ops);
+  coalesce(&dims.reduced_shape, &dims.reduced_strides, n_ops);
+  if (dims.reduced_shape.empty()) {  // every element is its own reduction
+    dims.reduced_shape.push_back(1);
+    dims.reduced_strides.assign(n_ops, 0);
+  }
+  return dims;
+}
+
+}  // namespace red
+}  // namespace kjit

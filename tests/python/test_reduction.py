@@ -1,0 +1,378 @@
+"""kjit.reduction against NumPy and PyTorch: values, result dtypes and error kinds
+over axes, keepdims, dtype=, out=, layouts and sizes (cases ported from CuPy's
+tests/cupy_tests/core_tests/test_reduction.py and NumPy's reduction tests), the
+accumulation rules (no compile: result_type), pairwise accuracy, threads, and
+every rejection's message.
+
+Each reduction compiles once per dtype set: the tables stay on a few dtypes.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+import kjit
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+ADD = "template <typename T> T add(T a, T b) { return a + b; }"
+MUL = "template <typename T> T mul(T a, T b) { return a * b; }"
+MAX = "template <typename T> T maximum(T a, T b) { return a > b ? a : b; }"
+MEAN = "template <typename T> T mean(T acc, int64_t n) { return acc / static_cast<T>(n); }"
+SQDIFF = "template <typename T> T sqdiff(T x, T y) { return (x - y) * (x - y); }"
+
+
+@pytest.fixture(scope="module")
+def rsum():
+    return kjit.reduction(ADD, identity=0, name="rsum")
+
+
+@pytest.fixture(scope="module")
+def rprod():
+    return kjit.reduction(MUL, identity=1, name="rprod")
+
+
+@pytest.fixture(scope="module")
+def rmax():
+    return kjit.reduction(MAX, identity=None, upcast_integers=False, name="rmax")
+
+
+def check(got, want, rtol=1e-5):
+    """Same dtype, shape and values (NumPy scalars for 0-d, as NumPy returns)."""
+    assert type(got) is type(want) or (np.ndim(got) == 0 and np.isscalar(got) == np.isscalar(want)), (got, want)
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def axes_of(ndim):
+    out = [None] + list(range(-ndim, ndim))
+    if ndim >= 2:
+        out += [(0, ndim - 1), tuple(range(ndim))]
+    return out
+
+
+# -- values against NumPy ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "int64", "float32", "float64", "complex64"])
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4), (0, 3), (5, 1, 7)])
+def test_sum_matches_numpy_over_axes_and_keepdims(rsum, dtype, shape):
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    for axis in axes_of(len(shape)):
+        for keepdims in (False, True):
+            check(rsum(x, axis=axis, keepdims=keepdims), np.sum(x, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "float32", "float64"])
+def test_max_and_prod_match_numpy(rmax, rprod, dtype):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4, 6, 5)) * 3).astype(dtype)
+    for axis in axes_of(3):
+        check(rmax(x, axis=axis), np.max(x, axis=axis))
+        check(rprod(x, axis=axis), np.prod(x, axis=axis))
+
+
+def test_float16_accumulates_in_float32_and_returns_float16(rsum, rprod):
+    x = np.random.default_rng(6).uniform(0.9, 1.1, (33, 65)).astype(np.float16)
+    got = rprod(x, axis=0)  # rounded once at the end, not after every row as NumPy's float16 loop does
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, np.prod(x.astype(np.float32), axis=0).astype(np.float16))
+    y = np.full(4097, 1, np.float16)  # float16 counts exactly only to 2048
+    assert rsum(y) == np.float16(4096) and rsum(y).dtype == np.float16  # 4097 rounds to 4096 in float16
+
+
+# CuPy's test_reduction.py: sizes around powers of two, both axes, transposed.
+@pytest.mark.parametrize("n", [2**i + d for i in (0, 3, 7, 10, 15, 17) for d in (-1, 1)])
+def test_cupy_sizes_around_powers_of_two(rsum, n):
+    x = np.arange(n, dtype=np.float64) % 7 - 3
+    check(rsum(x), x.sum())
+    check(rsum(x.astype(np.int32)), x.astype(np.int32).sum())
+
+
+@pytest.mark.parametrize("rows", [2**i + d for i in (3, 9) for d in (-1, 1)])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cupy_rows_by_1000_both_axes_and_transposed(rsum, rmax, rows, axis):
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 1000)).astype(np.float32)
+    check(rsum(x, axis=axis), x.sum(axis=axis), rtol=1e-4)
+    check(rmax(x, axis=axis), x.max(axis=axis))
+    check(rsum(x.T, axis=axis), x.T.sum(axis=axis), rtol=1e-4)
+    check(rmax(x.T, axis=axis), x.T.max(axis=axis))
+
+
+@pytest.mark.parametrize("shape", [(512, 4096), (513, 4097)])
+def test_cupy_wide_both_axes(rsum, shape):
+    x = np.random.default_rng(0).random(shape, dtype=np.float32)
+    for axis in (None, 0, 1):
+        check(rsum(x, axis=axis), x.sum(axis=axis, dtype=np.float64).astype(np.float32), rtol=1e-4)
+
+
+def test_layouts_strided_negative_and_broadcast(rsum, rmax):
+    x = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    for view in (x[::-1], x[:, ::2], x[..., ::-2], x.transpose(2, 0, 1), np.broadcast_to(x[:1], (6, 4, 5)), x[1, 2]):
+        for axis in axes_of(view.ndim):
+            check(rsum(view, axis=axis), view.sum(axis=axis))
+            check(rmax(view, axis=axis), view.max(axis=axis))
+
+
+def test_scalars_and_zero_d(rsum):
+    check(rsum(np.float32(2.5)), np.float32(2.5))
+    check(rsum(np.array(3, np.int16)), np.sum(np.array(3, np.int16)))
+    assert rsum(2.5) == 2.5 and type(rsum(2.5)) is np.float64
+    check(rsum(np.ones((2, 3)), axis=(0, 1), keepdims=True), np.ones((1, 1)) * 6)
+
+
+def test_empty_reductions_give_the_identity_through_post(rsum, rprod):
+    check(rsum(np.ones((0, 3), np.float32), axis=0), np.zeros(3, np.float32))
+    check(rprod(np.ones((3, 0), np.int8), axis=1), np.ones(3, np.int64))
+    assert rsum(np.ones((3, 0)), axis=0).shape == (0,)
+    mean = kjit.reduction(ADD, identity=0, post_code=MEAN, name="emptymean")
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(mean(np.ones((0,), np.float64)))
+
+
+# -- map, post, several inputs ----------------------------------------------------
+
+
+def test_mean_through_post_code():
+    mean = kjit.reduction(ADD, identity=0, post_code=MEAN, name="mean")
+    x = np.random.default_rng(2).random((6, 7))
+    check(mean(x, axis=1), x.mean(axis=1))
+    check(mean(x, dtype=np.float32), np.float32(x.astype(np.float32).mean()), rtol=1e-5)
+
+
+def test_map_code_over_broadcast_inputs_with_scalars():
+    sqdist = kjit.reduction(ADD, identity=0, map_code=SQDIFF, name="sqdist")
+    x = np.random.default_rng(3).random((4, 5))
+    y = np.random.default_rng(4).random(5)
+    check(sqdist(x, y, axis=1), ((x - y) ** 2).sum(axis=1))
+    check(sqdist(x, 0.5), ((x - 0.5) ** 2).sum())
+    assert sqdist.result_type(x.astype(np.float32), 0.5) == np.float32
+
+
+# -- dtype= and out= --------------------------------------------------------------
+
+
+def test_dtype_sets_accumulator_and_result(rsum):
+    x = np.full(300, 100, np.int8)
+    check(rsum(x, dtype=np.int8), np.sum(x, dtype=np.int8))  # wraps, as NumPy's
+    check(rsum(x, dtype="float32"), np.float32(30000))
+    check(rsum(np.array([1.5, 2.5]), dtype=np.int32), np.sum(np.array([1.5, 2.5]), dtype=np.int32))
+    assert rsum.result_type(x, dtype=np.float16) == np.float16
+
+
+def test_out_is_written_and_returned(rsum):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out = np.empty(4, np.float64)
+    assert rsum(x, axis=0, out=out) is out
+    np.testing.assert_array_equal(out, x.sum(axis=0))
+    strided = np.zeros((4, 2))[:, 0]
+    rsum(x, axis=0, out=strided)
+    np.testing.assert_array_equal(strided, x.sum(axis=0))
+    keep = np.empty((3, 1), np.float32)
+    rsum(x, axis=1, keepdims=True, out=keep)
+    np.testing.assert_array_equal(keep, x.sum(axis=1, keepdims=True))
+
+
+# -- accumulation rules (result_type compiles nothing) -----------------------------
+
+NUMPY_SUM = {"bool": "int64", "int8": "int64", "int16": "int64", "int32": "int64", "int64": "int64",
+             "uint8": "uint64", "uint16": "uint64", "uint32": "uint64", "uint64": "uint64", "float16": "float16",
+             "float32": "float32", "float64": "float64", "complex64": "complex64", "complex128": "complex128"}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_SUM))
+def test_result_types_as_numpy_sum_and_max(rsum, rmax, name):
+    x = np.zeros(3, name)
+    assert rsum.result_type(x) == np.sum(x).dtype == np.dtype(NUMPY_SUM[name])
+    if np.dtype(name).kind != "c":
+        assert rmax.result_type(x) == np.max(x).dtype == np.dtype(name)
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["bool", "int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16",
+                                  "float32", "float64", "complex64"])
+def test_result_types_as_torch_sum_and_amax(rsum, rmax, name):
+    x = torch.zeros(3, dtype=getattr(torch, name))
+    assert rsum.result_type(x) == torch.sum(x).dtype
+    if not name.startswith("complex"):
+        assert rmax.result_type(x) == torch.amax(x).dtype
+
+
+@needs_torch
+def test_torch_inputs_give_torch_results(rsum, rmax):
+    x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    got = rsum(x, axis=1)
+    assert isinstance(got, torch.Tensor) and torch.equal(got, x.sum(dim=1))
+    assert torch.equal(rsum(x), x.sum())
+    i8 = torch.tensor([100, 100, 100], dtype=torch.int8)
+    assert rsum(i8).dtype == torch.int64 and int(rsum(i8)) == 300
+    h = torch.full((5000,), 1.0, dtype=torch.bfloat16)
+    assert rsum(h).dtype == torch.bfloat16 and float(rsum(h)) == float(h.sum())
+    assert torch.equal(rmax(x, axis=(0, 2), keepdims=True), x.amax(dim=(0, 2), keepdim=True))
+    out = torch.empty(3)
+    v = out._version
+    rsum(x, axis=(0, 2), out=out)
+    assert torch.equal(out, x.sum(dim=(0, 2))) and out._version > v
+
+
+# -- accuracy ---------------------------------------------------------------------
+
+
+def test_float32_sums_are_pairwise(rsum):
+    x = np.ones(2**24 + 64, np.float32)
+    x[::1024] += np.float32(1e-3)
+    exact = np.sum(x.astype(np.float64))
+    assert abs(float(rsum(x)) - exact) <= 4.0  # a running float32 sum stops at 16777216
+
+
+def test_float32_outer_reduction_is_pairwise_over_rows(rsum):
+    # numpy issue 22956: NumPy's axis=0 sum adds row by row and stops at 2**24.
+    x = np.ones((2**24 + 64, 2), np.float32)
+    np.testing.assert_array_equal(rsum(x, axis=0), np.full(2, 2**24 + 64, np.float32))
+
+
+# -- threads ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 100_001), None), ((3, 100_001), 1), ((100_001, 3), 0),
+                                        ((65_536, 4), 0), ((4, 65_536), 0), ((512, 512), 1), ((512, 512), 0)])
+def test_every_split_gives_the_one_thread_result(rsum, shape, axis):
+    x = np.random.default_rng(5).integers(-50, 50, shape).astype(np.int64)
+    want = x.sum(axis=axis)
+    old = kjit.get_num_threads()
+    try:
+        for n in (1, 2, 3, 8):
+            kjit.set_num_threads(n)
+            check(rsum(x, axis=axis), want)
+    finally:
+        kjit.set_num_threads(old)
+
+
+def test_eight_threads_call_one_reduction(rsum):
+    xs = [np.random.default_rng(i).random((300, 301)) for i in range(8)]
+    errors = []
+
+    def run(x):
+        try:
+            for _ in range(20):
+                check(rsum(x, axis=1), x.sum(axis=1))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(x,)) for x in xs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+# -- rejections -------------------------------------------------------------------
+
+
+def test_axis_errors_name_the_axis(rsum):
+    x = np.ones((2, 3))
+    with pytest.raises(ValueError, match=r"rsum: axis 2 is out of bounds for array of dimension 2"):
+        rsum(x, axis=2)
+    with pytest.raises(ValueError, match=r"axis -3 is out of bounds"):
+        rsum(x, axis=-3)
+    with pytest.raises(ValueError, match=r"duplicate value in 'axis': -1 names dimension 1 twice"):
+        rsum(x, axis=(1, -1))
+    with pytest.raises(TypeError, match=r"axis must be None, an int or a tuple of ints, got float"):
+        rsum(x, axis=1.0)
+    with pytest.raises(ValueError, match=r"axis 0 is out of bounds for array of dimension 0"):
+        rsum(np.float64(1), axis=0)
+
+
+def test_empty_reduction_without_identity(rmax):
+    with pytest.raises(ValueError, match=r"zero-size array to reduction operation rmax which has no identity"):
+        rmax(np.ones((0, 3)), axis=0)
+    check(rmax(np.ones((0, 3)), axis=1), np.ones(0))  # no empty reduction: fine
+
+
+def test_out_rejections(rsum):
+    x = np.ones((3, 4), np.float32)
+    with pytest.raises(ValueError, match=r"out has shape \(3,\) but the reduction gives \(4,\)"):
+        rsum(x, axis=0, out=np.empty(3, np.float32))
+    with pytest.raises(TypeError, match=r"result type float32 cannot be cast safely to the output type int32"):
+        rsum(x, axis=0, out=np.empty(4, np.int32))
+    ro = np.empty(4, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"out is a read-only NumPy array"):
+        rsum(x, axis=0, out=ro)
+    with pytest.raises(ValueError, match=r"out overlaps input #0 in memory"):
+        rsum(x, axis=1, out=x[:, 0])
+    with pytest.raises(TypeError, match=r"out must be one tensor"):
+        rsum(x, axis=0, out=(np.empty(4),))
+
+
+def test_call_rejections(rsum):
+    x = np.ones(3)
+    with pytest.raises(TypeError, match=r"rsum: a reduction without map_code takes one input, got 2"):
+        rsum(x, x)
+    with pytest.raises(TypeError, match=r"rsum: expected at least one input"):
+        rsum()
+    with pytest.raises(TypeError, match=r"dtype nope is not one kjit.reduction computes in"):
+        rsum(x, dtype="nope")
+    with pytest.raises(TypeError, match=r"input #0 is complex but the reduction accumulates in float64"):
+        rsum(np.ones(2, np.complex64), dtype=np.float64)
+    with pytest.raises(OverflowError, match=r"Python integer 36893488147419103232 is outside the int64 range"):
+        rsum(2**65)
+
+
+def test_definition_rejections():
+    with pytest.raises(kjit.SpecError, match=r"reduce_code defines no function"):
+        kjit.reduction("a + b", identity=0)
+    with pytest.raises(kjit.SpecError, match=r"reduce_code's function f\(a, b, c\) must take 2 arguments"):
+        kjit.reduction("template <typename T> T f(T a, T b, T c) { return a; }", identity=0)
+    with pytest.raises(kjit.SpecError, match=r"post_code's function p\(a\) must take 2 arguments"):
+        kjit.reduction(ADD, identity=0, post_code="template <typename T> T p(T a) { return a; }")
+    with pytest.raises(kjit.SpecError, match=r"name 'my sum' is not a C identifier"):
+        kjit.reduction(ADD, identity=0, name="my sum")
+    with pytest.raises(TypeError, match=r"identity must be None or a bool, int, float or complex, got str"):
+        kjit.reduction(ADD, identity="0")
+    with pytest.raises(TypeError, match=r"reduce_code must be a str, got int"):
+        kjit.reduction(3, identity=0)
+    with pytest.raises(TypeError, match=r"identity"):
+        kjit.reduction(ADD)
+
+
+def test_map_arity_is_checked_before_compiling():
+    sqdist = kjit.reduction(ADD, identity=0, map_code=SQDIFF, name="sqdist2")
+    with pytest.raises(TypeError, match=r"map_code's function sqdiff\(x, y\) takes 2 argument\(s\), one per input; "
+                                        r"this call passes 3 input\(s\)"):
+        sqdist(np.ones(2), np.ones(2), np.ones(2))
+
+
+def test_identity_that_is_not_a_value_of_the_accumulator():
+    bad = kjit.reduction(MAX, identity=float("-inf"), upcast_integers=False, name="badmax")
+    with pytest.raises(ValueError, match=r"the identity -inf is not a value of int32"):
+        bad(np.ones(3, np.int32))
+    assert bad(np.ones(3, np.float32)) == 1.0
+
+
+def test_a_failing_compile_is_not_repeated():
+    broken = kjit.reduction("template <typename T> T f(T a, T b) { return a + undefined_name; }", identity=0)
+    for _ in range(2):
+        with pytest.raises(kjit.CompileError, match=r"kjit.reduction 'f' \(float64\) -> float64, accumulating in "
+                                                     r"float64: the code does not compile"):
+            broken(np.ones(3))
+
+
+def test_integer_division_by_zero_is_a_zero_division_error():
+    div = kjit.reduction("template <typename T> T f(T a, T b) { return a / b; }", identity=1, upcast_integers=False)
+    with pytest.raises(ZeroDivisionError, match=r"^f: integer division by zero"):
+        div(np.array([4, 0, 2], np.int32))
