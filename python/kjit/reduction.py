@@ -7,6 +7,7 @@ arguments and allocates the result in the inputs' framework.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import os
@@ -63,6 +64,43 @@ class _Reduction:
         self.id, entry = api.red_create(reduce_code, map_code, post_code, name, _identity(identity),
                                         bool(upcast_integers), build_dir, bool(verbose))
         self.name: str = str(entry)
+        # One NumPy array or CPU torch tensor, no dtype= or out=: (type, dtype, shape, strides, axis, keepdims)
+        # -> (axes as the C++ side takes them, the result's allocator), so a repeated call allocates and runs.
+        self._calls: dict = {}
+
+    def fast_call(self, x, axis, keepdims):
+        """A call of one writable NumPy array or plain torch tensor without dtype= or
+        out=, after its first (remember_call); None when the call is not of that form."""
+        t = type(x)
+        try:
+            if t is np.ndarray:
+                hit = self._calls.get((t, x.dtype, x.shape, x.strides, axis, keepdims))
+                if hit is None or not x.flags.writeable:
+                    return None
+            else:
+                hit = self._calls.get((t, x.dtype, x.shape, x.stride(), axis, keepdims))
+                if hit is None or x.is_conj() or x.is_neg() or (x.requires_grad and _torch().is_grad_enabled()):
+                    return None
+        except TypeError:  # an unhashable axis (a list): the general path says what is wrong
+            return None
+        axes, empty = hit
+        target = empty()
+        api.red_run(self.id, _NUMPY if t is np.ndarray else _TORCH, axes, bool(keepdims), "", target, x)
+        return target if t is not np.ndarray or target.ndim else target[()]
+
+    def remember_call(self, x, axis, keepdims, axes, target):
+        """After a general call of one NumPy array or torch tensor: what fast_call needs."""
+        if len(self._calls) >= 256:
+            self._calls.clear()
+        t = type(x)
+        if t is np.ndarray:
+            key, empty = (x.strides, functools.partial(np.empty, target.shape, target.dtype))
+        else:
+            key, empty = (x.stride(), functools.partial(_torch().empty, target.shape, dtype=target.dtype))
+        try:
+            self._calls[(t, x.dtype, x.shape, key, axis, keepdims)] = (axes, empty)
+        except TypeError:
+            pass
 
     def _arguments(self, inputs, keep: list):
         framework = _framework(inputs)
@@ -105,6 +143,9 @@ class _Reduction:
         del keep
         if out is not None:
             return out
+        if dtype is None and len(inputs) == 1 and inputs[0] is args[0] and framework in ("numpy", "torch") and \
+                type(target) is type(inputs[0]):
+            self.remember_call(inputs[0], axis, keepdims, axes, target)
         if framework == "numpy":  # a 0-d result is a NumPy scalar, as np.sum returns
             return target if target.ndim else target[()]
         if framework == "jax":
@@ -118,6 +159,19 @@ class _Reduction:
                 free(self.id)
             except Exception:  # noqa: BLE001 (interpreter shutdown: nothing to free into)
                 pass
+
+
+class _FastTypes:
+    """The input types of fast calls: np.ndarray, and torch.Tensor once torch is imported."""
+
+    def __contains__(self, t) -> bool:
+        if t is np.ndarray:
+            return True
+        torch = _torch()
+        return torch is not None and t is torch.Tensor
+
+
+_fast_types = _FastTypes()
 
 
 def _dtype_name(dtype) -> str:
@@ -183,7 +237,13 @@ def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, pos
     red = _Reduction(reduce_code, identity, map_code or "", post_code or "", name or "", upcast_integers, build_dir,
                      verbose)
 
+    fast_call = red.fast_call
+
     def call(*inputs, axis=None, keepdims=False, dtype=None, out=None):
+        if out is None and dtype is None and len(inputs) == 1 and type(inputs[0]) in _fast_types:
+            result = fast_call(inputs[0], axis, keepdims)
+            if result is not None:
+                return result
         return red(*inputs, axis=axis, keepdims=keepdims, dtype=dtype, out=out)
 
     call.name = red.name

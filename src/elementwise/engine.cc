@@ -157,7 +157,7 @@ struct Elementwise::Impl {
   std::map<std::string, KernelFn> kernels;  // by kernel types
   std::map<std::string, CompileError> failed_compiles;  // by kernel types: a failing call does not recompile
   std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
-  ew::PlanCache plans;
+  ew::PlanCache<ew::CallPlan> plans;
 
   KernelFn kernel_for(const EwKernelTypes& types);
   std::shared_ptr<ew::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
@@ -305,7 +305,7 @@ std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_p
 
 void Elementwise::Impl::run_into(const std::vector<EwOperand>& inputs, const DLTensor* const* outputs, size_t n_out,
                                  const std::vector<EwOperand>& extra, Promotion promotion) {
-  const ew::PlanLease plan =
+  const ew::PlanLease<ew::CallPlan> plan =
       plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, outputs, n_out, extra, promotion); },
                   [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra, promotion, compute)); });
   ew::run_plan(entry, *plan, inputs, outputs, extra, promotion, /*fresh_outputs=*/false);
@@ -349,7 +349,7 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
                                  const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
   Impl& impl = *impl_;
   check_extra_are_scalars(impl.entry, extra);
-  const ew::PlanLease plan =
+  const ew::PlanLease<ew::CallPlan> plan =
       impl.plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
                        [&] {
                          return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra,

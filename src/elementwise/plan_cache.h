@@ -1,4 +1,4 @@
-// An engine's plan cache: call metadata -> plan, in a bounded map its threads
+// An engine's plan cache (elementwise and reductions): call metadata -> plan, in a bounded map its threads
 // share, with each thread's last plan matched in place against a call (no key
 // written, no lock) so a repeated call costs a comparison of ~15 words.
 #ifndef KJIT_SRC_ELEMENTWISE_PLAN_CACHE_H_
@@ -85,10 +85,11 @@ KJIT_INLINE void encode_call(Sink* sink, const std::vector<EwOperand>& inputs, c
 
 /// A thread's last plan: its engine (by serial, unlike an address never reused),
 /// its key and the plan, which a call on this thread may be running with.
+template <class Plan>
 struct LastPlan {
   uint64_t engine = 0;
   std::string key;
-  std::shared_ptr<const CallPlan> plan;
+  std::shared_ptr<const Plan> plan;
   bool in_use = false;
 };
 
@@ -97,10 +98,11 @@ struct LastPlan {
 /// on the same thread (an allocator that runs elementwise calls) neither matches
 /// nor replaces it. A miss runs with the plan found or made, which then becomes
 /// the thread's last unless a call further out is using that.
+template <class Plan>
 class PlanLease {
  public:
-  explicit PlanLease(LastPlan* slot) : slot_(slot), plan_(slot->plan.get()) { slot->in_use = true; }
-  PlanLease(LastPlan* slot, std::unique_ptr<LastPlan> found)
+  explicit PlanLease(LastPlan<Plan>* slot) : slot_(slot), plan_(slot->plan.get()) { slot->in_use = true; }
+  PlanLease(LastPlan<Plan>* slot, std::unique_ptr<LastPlan<Plan>> found)
       : slot_(slot), plan_(found->plan.get()), found_(std::move(found)) {}
   ~PlanLease() {
     if (!found_) {
@@ -112,39 +114,47 @@ class PlanLease {
   PlanLease(const PlanLease&) = delete;
   PlanLease& operator=(const PlanLease&) = delete;
 
-  const CallPlan& operator*() const { return *plan_; }
-  const CallPlan* operator->() const { return plan_; }
+  const Plan& operator*() const { return *plan_; }
+  const Plan* operator->() const { return plan_; }
 
  private:
-  LastPlan* slot_;
-  const CallPlan* plan_;
-  std::unique_ptr<LastPlan> found_;  // a miss's plan; null on a hit
+  LastPlan<Plan>* slot_;
+  const Plan* plan_;
+  std::unique_ptr<LastPlan<Plan>> found_;  // a miss's plan; null on a hit
 };
 
+/// A serial no two plan caches share (plan_cache.cc).
+uint64_t next_plan_cache_serial();
+/// The shared map's bound: past it, it is cleared (a process that keeps making new
+/// layouts does not grow without bound; threads keep the plans they hold).
+constexpr size_t kMaxPlans = 1024;
+
+/// Plan caches of the elementwise engine (CallPlan) and of reductions.
+template <class Plan>
 class PlanCache {
  public:
-  PlanCache();
+  PlanCache() : serial_(next_plan_cache_serial()) {}
   PlanCache(const PlanCache&) = delete;
   PlanCache& operator=(const PlanCache&) = delete;
 
   /// The plan for the call that encode(&sink) describes (encode_call): this
   /// thread's last plan when it matches, else the shared map's, else make()'s
-  /// (a std::shared_ptr<const CallPlan>), which the map keeps.
+  /// (a std::shared_ptr<const Plan>), which the map keeps.
   template <class Encode, class Make>
-  KJIT_INLINE PlanLease lease(const Encode& encode, const Make& make) {
-    LastPlan& slot = thread_scratch<LastPlan>();
+  KJIT_INLINE PlanLease<Plan> lease(const Encode& encode, const Make& make) {
+    LastPlan<Plan>& slot = thread_scratch<LastPlan<Plan>>();
     if (slot.engine == serial_ && !slot.in_use) {
       KeyMatcher m(slot.key);
       encode(&m);
-      if (m.matched()) return PlanLease(&slot);
+      if (m.matched()) return PlanLease<Plan>(&slot);
     }
-    return PlanLease(&slot, find_or_make(encode, make));
+    return PlanLease<Plan>(&slot, find_or_make(encode, make));
   }
 
  private:
   template <class Encode, class Make>
-  KJIT_NOINLINE std::unique_ptr<LastPlan> find_or_make(const Encode& encode, const Make& make) {
-    auto found = std::make_unique<LastPlan>();
+  KJIT_NOINLINE std::unique_ptr<LastPlan<Plan>> find_or_make(const Encode& encode, const Make& make) {
+    auto found = std::make_unique<LastPlan<Plan>>();
     found->engine = serial_;
     KeyWriter w{&found->key};
     encode(&w);
@@ -152,13 +162,21 @@ class PlanCache {
     if (!found->plan) found->plan = keep(found->key, make());
     return found;
   }
-  std::shared_ptr<const CallPlan> find(const std::string& key);
+  std::shared_ptr<const Plan> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    return it == plans_.end() ? nullptr : it->second;
+  }
   /// Keeps `plan` under `key` unless another thread kept one first; returns the kept one.
-  std::shared_ptr<const CallPlan> keep(const std::string& key, std::shared_ptr<const CallPlan> plan);
+  std::shared_ptr<const Plan> keep(const std::string& key, std::shared_ptr<const Plan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    return plans_.emplace(key, std::move(plan)).first->second;
+  }
 
   const uint64_t serial_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const CallPlan>> plans_;
+  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
 };
 
 }  // namespace ew

@@ -15,6 +15,7 @@
 #include "declare/cpp_signature.h"
 #include "elementwise/loop_driver.h"
 #include "elementwise/plan.h"
+#include "elementwise/plan_cache.h"
 #include "elementwise/promotion.h"
 #include "elementwise/thread_pool.h"
 #include "elementwise/trap_guard.h"
@@ -73,14 +74,6 @@ void check_takes(const PartEntry& e, const char* part, int n, const char* what) 
                   std::to_string(n) + " arguments (" + what + "), it takes " + std::to_string(e.most));
 }
 
-/// The bytes an input or output spans, for the overlap check.
-ew::Extent extent_of_tensor(const DLTensor* t, int element_size) {
-  const std::vector<int64_t> shape = ew::shape_of(t);
-  std::vector<int64_t> strides = ew::strides_of(t);
-  for (int64_t& s : strides) s *= element_size;
-  return ew::extent_of(static_cast<const char*>(t->data) + t->byte_offset, shape, strides, element_size);
-}
-
 /// The identity written as the accumulator: ValueError where it cannot be one.
 void write_identity(const std::string& fn, const EwOperand& identity, EwType acc, ew::ScalarSlot* slot) {
   const ew::Kind kind = ew::kind_of(acc);
@@ -98,31 +91,38 @@ void write_identity(const std::string& fn, const EwOperand& identity, EwType acc
   ew::write_scalar(identity, acc, slot);
 }
 
-/// Runs a planned problem: on the calling thread below a grain per thread;
-/// across outputs when there are many; else across the outermost reduced dim
-/// into per-part accumulators, which one thread then combines in order.
+/// Partial accumulators a split across rows may hold: beyond this, outer
+/// reductions with many outputs split across outputs instead.
+constexpr int64_t kMaxPartialBytes = int64_t{8} << 20;
+
+/// Runs a planned problem: on the calling thread below a grain per thread; across
+/// outputs when there are many and each reduces along memory; else across the
+/// outermost reduced dim into per-part accumulators (an outer reduction: each
+/// thread then reads whole rows, along memory), which are combined across outputs.
 template <class Call>
-void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t count, int acc_size, Call call) {
+void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t count, int acc_size, bool outer,
+               Call call) {
   const int64_t outputs = dims.outputs;
   const int64_t total = outputs * (count > 0 ? count : 1);
   const int threads =
       static_cast<int>(std::min<int64_t>(get_num_threads(), (total + ew::kGrainSize - 1) / ew::kGrainSize));
   const int64_t rows = dims.reduced_shape[0];
   const int64_t many = int64_t{16} * threads, per_thread = int64_t{4} * threads;
-  if (threads <= 1 || count == 0 || (outputs < many && rows < 2)) {
+  const int parts = static_cast<int>(std::min<int64_t>(rows, per_thread));
+  const bool by_rows = parts >= 2 && (outputs < many || (outer && parts * outputs * acc_size <= kMaxPartialBytes));
+  if (threads <= 1 || count == 0 || (outputs < many && !by_rows)) {
     const int64_t range[6] = {0, outputs, 0, 0, 0, 0};
     call(range, kRedStore);
     return;
   }
-  if (outputs >= many) {
-    const int chunks = static_cast<int>(std::min<int64_t>(outputs, per_thread));
+  const int chunks = static_cast<int>(std::min<int64_t>(outputs, per_thread));
+  if (!by_rows) {
     ew::parallel_for(chunks, threads, [&](int k) {
       const int64_t range[6] = {outputs * k / chunks, outputs * (k + 1) / chunks, 0, 0, 0, 0};
       call(range, kRedStore);
     });
     return;
   }
-  const int parts = static_cast<int>(std::min<int64_t>(rows, per_thread));
   const size_t bytes = static_cast<size_t>(parts) * static_cast<size_t>(outputs) * static_cast<size_t>(acc_size);
   std::vector<std::max_align_t> partials(bytes / sizeof(std::max_align_t) + 1);
   problem->partials = partials.data();
@@ -130,11 +130,42 @@ void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t coun
     const int64_t range[6] = {0, 0, rows * k / parts, rows * (k + 1) / parts, k, 0};
     call(range, kRedPartial);
   });
-  const int64_t range[6] = {0, outputs, 0, 0, 0, parts};
-  call(range, kRedFinish);
+  const int finish_chunks = outputs >= many ? chunks : 1;
+  ew::parallel_for(finish_chunks, finish_chunks > 1 ? threads : 1, [&](int k) {
+    const int64_t range[6] = {outputs * k / finish_chunks, outputs * (k + 1) / finish_chunks, 0, 0, 0, parts};
+    call(range, kRedFinish);
+  });
 }
 
 }  // namespace
+
+/// What a call's metadata decides, kept in the plan cache: its types and shapes,
+/// its loop dims, its kernel, and the byte spans the overlap check needs.
+struct RedPlan {
+  red::RedCall call;
+  red::RedDims dims;
+  RedKernelTypes types;
+  RedKernelFn kernel = nullptr;  ///< null when the output is empty
+  bool guard = false;            ///< some type holds integers: the kernel may trap
+  bool outer = false;            ///< one reduced dim, under an output dim the first input is contiguous along
+  ew::ScalarSlot identity{};     ///< the identity as the accumulator
+  /// Per operand (the output first), the bytes it spans from its data pointer:
+  /// [lo, hi), both 0 for a scalar or an empty tensor.
+  std::vector<std::pair<int64_t, int64_t>> spans;
+};
+
+/// What a reduction call's plan depends on: the axes, keepdims, dtype= and the
+/// operands' metadata (ew::encode_call's words).
+template <class Sink>
+KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inputs, const DLTensor* out,
+                                  const ReduceAxes& axes, bool keepdims, std::optional<EwType> dtype, Promotion p) {
+  static const std::vector<EwOperand> kNoExtra;
+  sink->word(axes.all ? ~uint64_t{0} : uint64_t{axes.axes.size()});
+  for (int64_t a : axes.axes) sink->word(static_cast<uint64_t>(a));
+  sink->word(uint64_t{keepdims} | uint64_t{dtype.has_value()} << 1 |
+             (dtype ? static_cast<uint64_t>(*dtype) : uint64_t{0}) << 8);
+  ew::encode_call(sink, inputs, &out, 1, kNoExtra, p);
+}
 
 struct Reduction::Impl {
   std::string code;  // every part's definitions, in order reduce, map, post
@@ -146,12 +177,15 @@ struct Reduction::Impl {
   std::mutex mu;  // guards the kernel maps
   std::map<std::string, RedKernelFn> kernels;
   std::map<std::string, CompileError> failed_compiles;
+  ew::PlanCache<RedPlan> plans;
 
   RedKernelFn kernel_for(const RedKernelTypes& types);
   red::RedCall plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                     std::optional<EwType> dtype, Promotion p) const;
-  void check_out(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out, Promotion p) const;
-  void execute(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out, Promotion p);
+  void check_out(const red::RedCall& c, const DLTensor* out, Promotion p) const;
+  std::shared_ptr<const RedPlan> make_plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                                           std::optional<EwType> dtype, const DLTensor* out, Promotion p);
+  void execute(const RedPlan& plan, const std::vector<EwOperand>& inputs, const DLTensor* out, Promotion p) const;
 };
 
 RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
@@ -218,8 +252,7 @@ red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const R
   return c;
 }
 
-void Reduction::Impl::check_out(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out,
-                                Promotion p) const {
+void Reduction::Impl::check_out(const red::RedCall& c, const DLTensor* out, Promotion p) const {
   internal_check(out != nullptr, "a reduction run without an output");
   if (ew::shape_of(out) != c.output_shape) {
     throw ValueError(name + ": out has shape " + ew::shape_text(ew::shape_of(out)) + " but the reduction gives " +
@@ -231,55 +264,74 @@ void Reduction::Impl::check_out(const red::RedCall& c, const std::vector<EwOpera
   as_output.own.clear();
   ew::check_output(name, 0, out, as_output, p);
   ew::check_self_overlap(name, &out, 1);
-  const int out_size = ew::size_of(*ew::from_dl(out->dtype));
-  const ew::Extent o = extent_of_tensor(out, out_size);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const DLTensor* t = inputs[i].tensor;
-    if (t == nullptr || o.lo == o.hi) continue;
-    const ew::Extent e = extent_of_tensor(t, ew::size_of(*ew::from_dl(t->dtype)));
-    if (e.lo < o.hi && o.lo < e.hi) {
-      throw ValueError(name + ": out overlaps input #" + std::to_string(i) +
-                       " in memory; the reduction would read what it wrote; pass a separate out");
-    }
-  }
 }
 
-void Reduction::Impl::execute(const red::RedCall& c, const std::vector<EwOperand>& inputs, const DLTensor* out,
-                              Promotion p) {
+std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes,
+                                                          bool keepdims, std::optional<EwType> dtype,
+                                                          const DLTensor* out, Promotion p) {
+  auto made = std::make_shared<RedPlan>();
+  RedPlan& plan = *made;
+  plan.call = this->plan(inputs, axes, keepdims, dtype, p);
+  const red::RedCall& c = plan.call;
+  check_out(c, out, p);
   const EwType out_type = *ew::from_dl(out->dtype);
-  RedKernelTypes types{c.call.inputs, c.acc, out_type};
+  plan.types = RedKernelTypes{c.call.inputs, c.acc, out_type};
   const size_t n_ops = inputs.size() + 1;
   const std::vector<int64_t>& shape = c.call.shape;
   // Operand byte strides over the broadcast dims, the output's 0 along reduced ones.
   std::vector<std::vector<int64_t>> strides(n_ops, std::vector<int64_t>(shape.size(), 0));
-  {
-    const std::vector<int64_t> out_strides = ew::strides_of(out);
-    size_t k = 0;
-    const bool keepdims = c.output_shape.size() == shape.size();
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (!c.reduced[d]) strides[0][d] = out_strides[k] * ew::size_of(out_type);
-      if (!c.reduced[d] || keepdims) ++k;
-    }
+  const std::vector<int64_t> out_strides = ew::strides_of(out);
+  for (size_t d = 0, k = 0; d < shape.size(); ++d) {
+    if (!c.reduced[d]) strides[0][d] = out_strides[k] * ew::size_of(out_type);
+    if (!c.reduced[d] || keepdims) ++k;
   }
   std::vector<ew::LoopOperand> in = ew::input_operands(inputs, c.call);
-  std::vector<ew::ScalarSlot> slots(inputs.size());
-  std::vector<char*> data(n_ops);
-  data[0] = static_cast<char*>(out->data) + out->byte_offset;
+  plan.spans.assign(n_ops, {0, 0});
+  auto span_of = [](const DLTensor* t, int element_size) -> std::pair<int64_t, int64_t> {
+    std::vector<int64_t> bytes = ew::strides_of(t);
+    for (int64_t& b : bytes) b *= element_size;
+    const ew::Extent e = ew::extent_of(nullptr, ew::shape_of(t), bytes, element_size);
+    return {static_cast<int64_t>(e.lo), static_cast<int64_t>(e.hi)};
+  };
+  plan.spans[0] = span_of(out, ew::size_of(out_type));
   for (size_t i = 0; i < inputs.size(); ++i) {
     strides[i + 1] = in[i].strides;
+    if (const DLTensor* t = inputs[i].tensor) plan.spans[i + 1] = span_of(t, ew::size_of(*ew::from_dl(t->dtype)));
+  }
+  plan.dims = red::plan_dims(shape, c.reduced, strides);
+  if (identity) write_identity(name, *identity, c.acc, &plan.identity);
+  const red::RedDims& dims = plan.dims;
+  plan.outer = !dims.kept_shape.empty() && dims.reduced_shape.size() == 1 &&
+               dims.kept_strides[(dims.kept_shape.size() - 1) * n_ops + 1] == ew::size_of(plan.types.inputs[0]);
+  if (plan.dims.outputs > 0) plan.kernel = kernel_for(plan.types);
+  for (EwType t : plan.types.inputs) plan.guard = plan.guard || is_integer(t) || t == EwType::kBool;
+  plan.guard = plan.guard || is_integer(plan.types.acc) || is_integer(plan.types.output);
+  return made;
+}
+
+void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>& inputs, const DLTensor* out,
+                              Promotion p) const {
+  if (plan.kernel == nullptr) return;  // an empty output
+  const size_t n_ops = inputs.size() + 1;
+  std::vector<char*> data(n_ops);
+  std::vector<ew::ScalarSlot> slots(inputs.size());
+  data[0] = static_cast<char*>(out->data) + out->byte_offset;
+  const auto o = reinterpret_cast<intptr_t>(data[0]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
     if (const DLTensor* t = inputs[i].tensor) {
       data[i + 1] = static_cast<char*>(t->data) + t->byte_offset;
+      const auto at = reinterpret_cast<intptr_t>(data[i + 1]);
+      const auto& [lo, hi] = plan.spans[i + 1];
+      if (lo != hi && at + lo < o + plan.spans[0].second && o + plan.spans[0].first < at + hi) {
+        throw ValueError(name + ": out overlaps input #" + std::to_string(i) +
+                         " in memory; the reduction would read what it wrote; pass a separate out");
+      }
     } else {
-      ew::bind_scalar_input(name, inputs[i], c.call, i, p, &slots[i]);
+      ew::bind_scalar_input(name, inputs[i], plan.call.call, i, p, &slots[i]);
       data[i + 1] = reinterpret_cast<char*>(slots[i].bytes);
     }
   }
-  const red::RedDims dims = red::plan_dims(shape, c.reduced, strides);
-  if (dims.outputs == 0) return;
-  const RedKernelFn kernel = kernel_for(types);
-  ew::ScalarSlot identity{};
-  if (this->identity) write_identity(name, *this->identity, c.acc, &identity);
-
+  const red::RedDims& dims = plan.dims;
   kjit_red_problem problem{};
   problem.n_operands = static_cast<int32_t>(n_ops);
   problem.n_kept = static_cast<int32_t>(dims.kept_shape.size());
@@ -289,21 +341,17 @@ void Reduction::Impl::execute(const red::RedCall& c, const std::vector<EwOperand
   problem.reduced_shape = dims.reduced_shape.data();
   problem.reduced_strides = dims.reduced_strides.data();
   problem.data = data.data();
-  problem.count = c.count;
-  problem.identity = identity.bytes;
-
-  bool guard = false;
-  for (EwType t : types.inputs) guard = guard || is_integer(t) || t == EwType::kBool;
-  guard = guard || is_integer(types.acc) || is_integer(types.output);
+  problem.count = plan.call.count;
+  problem.identity = plan.identity.bytes;
   auto call = [&](const int64_t* range, int64_t mode) {
-    if (guard) {
-      ew::call_trap_guarded(kernel, nullptr, range, mode, &problem);
+    if (plan.guard) {
+      ew::call_trap_guarded(plan.kernel, nullptr, range, mode, &problem);
     } else {
-      kernel(nullptr, range, mode, &problem);
+      plan.kernel(nullptr, range, mode, &problem);
     }
   };
   try {
-    run_split(&problem, dims, c.count, ew::size_of(c.acc), call);
+    run_split(&problem, dims, plan.call.count, ew::size_of(plan.call.acc), plan.outer, call);
   } catch (const ZeroDivisionError& e) {
     throw ZeroDivisionError(name + ": " + e.what());
   }
@@ -348,9 +396,12 @@ EwOutput Reduction::output_for(const std::vector<EwOperand>& inputs, const Reduc
 
 void Reduction::run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                     std::optional<EwType> dtype, const DLTensor* out, Promotion promotion) {
-  const red::RedCall c = impl_->plan(inputs, axes, keepdims, dtype, promotion);
-  impl_->check_out(c, inputs, out, promotion);
-  impl_->execute(c, inputs, out, promotion);
+  internal_check(out != nullptr, "a reduction run without an output");
+  Impl& impl = *impl_;
+  const ew::PlanLease<RedPlan> plan =
+      impl.plans.lease([&](auto* sink) { encode_reduction(sink, inputs, out, axes, keepdims, dtype, promotion); },
+                       [&] { return impl.make_plan(inputs, axes, keepdims, dtype, out, promotion); });
+  impl.execute(*plan, inputs, out, promotion);
 }
 
 }  // namespace kjit

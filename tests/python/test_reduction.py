@@ -186,6 +186,34 @@ def test_out_is_written_and_returned(rsum):
     np.testing.assert_array_equal(keep, x.sum(axis=1, keepdims=True))
 
 
+def test_repeated_calls_see_new_data_layouts_and_flags(rsum):
+    for i in range(3):  # the second call of a layout takes the fast path
+        x = np.full((4, 5), i, np.float32)
+        check(rsum(x, axis=1), x.sum(axis=1))
+    x = np.arange(20.0).reshape(4, 5)
+    check(rsum(x, axis=0), x.sum(axis=0))
+    check(rsum(np.asfortranarray(x), axis=0), x.sum(axis=0))
+    ro = x.copy()
+    ro.flags.writeable = False  # the same key as x: DLPack cannot carry it, the general path does
+    check(rsum(ro, axis=0), x.sum(axis=0))
+    check(rsum(x, axis=[0]), x.sum(axis=0))  # an unhashable axis
+    check(rsum(x, axis=np.int64(1)), x.sum(axis=1))
+
+
+@needs_torch
+def test_torch_repeated_calls_still_check_grad_and_lazy_bits(rsum):
+    x = torch.ones(3)
+    rsum(x)
+    assert float(rsum(x)) == 3.0
+    with pytest.raises(TypeError, match=r"input #0 requires grad"):
+        rsum(torch.ones(3, requires_grad=True))
+    with torch.no_grad():
+        assert float(rsum(torch.ones(3, requires_grad=True))) == 3.0
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    rsum(z)
+    assert complex(rsum(z.conj())) == complex(z.conj().sum())
+
+
 # -- accumulation rules (result_type compiles nothing) -----------------------------
 
 NUMPY_SUM = {"bool": "int64", "int8": "int64", "int16": "int64", "int32": "int64", "int64": "int64",

@@ -101,7 +101,7 @@ class Reducer {
   /// Elements of a block: each lane adds 32 of them in order.
   static constexpr int64_t kBlock = 32 * kLanes;
   /// Outputs an outer reduction carries at once, and rows before it splits.
-  static constexpr int64_t kColumns = 256 / (sizeof(Acc) < 4 ? 4 : sizeof(Acc)) * 4;
+  static constexpr int64_t kColumns = 4096 / (sizeof(Acc) < 4 ? 4 : sizeof(Acc));
   static constexpr int64_t kRows = 16;
 
   int64_t output_count() const {
