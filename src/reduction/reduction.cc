@@ -198,7 +198,8 @@ RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
   BuildRequest req;
   req.name = "kjit_red_" + name;
   req.source = emit_reduction_cpu(code, entries, types);
-  req.extra_cflags = {"-O3", "-fno-math-errno"};
+  // -O2 with the vectoriser: as fast as -O3 on these loops, which -O3 takes seconds to unroll and version.
+  req.extra_cflags = {"-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-math-errno"};
   const std::vector<std::string>& isa = host_isa_cflags();  // the loops run only here
   req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
   req.cache_dir = options.build_directory;

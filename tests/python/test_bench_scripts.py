@@ -37,6 +37,13 @@ def test_bench_elementwise_paired_smoke(tmp_path):
         assert f"  {size}" in out and "vs numpy: kjit" in out, out
 
 
+def test_bench_reduction_smoke(tmp_path):
+    out = _run("bench_reduction.py", "--smoke", tmp_path=tmp_path)
+    for heading in ("sum of 4096 float32, all axes:", "sum over axis 0 of (64, 64) float32:", "size sweep",
+                    "smoke run: every case ran and computed the right values"):
+        assert heading in out, out
+
+
 def test_bench_call_overhead_smoke(tmp_path):
     out = _run("bench_call_overhead.py", "--number", "200", "--repeat", "1", tmp_path=tmp_path)
     assert "target (kjit fn within 10% of the tvm-ffi export's fn" in out, out

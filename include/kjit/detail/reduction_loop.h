@@ -197,13 +197,18 @@ class Reducer {
 
   /// A contiguous block in kLanes independent accumulators, folded pairwise.
   static Acc lanes(char* const* at, int64_t b, int64_t e) {
+    // Unrolled in full, so the lanes live in vector registers, not in memory.
     Acc acc[kLanes];
+#pragma GCC unroll 64
     for (int j = 0; j < kLanes; ++j) acc[j] = map_at(at, Ops::kSizes, b + j);
     int64_t i = b + kLanes;
     for (; i + kLanes <= e; i += kLanes) {
+#pragma GCC unroll 64
       for (int j = 0; j < kLanes; ++j) acc[j] = Ops::combine(acc[j], map_at(at, Ops::kSizes, i + j));
     }
+#pragma GCC unroll 8
     for (int w = kLanes / 2; w > 0; w /= 2) {
+#pragma GCC unroll 64
       for (int j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], acc[j + w]);
     }
     for (; i < e; ++i) acc[0] = Ops::combine(acc[0], map_at(at, Ops::kSizes, i));

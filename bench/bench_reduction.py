@@ -1,0 +1,190 @@
+"""kjit.reduction on CPU against NumPy, PyTorch and a plain C OpenMP reduction loop.
+
+Targets (issue: reductions), every comparison in the same run:
+  * sum of 2^24 float32, all axes: at least numpy.sum's and torch.sum's speed, and
+    at least 85% of a C OpenMP `reduction(+:s)` loop compiled here;
+  * sum over the last and over the first axis of (4096, 4096) float32: at least
+    NumPy's and torch's speed each;
+  * sum of float32 from 1 element to 2^26 (every fourth power to 2^8, every second
+    to 2^14, every one after): the ratios, NumPy and torch inputs;
+  * first call of a new reduction: cold (a new cache) and from the disk cache in a
+    fresh process.
+
+Each case is the best of several rounds of a fixed number of calls, the variants
+in a new seeded order each round.
+
+Run: /work/main/.venv/bin/python bench/bench_reduction.py [--rounds 7] [--sizes]
+     (--smoke: tiny sizes and one round, for the test suite: checks that every case
+     runs and computes the right values; its timings mean nothing)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ADD = "template <typename T> T add(T a, T b) { return a + b; }"
+
+C_LOOP = r"""
+#include <stdint.h>
+float c_sum(const float* a, int64_t n) {
+  float s = 0;
+  #pragma omp parallel for reduction(+:s) schedule(static)
+  for (int64_t i = 0; i < n; ++i) s += a[i];
+  return s;
+}
+"""
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+import kjit
+a = np.ones(4, np.float32)
+t0 = time.perf_counter()
+f = kjit.reduction(sys.argv[1], identity=0)
+r = f(a)
+print("RESULT " + json.dumps({"first_call_s": time.perf_counter() - t0}))
+"""
+
+
+def best_time(fn, calls: int, rounds: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best
+
+
+def rotate(variants: dict, rounds: int, calls: int) -> dict:
+    """Best time per call of each variant over `rounds`, in a new seeded order each round."""
+    times = {k: float("inf") for k in variants}
+    names = list(variants)
+    order = random.Random(len(names))
+    for _ in range(rounds):
+        order.shuffle(names)
+        for name in names:
+            times[name] = min(times[name], best_time(variants[name], calls, 1))
+    return times
+
+
+def compile_c_loop(work: str):
+    src, lib = os.path.join(work, "c_sum.c"), os.path.join(work, "c_sum.so")
+    with open(src, "w") as f:
+        f.write(C_LOOP)
+    subprocess.run(["cc", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", src, "-o", lib], check=True)
+    dll = ctypes.CDLL(lib)
+    dll.c_sum.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    dll.c_sum.restype = ctypes.c_float
+    return dll.c_sum
+
+
+def child_first_call(cache: str) -> float:
+    env = dict(os.environ, KJIT_CACHE_DIR=cache)
+    proc = subprocess.run([sys.executable, "-c", CHILD, ADD], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])["first_call_s"]
+
+
+def check_values(rsum, torch, n: int, shape) -> None:
+    """Every variant computes the right sum (the smoke run's whole point)."""
+    x = np.random.default_rng(0).random(n).astype(np.float32)
+    np.testing.assert_allclose(rsum(x), x.sum(dtype=np.float64), rtol=1e-4)
+    m = np.random.default_rng(1).random(shape).astype(np.float32)
+    for axis in (0, 1):
+        np.testing.assert_allclose(rsum(m, axis=axis), m.sum(axis=axis, dtype=np.float64), rtol=1e-4)
+    if torch is not None:
+        tm = torch.from_numpy(m)
+        assert torch.allclose(rsum(tm, axis=1), tm.sum(dim=1), rtol=1e-4)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--sizes", action="store_true", help="only the size sweep")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round: a test that every case runs")
+    args = ap.parse_args()
+    import kjit
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(kjit.get_num_threads())
+    rounds = 1 if args.smoke else args.rounds
+    big, side = (2**12, 64) if args.smoke else (2**24, 4096)
+    rsum = kjit.reduction(ADD, identity=0)
+    check_values(rsum, torch, big, (side, side))
+    ok = True
+    print(f"kjit.reduction sum, float32, {kjit.get_num_threads()} thread(s); best of {rounds} rounds")
+    if not args.sizes:
+        with tempfile.TemporaryDirectory() as work:
+            c_sum = compile_c_loop(work)
+            x = np.random.default_rng(2).random(big).astype(np.float32)
+            assert abs(c_sum(x.ctypes.data, x.size) - float(x.sum(dtype=np.float64))) <= 1e-3 * x.size
+            variants = {"kjit": lambda: rsum(x), "numpy": lambda: np.sum(x), "C omp": lambda: c_sum(x.ctypes.data, x.size)}
+            if torch is not None:
+                tx = torch.from_numpy(x)
+                variants["torch"] = lambda: torch.sum(tx)
+            t = rotate(variants, rounds, 5 if not args.smoke else 2)
+            print(f"sum of {big} float32, all axes:")
+            for k, v in t.items():
+                print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+            ok &= t["numpy"] >= t["kjit"] and t["kjit"] <= t["C omp"] / 0.85
+            ok &= torch is None or t["torch"] >= t["kjit"]
+            m = np.random.default_rng(3).random((side, side)).astype(np.float32)
+            for axis in (1, 0):
+                variants = {"kjit": lambda: rsum(m, axis=axis), "numpy": lambda: m.sum(axis=axis)}
+                if torch is not None:
+                    tm = torch.from_numpy(m)
+                    variants["torch"] = lambda: tm.sum(dim=axis)
+                t = rotate(variants, rounds, 5 if not args.smoke else 2)
+                print(f"sum over axis {axis} of ({side}, {side}) float32:")
+                for k, v in t.items():
+                    print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+                ok &= all(v >= t["kjit"] for v in t.values())
+    print("size sweep (us per call; ratio > 1: kjit faster):")
+    print(f"  {'n':>9} {'kjit':>9} {'numpy':>9} {'np/kjit':>8} {'kjit(t)':>9} {'torch':>9} {'torch/kjit':>10}")
+    sweep = (0, 4, 8, 10, 12, 14) + tuple(range(15, 27))
+    for p in (sweep[:4] if args.smoke else sweep):
+        x = np.random.default_rng(p).random(2**p).astype(np.float32)
+        calls = max(2, min(20000, 2**26 // 2**p // 8)) if not args.smoke else 2
+        variants = {"kjit": lambda: rsum(x), "numpy": lambda: np.sum(x)}
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            variants["kjit(t)"] = lambda: rsum(tx)
+            variants["torch"] = lambda: torch.sum(tx)
+        t = rotate(variants, rounds, calls)
+        line = f"  2^{p:<7} {t['kjit'] * 1e6:9.2f} {t['numpy'] * 1e6:9.2f} {t['numpy'] / t['kjit']:8.2f}"
+        if torch is not None:
+            line += f" {t['kjit(t)'] * 1e6:9.2f} {t['torch'] * 1e6:9.2f} {t['torch'] / t['kjit(t)']:10.2f}"
+        print(line)
+    if not args.sizes and not args.smoke:
+        with tempfile.TemporaryDirectory() as cache:
+            cold = child_first_call(cache)
+            warm = child_first_call(cache)
+        print(f"first call of a new reduction: cold {cold:.2f} s, from the disk cache {warm * 1e3:.1f} ms")
+    if args.smoke:
+        print("smoke run: every case ran and computed the right values")
+        return 0
+    print("targets " + ("met" if ok else "MISSED") + " (sum 2^24 >= numpy, torch, 85% of C omp; both axes of "
+          "(4096, 4096) >= numpy, torch)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
