@@ -7,6 +7,8 @@ Targets (issue: reductions), every comparison in the same run:
     NumPy's and torch's speed each;
   * sum of float32 from 1 element to 2^26 (every fourth power to 2^8, every second
     to 2^14, every one after): the ratios, NumPy and torch inputs;
+  * argmax of 2^22 float32 (kjit.arg_reduction with NumPy's NaN rule): at least
+    np.argmax's speed (torch.argmax shown);
   * first call of a new reduction: cold (a new cache) and from the disk cache in a
     fresh process.
 
@@ -33,6 +35,7 @@ import time
 import numpy as np
 
 ADD = "template <typename T> T add(T a, T b) { return a + b; }"
+ARGMAX = "template <typename T> bool gt(T a, T b) { return a > b || (a != a && b == b); }"
 
 C_LOOP = r"""
 #include <stdint.h>
@@ -157,6 +160,20 @@ def main() -> int:
                 for k, v in t.items():
                     print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
                 ok &= all(v >= t["kjit"] for v in t.values())
+    if not args.sizes:
+        argmax = kjit.arg_reduction(ARGMAX)
+        n = 2**12 if args.smoke else 2**22
+        x = np.random.default_rng(4).random(n).astype(np.float32)
+        assert argmax(x) == np.argmax(x)
+        variants = {"kjit": lambda: argmax(x), "numpy": lambda: np.argmax(x)}
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            variants["torch"] = lambda: torch.argmax(tx)
+        t = rotate(variants, rounds, 5 if not args.smoke else 2)
+        print(f"argmax of {n} float32:")
+        for k, v in t.items():
+            print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+        ok &= t["numpy"] >= t["kjit"]
     print("size sweep (us per call; ratio > 1: kjit faster):")
     print(f"  {'n':>9} {'kjit':>9} {'numpy':>9} {'np/kjit':>8} {'kjit(t)':>9} {'torch':>9} {'torch/kjit':>10}")
     sweep = (0, 4, 8, 10, 12, 14) + tuple(range(15, 27))
@@ -182,7 +199,7 @@ def main() -> int:
         print("smoke run: every case ran and computed the right values")
         return 0
     print("targets " + ("met" if ok else "MISSED") + " (sum 2^24 >= numpy, torch, 85% of C omp; both axes of "
-          "(4096, 4096) >= numpy, torch)")
+          "(4096, 4096) >= numpy, torch; argmax 2^22 >= numpy)")
     return 0
 
 

@@ -47,6 +47,11 @@ struct ReductionCode {
   std::string reduce;  ///< `T f(T a, T b)`: the combine (associative and commutative)
   std::string map;     ///< `T f(T x, T y, ...)`: one value per element of the broadcast inputs; empty: the input
   std::string post;    ///< `U f(T acc, int64_t n)`: the finished value; empty: the accumulator
+  /// A value-and-index reduction (argmax, argmin): `reduce` is `bool f(T a, T b)`,
+  /// whether a is strictly better than b; the result is the int64 index of the best
+  /// element along the one reduced axis, the first of equals (NumPy's rule). One
+  /// input, no map, post, identity or dtype=.
+  bool arg = false;
 };
 
 /// A reduction compiled per (input dtypes, accumulator, output dtype) on first

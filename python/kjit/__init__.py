@@ -10,7 +10,7 @@ from ._frameworks import TensorMeta
 from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
 from .elementwise import elementwise
 from .elementwise import get_num_threads, set_num_threads
-from .reduction import reduction
+from .reduction import arg_reduction, reduction
 from .module import Module, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
 from .spec import Spec, parse_signature
 
@@ -38,6 +38,7 @@ __all__ = [
     "Module",
     "Spec",
     "SpecError",
+    "arg_reduction",
     "TensorMeta",
     "ToolchainError",
     "default_cache_dir",

@@ -60,9 +60,9 @@ class _Reduction:
     """One kjit::Reduction (by id); frees it when collected."""
 
     def __init__(self, reduce_code: str, identity, map_code: str, post_code: str, name: str,
-                 upcast_integers: bool, build_dir: str, verbose: bool):
+                 upcast_integers: bool, build_dir: str, verbose: bool, arg: bool = False):
         self.id, entry = api.red_create(reduce_code, map_code, post_code, name, _identity(identity),
-                                        bool(upcast_integers), build_dir, bool(verbose))
+                                        bool(upcast_integers), build_dir, bool(verbose), arg)
         self.name: str = str(entry)
         # One NumPy array or CPU torch tensor, no dtype= or out=: (type, dtype, shape, strides, axis, keepdims)
         # -> (axes as the C++ side takes them, the result's allocator), so a repeated call allocates and runs.
@@ -258,3 +258,68 @@ def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, pos
     call.__signature__ = inspect.signature(_Reduction.__call__).replace(
         parameters=list(inspect.signature(_Reduction.__call__).parameters.values())[1:])
     return call
+
+
+def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directory: Optional[str] = None,
+                  verbose: bool = False):
+    """Compiles a value-and-index reduction (argmax, argmin) from ``better_code``:
+    C++ defining ``bool f(T a, T b)``, whether ``a`` is strictly better than ``b``
+    (called with the input's type as T, float32 for float16/bfloat16).
+
+    Returns ``f(x, axis=None, keepdims=False, out=None)``: the int64 index of the
+    best element along ``axis`` (an int), or in the flattened input (``axis=None``,
+    as ``np.argmax``); of equal elements the first, as NumPy's argmax/argmin. An
+    empty axis is a ValueError. NaN is what ``better_code`` makes it: NumPy's rule
+    (the first NaN wins) is ``a > b || (a != a && b == b)`` for argmax.
+    """
+    if not isinstance(better_code, str):
+        raise TypeError(f"kjit.arg_reduction: better_code must be a str, got {type(better_code).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"kjit.arg_reduction: name must be a str, got {type(name).__name__}")
+    build_dir = "" if build_directory is None else os.fspath(build_directory)
+    red = _Reduction(better_code, None, "", "", name or "", False, build_dir, verbose, arg=True)
+
+    fast_call = red.fast_call
+
+    def call(x, *, axis=None, keepdims=False, out=None):
+        if axis is not None:
+            if isinstance(axis, (tuple, list)):
+                raise TypeError(f"{red.name}: axis must be None or an int, got {type(axis).__name__}")
+            if out is None and type(x) in _fast_types:
+                result = fast_call(x, axis, keepdims)
+                if result is not None:
+                    return result
+            return red(x, axis=axis, keepdims=keepdims, out=out)
+        flat = _flattened(x)
+        if not keepdims and out is None and type(flat) in _fast_types:
+            result = fast_call(flat, 0, False)
+            if result is not None:
+                return result
+        shape = np.shape(x) if not _is_torch_tensor(x) else tuple(x.shape)
+        result = red(flat, axis=0 if flat.ndim else None, out=None if keepdims else out)
+        if not keepdims:
+            return result
+        kept = (result.reshape((1,) * len(shape)) if hasattr(result, "reshape")
+                else np.asarray(result).reshape((1,) * len(shape)))
+        if out is not None:
+            out[...] = kept
+            return out
+        return kept
+
+    call.name = red.name
+    call.better_code = better_code
+    call.result_type = red.result_type
+    call._reduction = red
+    call.__name__ = red.name
+    call.__qualname__ = f"kjit.arg_reduction[{red.name}]"
+    call.__doc__ = f"kjit.arg_reduction '{red.name}': f(x, axis=None, keepdims=False, out=None); see kjit.arg_reduction."
+    return call
+
+
+def _flattened(x):
+    """x in C order as one dimension (a copy when it is not C-contiguous), as np.argmax flattens."""
+    if _is_torch_tensor(x):
+        return x.reshape(-1)
+    if isinstance(x, np.ndarray):
+        return x.reshape(-1) if x.ndim != 1 else x
+    return x  # a scalar or another framework's tensor: the C++ side reduces it as it is

@@ -23,10 +23,38 @@ bool uses_complex(const RedKernelTypes& t) {
 
 /// The Ops type of kjit_red::Reducer: the map over the inputs at `__in[1..]`, the
 /// combine, the identity, and the store (post, then the output's type).
+/// The Ops of a value-and-index reduction: the accumulator is a value and its
+/// index; of two, the better one wins, and of equals the first (lower index).
+std::string arg_ops_struct(const std::string& code, const RedEntries& e, const RedKernelTypes& t) {
+  std::ostringstream o;
+  const std::string better = ew::entry_callee(code, e.reduce, "__C");
+  o << "struct __Best {\n  __C v;\n  int64_t i;\n};\n"
+    << "struct __Ops {\n  using Acc = __Best;\n  using Value = __C;\n  static constexpr bool kArg = true;\n"
+    << "  static constexpr int kOperands = 2;\n"
+    << "  static constexpr int64_t kSizes[kOperands] = {" << ew::size_of(t.output) << ", " << ew::size_of(t.inputs[0])
+    << "};\n"
+    << "  static inline __attribute__((always_inline)) __C value(const char* __p) {\n"
+    << "    return " << ew::load_expr(t.inputs[0], "__p", std::nullopt) << ";\n  }\n"
+    << "  static inline __attribute__((always_inline)) bool better(__C __a, __C __b) {\n"
+    << "    return " << better << "(__a, __b);\n  }\n"
+    << "  static inline __attribute__((always_inline)) __Best map(const char* const* __in, int64_t __i) {\n"
+    << "    return __Best{value(__in[1]), __i};\n  }\n"
+    << "  static inline __attribute__((always_inline)) __Best combine(__Best __a, __Best __b) {\n"
+    << "    if (better(__b.v, __a.v)) return __b;\n"
+    << "    if (better(__a.v, __b.v)) return __a;\n"
+    << "    return __a.i <= __b.i ? __a : __b;\n  }\n"
+    << "  static inline __Best identity(const void*) { return __Best{__C(), -1}; }\n"
+    << "  static inline void store(char* __p, __Best __acc, int64_t) { "
+    << ew::store_stmt(t.output, "__p", "__acc.i", std::nullopt) << " }\n};\n";
+  return o.str();
+}
+
 std::string ops_struct(const std::string& code, const RedEntries& e, const RedKernelTypes& t) {
+  if (e.arg) return arg_ops_struct(code, e, t);
   std::ostringstream o;
   const size_t n_in = t.inputs.size();
-  o << "struct __Ops {\n  using Acc = __C;\n  static constexpr int kOperands = " << n_in + 1 << ";\n"
+  o << "struct __Ops {\n  using Acc = __C;\n  static constexpr bool kArg = false;\n"
+    << "  static constexpr int kOperands = " << n_in + 1 << ";\n"
     << "  static constexpr int64_t kSizes[kOperands] = {" << ew::size_of(t.output);
   for (EwType x : t.inputs) o << ", " << ew::size_of(x);
   o << "};\n";
@@ -35,7 +63,7 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
     loads += (i ? ", " : "") + ew::load_expr(t.inputs[i], "__in[" + std::to_string(i + 1) + "]", std::nullopt);
   }
   const std::string mapped = e.map.empty() ? loads : ew::entry_callee(code, e.map, "__C") + "(" + loads + ")";
-  o << "  static inline __attribute__((always_inline)) __C map(const char* const* __in) {\n"
+  o << "  static inline __attribute__((always_inline)) __C map(const char* const* __in, int64_t) {\n"
     << "    return static_cast<__C>(" << mapped << ");\n  }\n"
     << "  static inline __attribute__((always_inline)) __C combine(__C __a, __C __b) {\n"
     << "    return static_cast<__C>(" << ew::entry_callee(code, e.reduce, "__C") << "(__a, __b));\n  }\n"
@@ -86,7 +114,9 @@ std::string emit_reduction_cpu(const std::string& code, const RedEntries& entrie
     << "  if (__mode == kRedStore) __r.store(__range[0], __range[1]);\n"
     << "  else if (__mode == kRedPartial) __r.partial(__range[2], __range[3], __range[4]);\n"
     << "  else __r.finish(__range[0], __range[1], __range[5]);\n"
-    << "}\n";
+    << "}\n"
+    << "extern \"C\" __attribute__((visibility(\"default\"))) int64_t kjit_red_acc_bytes() {\n"
+    << "  return sizeof(__kjit_red::__Ops::Acc);\n}\n";
   return o.str();
 }
 

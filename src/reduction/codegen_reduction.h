@@ -25,10 +25,12 @@ struct RedKernelTypes {
 /// The entry functions of a reduction's code (empty map/post: none).
 struct RedEntries {
   std::string reduce, map, post;
+  bool arg = false;  ///< reduce is `bool better(T a, T b)` of a value-and-index (arg) reduction
 };
 
 /// The exported `void kjit_red_kernel(char**, const int64_t* range, int64_t mode,
-/// const void* problem)` (kjit/detail/reduction_loop.h says what each mode does).
+/// const void* problem)` (kjit/detail/reduction_loop.h says what each mode does)
+/// and `int64_t kjit_red_acc_bytes()`, the size of its accumulator (partials' element).
 /// `code` holds every part's definitions.
 std::string emit_reduction_cpu(const std::string& code, const RedEntries& entries, const RedKernelTypes& types);
 

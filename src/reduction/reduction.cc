@@ -30,7 +30,15 @@
 namespace kjit {
 namespace {
 
-using RedKernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
+using RedLoopFn = void (*)(char**, const int64_t*, int64_t, const void*);
+
+/// A compiled reduction kernel: its loops, and its accumulator's size (the
+/// partials' element, which the value-and-index reductions make a struct).
+struct RedKernelFn {
+  RedLoopFn loops = nullptr;
+  int64_t acc_bytes = 0;
+  explicit operator bool() const { return loops != nullptr; }
+};
 
 /// A part's entry: its last function definition, and how many parameters it
 /// takes without defaults (-1: unknown, a parameter pack).
@@ -100,7 +108,7 @@ constexpr int64_t kMaxPartialBytes = int64_t{8} << 20;
 /// outermost reduced dim into per-part accumulators (an outer reduction: each
 /// thread then reads whole rows, along memory), which are combined across outputs.
 template <class Call>
-void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t count, int acc_size, bool outer,
+void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t count, int64_t acc_size, bool outer,
                Call call) {
   const int64_t outputs = dims.outputs;
   const int64_t total = outputs * (count > 0 ? count : 1);
@@ -145,10 +153,10 @@ struct RedPlan {
   red::RedCall call;
   red::RedDims dims;
   RedKernelTypes types;
-  RedKernelFn kernel = nullptr;  ///< null when the output is empty
-  bool guard = false;            ///< some type holds integers: the kernel may trap
-  bool outer = false;            ///< one reduced dim, under an output dim the first input is contiguous along
-  ew::ScalarSlot identity{};     ///< the identity as the accumulator
+  RedKernelFn kernel;         ///< none when the output is empty
+  bool guard = false;         ///< some type holds integers: the kernel may trap
+  bool outer = false;         ///< one reduced dim, under an output dim the first input is contiguous along
+  ew::ScalarSlot identity{};  ///< the identity as the accumulator
   /// Per operand (the output first), the bytes it spans from its data pointer:
   /// [lo, hi), both 0 for a scalar or an empty tensor.
   std::vector<std::pair<int64_t, int64_t>> spans;
@@ -182,6 +190,8 @@ struct Reduction::Impl {
   RedKernelFn kernel_for(const RedKernelTypes& types);
   red::RedCall plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                     std::optional<EwType> dtype, Promotion p) const;
+  /// An arg reduction's types (the input's, an int64 result); ValueError for more than one axis.
+  void plan_arg(red::RedCall* c) const;
   void check_out(const red::RedCall& c, const DLTensor* out, Promotion p) const;
   std::shared_ptr<const RedPlan> make_plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                                            std::optional<EwType> dtype, const DLTensor* out, Promotion p);
@@ -204,7 +214,7 @@ RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
   req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
   req.cache_dir = options.build_directory;
   req.verbose = options.verbose;
-  req.exports = {"kjit_red_kernel"};
+  req.exports = {"kjit_red_kernel", "kjit_red_acc_bytes"};
   BuildResult built;
   try {
     built = build_shared_library(req);
@@ -217,8 +227,11 @@ RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
   }
   void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) throw CacheError("kjit.reduction: cannot load " + built.library_path + ": " + dlerror());
-  auto fn = reinterpret_cast<RedKernelFn>(dlsym(lib, "kjit_red_kernel"));
-  internal_check(fn != nullptr, "a reduction library without kjit_red_kernel");
+  RedKernelFn fn;
+  fn.loops = reinterpret_cast<RedLoopFn>(dlsym(lib, "kjit_red_kernel"));
+  auto acc_bytes = reinterpret_cast<int64_t (*)()>(dlsym(lib, "kjit_red_acc_bytes"));
+  internal_check(fn.loops != nullptr && acc_bytes != nullptr, "a reduction library without its exports");
+  fn.acc_bytes = acc_bytes();
   kernels[key] = fn;
   return fn;
 }
@@ -236,7 +249,11 @@ red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const R
                     std::to_string(map_entry.most) + " argument(s), one per input; this call passes " +
                     std::to_string(inputs.size()) + " input(s)");
   }
-  red::RedCall c = red::plan_call(name, inputs, axes, keepdims, dtype, options.upcast_integers, p);
+  if (entries.arg && dtype) {
+    throw TypeError(name + ": dtype= does not apply to an arg reduction (its result is an int64 index)");
+  }
+  red::RedCall c = red::plan_call(name, inputs, axes, keepdims, dtype, options.upcast_integers && !entries.arg, p);
+  if (entries.arg) plan_arg(&c);
   if (!is_complex(c.acc)) {
     for (size_t i = 0; i < c.call.inputs.size(); ++i) {
       if (is_complex(c.call.inputs[i])) {
@@ -245,12 +262,26 @@ red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const R
       }
     }
   }
+  if (c.count == 0 && entries.arg) {
+    throw ValueError(name + ": attempt to get the index of an empty sequence (the reduced axis has no elements)");
+  }
   if (c.count == 0 && !identity) {
     throw ValueError(name + ": zero-size array to reduction operation " + name +
                      " which has no identity (the reduced dimensions have no elements; pass identity= to "
                      "kjit.reduction for one)");
   }
   return c;
+}
+
+void Reduction::Impl::plan_arg(red::RedCall* c) const {
+  size_t reduced = 0;
+  for (bool r : c->reduced) reduced += r ? 1 : 0;
+  if (reduced > 1) {
+    throw ValueError(name + ": an arg reduction takes one axis, this call reduces " + std::to_string(reduced) +
+                     " (kjit.arg_reduction's axis=None reduces the flattened input)");
+  }
+  c->acc = ew::compute_type(c->call.result);
+  c->result = EwType::kInt64;
 }
 
 void Reduction::Impl::check_out(const red::RedCall& c, const DLTensor* out, Promotion p) const {
@@ -312,7 +343,7 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
 
 void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>& inputs, const DLTensor* out,
                               Promotion p) const {
-  if (plan.kernel == nullptr) return;  // an empty output
+  if (!plan.kernel) return;  // an empty output
   const size_t n_ops = inputs.size() + 1;
   std::vector<char*> data(n_ops);
   std::vector<ew::ScalarSlot> slots(inputs.size());
@@ -346,13 +377,13 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   problem.identity = plan.identity.bytes;
   auto call = [&](const int64_t* range, int64_t mode) {
     if (plan.guard) {
-      ew::call_trap_guarded(plan.kernel, nullptr, range, mode, &problem);
+      ew::call_trap_guarded(plan.kernel.loops, nullptr, range, mode, &problem);
     } else {
-      plan.kernel(nullptr, range, mode, &problem);
+      plan.kernel.loops(nullptr, range, mode, &problem);
     }
   };
   try {
-    run_split(&problem, dims, plan.call.count, ew::size_of(plan.call.acc), plan.outer, call);
+    run_split(&problem, dims, plan.call.count, plan.kernel.acc_bytes, plan.outer, call);
   } catch (const ZeroDivisionError& e) {
     throw ZeroDivisionError(name + ": " + e.what());
   }
@@ -363,7 +394,10 @@ Reduction::Reduction(const ReductionCode& code, std::optional<EwOperand> identit
     : impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
   const PartEntry reduce = entry_of(code.reduce, "reduce_code", true);
-  check_takes(reduce, "reduce_code", 2, "the accumulator and a value");
+  check_takes(reduce, "reduce_code", 2, code.arg ? "the two values it compares" : "the accumulator and a value");
+  if (code.arg && (!code.map.empty() || !code.post.empty() || identity)) {
+    throw SpecError("kjit.reduction: an arg reduction takes only its comparison (no map_code, post_code or identity)");
+  }
   impl.map_entry = entry_of(code.map, "map_code", false);
   const PartEntry post = entry_of(code.post, "post_code", false);
   if (!post.name.empty()) check_takes(post, "post_code", 2, "the accumulator and the count");
@@ -373,7 +407,7 @@ Reduction::Reduction(const ReductionCode& code, std::optional<EwOperand> identit
                     "' is not a C identifier (letters, digits and '_', not starting with a digit): it names the "
                     "reduction's kernels");
   }
-  impl.entries = {reduce.name, impl.map_entry.name, post.name};
+  impl.entries = {reduce.name, impl.map_entry.name, post.name, code.arg};
   impl.name = name.empty() ? reduce.name : name;
   impl.identity = identity;
   impl.options = std::move(options);

@@ -20,9 +20,10 @@ using kjit::Reduction;
 /// The Ops a generated kernel defines, for float inputs summed in double.
 struct SumOps {
   using Acc = double;
+  static constexpr bool kArg = false;
   static constexpr int kOperands = 2;
   static constexpr int64_t kSizes[kOperands] = {8, 4};
-  static double map(const char* const* in) {
+  static double map(const char* const* in, int64_t) {
     float v;
     std::memcpy(&v, in[1], sizeof(v));
     return v;

@@ -39,7 +39,8 @@ def test_bench_elementwise_paired_smoke(tmp_path):
 
 def test_bench_reduction_smoke(tmp_path):
     out = _run("bench_reduction.py", "--smoke", tmp_path=tmp_path)
-    for heading in ("sum of 4096 float32, all axes:", "sum over axis 0 of (64, 64) float32:", "size sweep",
+    for heading in ("sum of 4096 float32, all axes:", "sum over axis 0 of (64, 64) float32:", "argmax of 4096 float32:",
+                    "size sweep",
                     "smoke run: every case ran and computed the right values"):
         assert heading in out, out
 

@@ -404,3 +404,61 @@ def test_integer_division_by_zero_is_a_zero_division_error():
     div = kjit.reduction("template <typename T> T f(T a, T b) { return a / b; }", identity=1, upcast_integers=False)
     with pytest.raises(ZeroDivisionError, match=r"^f: integer division by zero"):
         div(np.array([4, 0, 2], np.int32))
+
+
+# -- arg reductions ---------------------------------------------------------------
+
+ARGMAX = "template <typename T> bool gt(T a, T b) { return a > b || (a != a && b == b); }"
+ARGMIN = "template <typename T> bool lt(T a, T b) { return a < b || (a != a && b == b); }"
+
+
+@pytest.fixture(scope="module")
+def argmax():
+    return kjit.arg_reduction(ARGMAX, name="argmax")
+
+
+@pytest.fixture(scope="module")
+def argmin():
+    return kjit.arg_reduction(ARGMIN, name="argmin")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 5), (4, 6, 5), (2**16 + 3,), (300, 301), (5000, 3)])
+def test_arg_reductions_match_numpy_with_ties(argmax, argmin, dtype, shape):
+    x = np.random.default_rng(len(shape)).integers(-5, 5, shape).astype(dtype)  # many ties
+    for axis in [None] + list(range(-len(shape), len(shape))):
+        for keepdims in (False, True):
+            check(argmax(x, axis=axis, keepdims=keepdims), np.argmax(x, axis=axis, keepdims=keepdims))
+            check(argmin(x, axis=axis, keepdims=keepdims), np.argmin(x, axis=axis, keepdims=keepdims))
+
+
+def test_arg_reductions_follow_numpy_nan_rules_and_layouts(argmax, argmin):
+    x = np.array([1.0, np.nan, 3.0, np.nan, 7.0])
+    assert argmax(x) == np.argmax(x) == 1 and argmin(x) == np.argmin(x) == 1
+    m = np.random.default_rng(7).random((40, 70))
+    m[3, 5] = m[30, 60] = np.nan
+    for view in (m, m.T, m[::-1, ::3]):
+        for axis in (None, 0, 1):
+            check(argmax(view, axis=axis), np.argmax(view, axis=axis))
+            check(argmin(view, axis=axis), np.argmin(view, axis=axis))
+    big = np.zeros(2**20, np.float32)
+    big[[12345, 700000, 900001]] = 5  # ties across blocks and threads: the first
+    assert argmax(big) == 12345
+
+
+def test_arg_reduction_rejections(argmax):
+    with pytest.raises(ValueError, match=r"argmax: attempt to get the index of an empty sequence"):
+        argmax(np.ones(0))
+    with pytest.raises(TypeError, match=r"axis must be None or an int, got tuple"):
+        argmax(np.ones((2, 2)), axis=(0, 1))
+    with pytest.raises(kjit.SpecError, match=r"reduce_code's function f\(a\) must take 2 arguments \(the two values "
+                                             r"it compares\)"):
+        kjit.arg_reduction("template <typename T> bool f(T a) { return a; }")
+
+
+@needs_torch
+def test_arg_reduction_of_torch_tensors(argmax):
+    x = torch.tensor([[1.0, 5.0, 5.0], [7.0, 0.0, 7.0]])
+    got = argmax(x, axis=1)
+    assert isinstance(got, torch.Tensor) and torch.equal(got, torch.argmax(x, dim=1))
+    assert int(argmax(x)) == int(torch.argmax(x))

@@ -9,6 +9,11 @@
 // so float rounding error grows with the log of the count, as NumPy's pairwise
 // summation, also over rows of an outer reduction (where NumPy adds row by row).
 // The combine must be associative and commutative (CuPy's ReductionKernel rule).
+//
+// Ops: Acc, kOperands, kSizes[kOperands] (bytes, the output first), map(in, index),
+// combine(a, b), identity(bytes), store(out, acc, count), and kArg: true for a
+// value-and-index reduction, whose Ops also has Value, value(bytes) and
+// better(a, b).
 #ifndef KJIT_DETAIL_REDUCTION_LOOP_H_
 #define KJIT_DETAIL_REDUCTION_LOOP_H_
 
@@ -174,7 +179,7 @@ class Reducer {
     int top = 0;
     for (int64_t i = b; i < e; i += kBlock) {
       const int64_t end = e - i < kBlock ? e : i + kBlock;
-      Acc sum = contiguous && end - i >= kLanes ? lanes(at, i, end) : strided(at, step, i, end);
+      Acc sum = contiguous && end - i >= kLanes ? block(at, i, end) : strided(at, step, i, end);
       int lv = 0;
       while (top > 0 && level[top - 1] == lv) {
         sum = Ops::combine(stack[--top], sum);
@@ -190,9 +195,46 @@ class Reducer {
 
   /// [b, e) one element after another.
   static Acc strided(char* const* at, const int64_t* step, int64_t b, int64_t e) {
-    Acc acc = map_at(at, step, b);
-    for (int64_t i = b + 1; i < e; ++i) acc = Ops::combine(acc, map_at(at, step, i));
+    Acc acc = map_at(at, step, b, b);
+    for (int64_t i = b + 1; i < e; ++i) acc = Ops::combine(acc, map_at(at, step, i, i));
     return acc;
+  }
+
+  /// A contiguous block: lanes of values; or for an arg reduction (Ops::kArg), the
+  /// best value in lanes, then the first element no worse than it (two loops the
+  /// compiler vectorises, the second a min of indices without an early exit).
+  static Acc block(char* const* at, int64_t b, int64_t e) {
+    if constexpr (Ops::kArg) {
+      using V = typename Ops::Value;
+      const char* in = at[1];
+      constexpr int64_t kSize = Ops::kSizes[1];
+      V best[kLanes];
+      for (int j = 0; j < kLanes; ++j) best[j] = Ops::value(in + (b + j) * kSize);
+      int64_t i = b + kLanes;
+      for (; i + kLanes <= e; i += kLanes) {
+        for (int j = 0; j < kLanes; ++j) {
+          const V v = Ops::value(in + (i + j) * kSize);
+          best[j] = Ops::better(v, best[j]) ? v : best[j];
+        }
+      }
+      for (; i < e; ++i) {
+        const V v = Ops::value(in + i * kSize);
+        best[0] = Ops::better(v, best[0]) ? v : best[0];
+      }
+      V top = best[0];
+      for (int j = 1; j < kLanes; ++j) top = Ops::better(best[j], top) ? best[j] : top;
+      // The first element no worse than the best: a min over the block, without an early exit.
+      const char* from = in + b * kSize;
+      const auto n = static_cast<int32_t>(e - b);  // a block is far shorter than 2^31
+      int32_t first = n;
+      for (int32_t k = 0; k < n; ++k) {
+        const int32_t here = Ops::better(top, Ops::value(from + k * kSize)) ? n : k;
+        first = here < first ? here : first;
+      }
+      return Acc{top, b + first};
+    } else {
+      return lanes(at, b, e);
+    }
   }
 
   /// A contiguous block in kLanes independent accumulators, folded pairwise.
@@ -200,26 +242,28 @@ class Reducer {
     // Unrolled in full, so the lanes live in vector registers, not in memory.
     Acc acc[kLanes];
 #pragma GCC unroll 64
-    for (int j = 0; j < kLanes; ++j) acc[j] = map_at(at, Ops::kSizes, b + j);
+    for (int j = 0; j < kLanes; ++j) acc[j] = map_at(at, Ops::kSizes, b + j, b + j);
     int64_t i = b + kLanes;
     for (; i + kLanes <= e; i += kLanes) {
 #pragma GCC unroll 64
-      for (int j = 0; j < kLanes; ++j) acc[j] = Ops::combine(acc[j], map_at(at, Ops::kSizes, i + j));
+      for (int j = 0; j < kLanes; ++j) acc[j] = Ops::combine(acc[j], map_at(at, Ops::kSizes, i + j, i + j));
     }
 #pragma GCC unroll 8
     for (int w = kLanes / 2; w > 0; w /= 2) {
 #pragma GCC unroll 64
       for (int j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], acc[j + w]);
     }
-    for (; i < e; ++i) acc[0] = Ops::combine(acc[0], map_at(at, Ops::kSizes, i));
+    for (; i < e; ++i) acc[0] = Ops::combine(acc[0], map_at(at, Ops::kSizes, i, i));
     return acc[0];
   }
 
-  /// The mapped value of element i along steps `step` (bytes per operand).
-  static Acc map_at(char* const* at, const int64_t* step, int64_t i) {
+  /// The mapped value of the element `i` steps (bytes per operand) from `at`,
+  /// whose index along the innermost reduced dim is `index` (what value-and-index
+  /// reductions keep; value reductions ignore it).
+  static Acc map_at(char* const* at, const int64_t* step, int64_t i, int64_t index) {
     const char* in[kOps];
     for (int op = 1; op < kOps; ++op) in[op] = at[op] + i * step[op];
-    return Ops::map(in);
+    return Ops::map(in, index);
   }
 
   /// An outer reduction: one reduced dim whose inputs are not contiguous, under an
@@ -269,10 +313,10 @@ class Reducer {
     }
     char* row[kOps];
     for (int op = 0; op < kOps; ++op) row[op] = at[op] + rb * reduced_stride(0, op);
-    for (int64_t j = 0; j < w; ++j) acc[j] = map_at(row, Ops::kSizes, j);
+    for (int64_t j = 0; j < w; ++j) acc[j] = map_at(row, Ops::kSizes, j, rb);
     for (int64_t r = rb + 1; r < re; ++r) {
       for (int op = 0; op < kOps; ++op) row[op] += reduced_stride(0, op);
-      for (int64_t j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], map_at(row, Ops::kSizes, j));
+      for (int64_t j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], map_at(row, Ops::kSizes, j, r));
     }
   }
 
