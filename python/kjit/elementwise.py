@@ -50,7 +50,7 @@ def _described(x: np.ndarray, keep: list):
     return [x.ctypes.data, list(x.shape), list(x.strides), x.dtype.name]
 
 
-def _numpy_array(x: np.ndarray, i: int, keep: list):
+def _numpy_array(x: np.ndarray, i: int, keep: list, api: str = "kjit.elementwise"):
     """A NumPy array as DLPack takes it, or described by address (_described) when
     DLPack cannot carry it (read-only arrays, ml_dtypes types such as bfloat16, byte
     strides that are not whole elements, which the C++ side rejects by name)."""
@@ -63,16 +63,16 @@ def _numpy_array(x: np.ndarray, i: int, keep: list):
         return _described(x, keep)
     if x.dtype.byteorder not in "=|" and kind in "biufc":
         raise TypeError(
-            f"kjit.elementwise: input #{i} has dtype {x.dtype.str}, a non-native byte order, which kjit.elementwise "
+            f"{api}: input #{i} has dtype {x.dtype.str}, a non-native byte order, which {api} "
             "does not read; pass x.astype(x.dtype.newbyteorder('='))"
         )
     raise TypeError(
-        f"kjit.elementwise: input #{i} has dtype {x.dtype}, which kjit.elementwise does not support (bool, "
+        f"{api}: input #{i} has dtype {x.dtype}, which {api} does not support (bool, "
         "int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128)"
     )
 
 
-def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False):
+def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False, api: str = "kjit.elementwise"):
     """What the C++ side takes: tensors as they are, Python scalars as weak scalars,
     NumPy scalars as 0-d arrays (strong, as in NumPy 2) or, among torch tensors, as
     Python scalars (weak, as PyTorch treats them), complex as [re, im]. Whatever
@@ -81,13 +81,13 @@ def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False):
         if weak_numpy_scalars and x.dtype.kind in "biufc":
             x = x.item()
         else:
-            return _numpy_array(np.asarray(x), i, keep)
+            return _numpy_array(np.asarray(x), i, keep, api)
     if isinstance(x, (bool, int, float)):
         return x
     if isinstance(x, complex):
         return [x.real, x.imag]
     if isinstance(x, np.ndarray):
-        return _numpy_array(x, i, keep)
+        return _numpy_array(x, i, keep, api)
     if _is_torch_tensor(x) or hasattr(x, "__dlpack__"):
         return x
     import tvm_ffi  # noqa: PLC0415
@@ -95,7 +95,7 @@ def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False):
     if isinstance(x, tvm_ffi.Tensor):
         return x
     raise TypeError(
-        f"kjit.elementwise: input #{i} must be a tensor (NumPy, torch, DLPack) or a Python/NumPy scalar, "
+        f"{api}: input #{i} must be a tensor (NumPy, torch, DLPack) or a Python/NumPy scalar, "
         f"got {type(x).__name__}"
     )
 

@@ -106,7 +106,8 @@ class _Reduction:
         framework = _framework(inputs)
         if framework == "torch":
             _refuse_grad(self.name, inputs, "input")
-        args = [_argument(_without_lazy_bits(x), i, keep, framework == "torch") for i, x in enumerate(inputs)]
+        args = [_argument(_without_lazy_bits(x), i, keep, framework == "torch", "kjit.reduction")
+                for i, x in enumerate(inputs)]
         for a in args:
             if type(a) is int and not _INT64_MIN <= a <= _INT64_MAX:
                 raise OverflowError(f"{self.name}: Python integer {a} is outside the int64 range kjit carries; pass "
@@ -136,7 +137,8 @@ class _Reduction:
             _check_out(self.name, out, framework)
             target = out
         try:
-            api.red_run(self.id, promotion, axes, keepdims, dtype_name, _argument(target, 0, keep), *args)
+            api.red_run(self.id, promotion, axes, keepdims, dtype_name, _argument(target, 0, keep, api="kjit.reduction"),
+                        *args)
         finally:
             if out is not None and framework == "torch":  # as torch's in-place ops do for what they write
                 call_type.bump_versions([out])

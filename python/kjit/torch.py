@@ -374,12 +374,70 @@ def _result_dtype(f, inputs):
     return dtype
 
 
+def _reduction_dtype(f, inputs):
+    """A reduction's result dtype, asked with 1-element probes (an empty probe would
+    be an empty reduction, which one without an identity refuses)."""
+    key = ("reduction", f.name, id(f), *(x.dtype for x in inputs))
+    dtype = _RESULT_DTYPES.get(key)
+    if dtype is None:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: PLC0415
+
+        with unset_fake_temporarily(), torch._C._DisableTorchDispatch():
+            probes = [torch.empty((1,), dtype=x.dtype) for x in inputs]
+            dtype = _RESULT_DTYPES[key] = f.result_type(*probes)
+    return dtype
+
+
+def _reduced_shape(shape, axis, keepdims: bool):
+    """The shape a reduction over `axis` (None: all; a list of ints) leaves."""
+    nd = len(shape)
+    axes = set(range(nd)) if axis is None else {a + nd if a < 0 else a for a in axis}
+    return [1 if d in axes else n for d, n in enumerate(shape) if keepdims or d not in axes]
+
+
+def _reduction_op(f, qualname: str) -> Callable:
+    """A kjit.reduction or kjit.arg_reduction function as a torch op with axis and keepdims."""
+    arg = hasattr(f, "better_code")
+
+    def impl(inputs, axis=None, keepdims=False):
+        if arg:
+            out = f(inputs[0], axis=None if axis is None else axis[0], keepdims=keepdims)
+        else:
+            out = f(*inputs, axis=None if axis is None else tuple(axis), keepdims=keepdims)
+        return out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
+
+    def fake(inputs, axis=None, keepdims=False):
+        shape = torch.broadcast_shapes(*[x.shape for x in inputs])
+        dtype = torch.int64 if arg else _reduction_dtype(f, inputs)
+        return torch.empty(_reduced_shape(shape, axis, keepdims), dtype=dtype, device=inputs[0].device)
+
+    code = f.better_code if arg else f"{f.reduce_code}|{f.map_code}|{f.post_code}|{f.identity}"
+    custom = _define(qualname, f"reduction:{code}", impl, fake,
+                     "(Tensor[] inputs, int[]? axis=None, bool keepdims=False) -> Tensor", (), None)
+
+    def call(*inputs, axis=None, keepdims=False):
+        axes = None if axis is None else ([axis] if isinstance(axis, int) else list(axis))
+        return custom(list(inputs), axes, keepdims)
+
+    call.op = custom
+    call.__name__ = f.name
+    call.__doc__ = (f"The torch op {qualname} of kjit reduction '{f.name}': call(*inputs, axis=None, "
+                    "keepdims=False) -> Tensor.")
+    return call
+
+
 def op(f, *, name: Optional[str] = None, namespace: str = "kjit") -> Callable:
     """A ``kjit.elementwise`` function as the torch op ``<namespace>::<name>``
     (name: the entry function's): ``(Tensor[] inputs) -> Tensor``, broadcasting and
     type promotion in its fake implementation (torch.broadcast_shapes, the
     function's own result_type). Returns a callable taking the input tensors as
-    positional arguments (``.op`` is the op); outputs are new, contiguous tensors."""
+    positional arguments (``.op`` is the op); outputs are new, contiguous tensors.
+
+    A ``kjit.reduction`` or ``kjit.arg_reduction`` function becomes
+    ``(Tensor[] inputs, int[]? axis=None, bool keepdims=False) -> Tensor``, called as
+    ``call(*inputs, axis=None, keepdims=False)``."""
+    if hasattr(f, "_reduction"):
+        return _reduction_op(f, f"{_namespace(namespace)}::{_namespace(name or f.name)}")
     if getattr(f, "num_outputs", None) != 1:
         raise TypeError("kjit.torch.op takes a kjit.elementwise function of one output")
     qualname = f"{_namespace(namespace)}::{_namespace(name or f.name)}"

@@ -148,6 +148,9 @@ TEST(ReductionCpp, RejectionsAreUserErrors) {
   EXPECT_THROW(max.run({EwOperand::of(&empty.t)}, ReduceAxes::everything(), false, std::nullopt, &out.t),
                kjit::ValueError);
   EXPECT_THROW(Reduction(kjit::ReductionCode{"a + b", "", ""}, std::nullopt), kjit::SpecError);
+  Buf deep({1}, std::vector<int64_t>(65, 1));  // more dims than the loops' index arrays hold
+  EXPECT_THROW(max.output_for({EwOperand::of(&deep.t)}, ReduceAxes::everything(), false, std::nullopt),
+               kjit::ValueError);
 }
 
 }  // namespace

@@ -462,3 +462,45 @@ def test_arg_reduction_of_torch_tensors(argmax):
     got = argmax(x, axis=1)
     assert isinstance(got, torch.Tensor) and torch.equal(got, torch.argmax(x, dim=1))
     assert int(argmax(x)) == int(torch.argmax(x))
+
+
+def test_hostile_arguments_are_named_errors(rsum):
+    x = np.ones((2, 3))
+    for axis in (2**62, -(2**63)):
+        with pytest.raises(ValueError, match=rf"rsum: axis {axis} is out of bounds for array of dimension 2"):
+            rsum(x, axis=axis)
+    with pytest.raises(ValueError, match=r"rsum: axis 9223372036854775808 is out of bounds"):
+        rsum(x, axis=2**63)
+    with pytest.raises(TypeError, match=r"kjit.reduction: input #0 has dtype object, which kjit.reduction does not"):
+        rsum(np.ones(3, dtype=object))
+    with pytest.raises(TypeError, match=r"kjit.reduction: input #0 must be a tensor"):
+        rsum("abc")
+    with pytest.raises(OverflowError, match=r"identity 1180591620717411303424 is outside the int64 range"):
+        kjit.reduction(ADD, identity=2**70)
+    with pytest.raises(TypeError, match=r"the identity is complex but the reduction accumulates in float64"):
+        kjit.reduction(ADD, identity=1j, name="cplx")(np.ones(2))
+    with pytest.raises(kjit.SpecError, match=r"reduce_code defines no function"):
+        kjit.reduction("\0", identity=0)
+    check(rsum(x, axis=()), x)  # no axis: every element its own reduction, as NumPy's
+
+
+def test_code_holding_a_nul_fails_to_compile_with_a_message():
+    f = kjit.reduction(ADD + "\0junk", identity=0, name="nul")
+    with pytest.raises(kjit.CompileError, match=r"kjit.reduction 'nul'"):
+        f(np.ones(2))
+
+
+@needs_torch
+def test_reductions_as_torch_ops_pass_opcheck_and_compile(rsum, argmax):
+    import kjit.torch  # noqa: F401
+
+    op = kjit.torch.op(rsum, name="rsum_op")
+    x = torch.randn(4, 5)
+    assert torch.allclose(op(x, axis=1), x.sum(1)) and op(x, axis=(0, 1), keepdims=True).shape == (1, 1)
+    torch.library.opcheck(op.op, ([x], [1], False))
+    torch.library.opcheck(op.op, ([x], None, True))
+    aop = kjit.torch.op(argmax, name="argmax_op")
+    assert torch.equal(aop(x, axis=0), x.argmax(0))
+    torch.library.opcheck(aop.op, ([x], [0], False))
+    compiled = torch.compile(lambda t: op(torch.relu(t), axis=1) * 2, fullgraph=True)
+    assert torch.allclose(compiled(x), torch.relu(x).sum(1) * 2)
