@@ -26,13 +26,15 @@ import argparse
 import ctypes
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_elementwise import rotate_rounds  # noqa: E402  (one timing loop for the benches)
 
 ADD = "template <typename T> T add(T a, T b) { return a + b; }"
 ARGMAX = "template <typename T> bool gt(T a, T b) { return a > b || (a != a && b == b); }"
@@ -59,27 +61,17 @@ print("RESULT " + json.dumps({"first_call_s": time.perf_counter() - t0}))
 """
 
 
-def best_time(fn, calls: int, rounds: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best
-
-
 def rotate(variants: dict, rounds: int, calls: int) -> dict:
-    """Best time per call of each variant over `rounds`, in a new seeded order each round."""
-    times = {k: float("inf") for k in variants}
-    names = list(variants)
-    order = random.Random(len(names))
-    for _ in range(rounds):
-        order.shuffle(names)
-        for name in names:
-            times[name] = min(times[name], best_time(variants[name], calls, 1))
-    return times
+    """Best time per call of each variant over `rounds`, in a new seeded order each
+    round (bench_elementwise.rotate_rounds)."""
+    return {k: min(v) for k, v in rotate_rounds(variants, rounds, calls).items()}
+
+
+def report(title: str, t: dict) -> None:
+    """One case's times and kjit's speed relative to each."""
+    print(title)
+    for k, v in t.items():
+        print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
 
 
 def compile_c_loop(work: str):
@@ -144,9 +136,7 @@ def main() -> int:
                 tx = torch.from_numpy(x)
                 variants["torch"] = lambda: torch.sum(tx)
             t = rotate(variants, rounds, 5 if not args.smoke else 2)
-            print(f"sum of {big} float32, all axes:")
-            for k, v in t.items():
-                print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+            report(f"sum of {big} float32, all axes:", t)
             ok &= t["numpy"] >= t["kjit"] and t["kjit"] <= t["C omp"] / 0.85
             ok &= torch is None or t["torch"] >= t["kjit"]
             m = np.random.default_rng(3).random((side, side)).astype(np.float32)
@@ -156,9 +146,7 @@ def main() -> int:
                     tm = torch.from_numpy(m)
                     variants["torch"] = lambda: tm.sum(dim=axis)
                 t = rotate(variants, rounds, 5 if not args.smoke else 2)
-                print(f"sum over axis {axis} of ({side}, {side}) float32:")
-                for k, v in t.items():
-                    print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+                report(f"sum over axis {axis} of ({side}, {side}) float32:", t)
                 ok &= all(v >= t["kjit"] for v in t.values())
     if not args.sizes:
         argmax = kjit.arg_reduction(ARGMAX)
@@ -170,9 +158,7 @@ def main() -> int:
             tx = torch.from_numpy(x)
             variants["torch"] = lambda: torch.argmax(tx)
         t = rotate(variants, rounds, 5 if not args.smoke else 2)
-        print(f"argmax of {n} float32:")
-        for k, v in t.items():
-            print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+        report(f"argmax of {n} float32:", t)
         ok &= t["numpy"] >= t["kjit"]
     print("size sweep (us per call; ratio > 1: kjit faster):")
     print(f"  {'n':>9} {'kjit':>9} {'numpy':>9} {'np/kjit':>8} {'kjit(t)':>9} {'torch':>9} {'torch/kjit':>10}")

@@ -109,6 +109,19 @@ def _without_lazy_bits(x):
     return x
 
 
+def _refuse_grad(name: str, tensors, what: str, api: str):
+    """A torch tensor that requires grad with grad mode on: the result would have no
+    grad_fn (the same TypeError as the call type's, src/pyext/elementwise_type.cc)."""
+    torch = _torch()
+    if not torch.is_grad_enabled():
+        return
+    for i, x in enumerate(tensors):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise TypeError(f"{name}: {what} #{i} requires grad, but {api} functions compute no gradients (the "
+                            "result would have no grad_fn); pass a detached tensor (.detach()) or call it under "
+                            "torch.no_grad()")
+
+
 def _extra(value, name: str):
     """An extra scalar argument: a Python scalar (NumPy scalars become theirs)."""
     if isinstance(value, np.generic):
@@ -176,16 +189,7 @@ class _Engine:
         return framework, promotion, args
 
     def _refuse_grad(self, tensors, what: str):
-        """A torch tensor that requires grad with grad mode on: the result would have no
-        grad_fn (the same TypeError as the call type's, src/pyext/elementwise_type.cc)."""
-        torch = _torch()
-        if not torch.is_grad_enabled():
-            return
-        for i, x in enumerate(tensors):
-            if isinstance(x, torch.Tensor) and x.requires_grad:
-                raise TypeError(f"{self.name}: {what} #{i} requires grad, but kjit.elementwise functions compute no "
-                                "gradients (the result would have no grad_fn); pass a detached tensor (.detach()) or "
-                                "call it under torch.no_grad()")
+        _refuse_grad(self.name, tensors, what, "kjit.elementwise")
 
     def _big_ints(self, args, promotion, keep: list):
         """Python ints outside int64, which tvm-ffi cannot carry: as NumPy 2 takes

@@ -18,7 +18,7 @@ import numpy as np
 from . import _frameworks
 from ._lib import api, call_type
 from .elementwise import (_INT64_MAX, _INT64_MIN, _NUMPY, _TORCH, _argument, _compute_name, _first_tensor,
-                          _framework, _is_torch_tensor, _torch, _without_lazy_bits)
+                          _framework, _is_torch_tensor, _refuse_grad, _torch, _without_lazy_bits)
 
 
 def _identity(value):
@@ -105,7 +105,7 @@ class _Reduction:
     def _arguments(self, inputs, keep: list):
         framework = _framework(inputs)
         if framework == "torch":
-            _refuse_grad(self.name, inputs, "input")
+            _refuse_grad(self.name, inputs, "input", "kjit.reduction")
         args = [_argument(_without_lazy_bits(x), i, keep, framework == "torch", "kjit.reduction")
                 for i, x in enumerate(inputs)]
         for a in args:
@@ -180,18 +180,6 @@ def _dtype_name(dtype) -> str:
     return "" if dtype is None else _compute_name(dtype)
 
 
-def _refuse_grad(name: str, tensors, what: str):
-    """A torch tensor that requires grad with grad mode on: the result would have no grad_fn."""
-    torch = _torch()
-    if not torch.is_grad_enabled():
-        return
-    for i, x in enumerate(tensors):
-        if isinstance(x, torch.Tensor) and x.requires_grad:
-            raise TypeError(f"{name}: {what} #{i} requires grad, but kjit.reduction functions compute no gradients "
-                            "(the result would have no grad_fn); pass a detached tensor (.detach()) or call it under "
-                            "torch.no_grad()")
-
-
 def _check_out(name: str, out, framework: str):
     if isinstance(out, (tuple, list)):
         raise TypeError(f"{name}: out must be one tensor, got a {type(out).__name__}")
@@ -199,7 +187,7 @@ def _check_out(name: str, out, framework: str):
         raise ValueError(f"{name}: out is a read-only NumPy array (flags.writeable is False); pass a writable array")
     if _is_torch_tensor(out):
         if framework == "torch":
-            _refuse_grad(name, [out], "out")
+            _refuse_grad(name, [out], "out", "kjit.reduction")
         if out.is_conj() or out.is_neg():
             raise ValueError(f"{name}: out is a conjugate or negative view of a torch tensor; DLPack cannot carry "
                              "that bit; pass a tensor without it and copy")

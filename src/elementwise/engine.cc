@@ -13,6 +13,7 @@
 #include "elementwise/call_plan.h"
 #include "elementwise/codegen_cpu.h"
 #include "elementwise/cuda_launch.h"
+#include "elementwise/kernel_library.h"
 #include "elementwise/plan_cache.h"
 #include "elementwise/trap_guard.h"
 #include "kjit/build.h"
@@ -151,11 +152,10 @@ struct Elementwise::Impl {
   std::string entry;  // the entry function's name
   int num_outputs = 1;
   ElementwiseOptions options;
-  EwCompute compute;                        // options.compute, raised to kFloat for an entry declared to return float
-  EntryArity arity;                         // what a call must pass, when the code says
-  std::mutex mu;                            // guards the kernel maps
-  std::map<std::string, KernelFn> kernels;  // by kernel types
-  std::map<std::string, CompileError> failed_compiles;  // by kernel types: a failing call does not recompile
+  EwCompute compute;                  // options.compute, raised to kFloat for an entry declared to return float
+  EntryArity arity;                   // what a call must pass, when the code says
+  ew::KernelTable<KernelFn> kernels;  // by kernel types: a failing call does not recompile
+  std::mutex mu;                      // guards cuda_kernels
   std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
   ew::PlanCache<ew::CallPlan> plans;
 
@@ -257,38 +257,20 @@ std::shared_ptr<ew::CudaElementwiseKernel> Elementwise::Impl::cuda_kernel_for(co
 }
 
 KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
-  std::string key = types_key(types);
-  std::lock_guard<std::mutex> lock(mu);  // one build per kernel at a time; the cache does the rest
-  auto it = kernels.find(key);
-  if (it != kernels.end()) return it->second;
-  auto failed = failed_compiles.find(key);
-  if (failed != failed_compiles.end()) throw failed->second;
-  BuildRequest req;
-  req.name = "kjit_ew_" + entry;
-  req.source = emit_elementwise_cpu(code, entry, types);
-  req.extra_cflags = {"-O3", "-fno-math-errno"};
-  const std::vector<std::string>& isa = host_isa_cflags();  // the loops run only here
-  req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
-  req.cache_dir = options.build_directory;
-  req.verbose = options.verbose;
-  req.exports = {"kjit_ew_kernel"};
-  BuildResult built;
-  try {
-    built = build_shared_library(req);
-  } catch (const CompileError& e) {
-    CompileError error("kjit.elementwise '" + entry + "' " + types.text() + ": the code does not compile:\n" + e.log() +
-                           "(lines of 'code' are lines of the computation string)",
-                       e.command(), e.log());
-    failed_compiles.emplace(key, error);
-    throw error;
-  }
-  void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr)
-    throw CacheError(std::string("kjit.elementwise: cannot load ") + built.library_path + ": " + dlerror());
-  auto fn = reinterpret_cast<KernelFn>(dlsym(lib, "kjit_ew_kernel"));
-  internal_check(fn != nullptr, "an elementwise library without kjit_ew_kernel");
-  kernels[key] = fn;
-  return fn;
+  return kernels.get(types_key(types), [&] {
+    ew::CpuKernelBuild build;
+    build.name = "kjit_ew_" + entry;
+    build.source = emit_elementwise_cpu(code, entry, types);
+    build.cflags = {"-O3", "-fno-math-errno"};
+    build.cache_dir = options.build_directory;
+    build.verbose = options.verbose;
+    build.exports = {"kjit_ew_kernel"};
+    build.what = "kjit.elementwise '" + entry + "' " + types.text();
+    build.lines = "(lines of 'code' are lines of the computation string)";
+    auto fn = reinterpret_cast<KernelFn>(dlsym(ew::open_cpu_kernel(build), "kjit_ew_kernel"));
+    internal_check(fn != nullptr, "an elementwise library without kjit_ew_kernel");
+    return fn;
+  });
 }
 
 std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_ptr<ew::CallPlan> plan) {

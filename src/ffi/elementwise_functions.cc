@@ -23,6 +23,7 @@
 #include "elementwise/output_memory.h"
 #include "elementwise/thread_pool.h"
 #include "ffi/boundary.h"
+#include "ffi/id_table.h"
 #include "ffi/operands.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -41,16 +42,10 @@ using tvm::ffi::Array;
 using tvm::ffi::PackedArgs;
 using tvm::ffi::String;
 
-std::mutex g_mu;
-std::vector<std::shared_ptr<Elementwise>> g_engines;  // id -> engine, until kjit.ew_free
+IdTable<Elementwise> g_engines;  // id -> engine, until kjit.ew_free
 
 /// Shared: a call or a call function keeps the engine alive through ew_free.
-std::shared_ptr<Elementwise> engine_of(int64_t id) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  internal_check(id >= 0 && static_cast<size_t>(id) < g_engines.size() && g_engines[id] != nullptr,
-                 "unknown elementwise id");
-  return g_engines[id];
-}
+std::shared_ptr<Elementwise> engine_of(int64_t id) { return g_engines.get(id); }
 
 /// ew_outputs(id, promotion, inputs...) -> [[shape, dtype, order], ...]: the
 /// output layouts, for the checked path to allocate.
@@ -392,9 +387,8 @@ void ew_create(PackedArgs args, Any* rv) {
     }
     auto ew = std::make_shared<Elementwise>(std::string(args[0].cast<String>()), std::string(args[1].cast<String>()),
                                             static_cast<int>(num_outputs), opts);
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_engines.push_back(std::move(ew));
-    *rv = Array<Any>{static_cast<int64_t>(g_engines.size() - 1), String(g_engines.back()->name())};
+    const String entry(ew->name());
+    *rv = Array<Any>{g_engines.add(std::move(ew)), entry};
     return 0;
   });
 }
@@ -417,8 +411,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            [](int64_t id) {
              // The engine's plans and kernel handles go; the compiled libraries stay
              // loaded (another engine may use the same one) and cached on disk.
-             std::lock_guard<std::mutex> lock(g_mu);
-             if (id >= 0 && static_cast<size_t>(id) < g_engines.size()) g_engines[id].reset();
+             g_engines.free(id);
            })
       .def("kjit.get_num_threads", []() { return static_cast<int64_t>(get_num_threads()); })
       .def("kjit.set_num_threads", [](int64_t n) { at_ffi_boundary([&] { set_num_threads(n); }); })

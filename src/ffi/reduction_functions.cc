@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ffi/boundary.h"
+#include "ffi/id_table.h"
 #include "ffi/operands.h"
 #include "kjit/errors.h"
 #include "kjit/reduction.h"
@@ -30,15 +31,7 @@ using tvm::ffi::String;
 
 constexpr const char* kApi = "kjit.reduction";
 
-std::mutex g_mu;
-std::vector<std::shared_ptr<Reduction>> g_reductions;  // id -> reduction, until kjit.red_free
-
-std::shared_ptr<Reduction> reduction_of(int64_t id) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  internal_check(id >= 0 && static_cast<size_t>(id) < g_reductions.size() && g_reductions[id] != nullptr,
-                 "unknown reduction id");
-  return g_reductions[id];
-}
+IdTable<Reduction> g_reductions;  // id -> reduction, until kjit.red_free
 
 /// axis: None (every axis) or an Array of ints.
 ReduceAxes axes_of(const AnyView& v) {
@@ -75,7 +68,7 @@ CallArgs call_args(PackedArgs args, int least) {
                     std::to_string(args.size()));
   }
   CallArgs c;
-  c.reduction = reduction_of(args[0].cast<int64_t>());
+  c.reduction = g_reductions.get(args[0].cast<int64_t>());
   c.promotion = promotion_of(args[1].cast<int64_t>());
   c.axes = axes_of(args[2]);
   c.keepdims = args[3].cast<bool>();
@@ -125,9 +118,8 @@ void red_create(PackedArgs args, Any* rv) {
     opts.build_directory = std::string(args[6].cast<String>());
     opts.verbose = args[7].cast<bool>();
     auto r = std::make_shared<Reduction>(code, identity, std::string(args[3].cast<String>()), opts);
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_reductions.push_back(std::move(r));
-    *rv = Array<Any>{static_cast<int64_t>(g_reductions.size() - 1), String(g_reductions.back()->name())};
+    const String entry(r->name());
+    *rv = Array<Any>{g_reductions.add(std::move(r)), entry};
     return 0;
   });
 }
@@ -140,8 +132,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_packed("kjit.red_run", red_run)
       .def("kjit.red_free", [](int64_t id) {
         // The kernel handles go; the compiled libraries stay loaded and cached on disk.
-        std::lock_guard<std::mutex> lock(g_mu);
-        if (id >= 0 && static_cast<size_t>(id) < g_reductions.size()) g_reductions[id].reset();
+        g_reductions.free(id);
       });
 }
 

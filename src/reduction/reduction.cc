@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "declare/cpp_signature.h"
+#include "elementwise/kernel_library.h"
 #include "elementwise/loop_driver.h"
 #include "elementwise/plan.h"
 #include "elementwise/plan_cache.h"
@@ -182,9 +183,7 @@ struct Reduction::Impl {
   std::optional<EwOperand> identity;
   std::string name;
   ReductionOptions options;
-  std::mutex mu;  // guards the kernel maps
-  std::map<std::string, RedKernelFn> kernels;
-  std::map<std::string, CompileError> failed_compiles;
+  ew::KernelTable<RedKernelFn> kernels;  // by kernel types
   ew::PlanCache<RedPlan> plans;
 
   RedKernelFn kernel_for(const RedKernelTypes& types);
@@ -199,41 +198,25 @@ struct Reduction::Impl {
 };
 
 RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
-  const std::string key = types.key();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = kernels.find(key);
-  if (it != kernels.end()) return it->second;
-  auto failed = failed_compiles.find(key);
-  if (failed != failed_compiles.end()) throw failed->second;
-  BuildRequest req;
-  req.name = "kjit_red_" + name;
-  req.source = emit_reduction_cpu(code, entries, types);
-  // -O2 with the vectoriser: as fast as -O3 on these loops, which -O3 takes seconds to unroll and version.
-  req.extra_cflags = {"-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-math-errno"};
-  const std::vector<std::string>& isa = host_isa_cflags();  // the loops run only here
-  req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
-  req.cache_dir = options.build_directory;
-  req.verbose = options.verbose;
-  req.exports = {"kjit_red_kernel", "kjit_red_acc_bytes"};
-  BuildResult built;
-  try {
-    built = build_shared_library(req);
-  } catch (const CompileError& e) {
-    CompileError error("kjit.reduction '" + name + "' " + types.text() + ": the code does not compile:\n" + e.log() +
-                           "(lines of 'code' are lines of reduce_code, map_code and post_code, one after another)",
-                       e.command(), e.log());
-    failed_compiles.emplace(key, error);
-    throw error;
-  }
-  void* lib = dlopen(built.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) throw CacheError("kjit.reduction: cannot load " + built.library_path + ": " + dlerror());
-  RedKernelFn fn;
-  fn.loops = reinterpret_cast<RedLoopFn>(dlsym(lib, "kjit_red_kernel"));
-  auto acc_bytes = reinterpret_cast<int64_t (*)()>(dlsym(lib, "kjit_red_acc_bytes"));
-  internal_check(fn.loops != nullptr && acc_bytes != nullptr, "a reduction library without its exports");
-  fn.acc_bytes = acc_bytes();
-  kernels[key] = fn;
-  return fn;
+  return kernels.get(types.key(), [&] {
+    ew::CpuKernelBuild build;
+    build.name = "kjit_red_" + name;
+    build.source = emit_reduction_cpu(code, entries, types);
+    // -O2 with the vectoriser: as fast as -O3 on these loops, which -O3 takes seconds to unroll and version.
+    build.cflags = {"-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-math-errno"};
+    build.cache_dir = options.build_directory;
+    build.verbose = options.verbose;
+    build.exports = {"kjit_red_kernel", "kjit_red_acc_bytes"};
+    build.what = "kjit.reduction '" + name + "' " + types.text();
+    build.lines = "(lines of 'code' are lines of reduce_code, map_code and post_code, one after another)";
+    void* lib = ew::open_cpu_kernel(build);
+    RedKernelFn fn;
+    fn.loops = reinterpret_cast<RedLoopFn>(dlsym(lib, "kjit_red_kernel"));
+    auto acc_bytes = reinterpret_cast<int64_t (*)()>(dlsym(lib, "kjit_red_acc_bytes"));
+    internal_check(fn.loops != nullptr && acc_bytes != nullptr, "a reduction library without its exports");
+    fn.acc_bytes = acc_bytes();
+    return fn;
+  });
 }
 
 red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
