@@ -158,8 +158,6 @@ EwType extra_travel_type(const std::string& fn, const EwOperand& extra, size_t e
 
 namespace {
 
-bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
-
 /// `v` rounded (to nearest even) to a float with `digits` significand bits and
 /// smallest normal exponent `min_exp`: how a Python float becomes a float16 or
 /// bfloat16 before NumPy computes with it.

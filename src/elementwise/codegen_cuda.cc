@@ -14,8 +14,6 @@
 namespace kjit {
 namespace {
 
-bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
-
 /// The device spelling of a type's storage (float16/bfloat16 are uint16_t bits).
 std::string device_type(EwType t) {
   switch (t) {
@@ -29,7 +27,7 @@ std::string device_type(EwType t) {
 }
 
 /// The type a stored value is widened to before any other conversion.
-EwType widened(EwType t) { return is_half(t) ? EwType::kFloat32 : t; }
+EwType widened(EwType t) { return ew::is_half(t) ? EwType::kFloat32 : t; }
 
 std::string widen(EwType t, const std::string& raw) {
   if (t == EwType::kFloat16) return "kjit_half_to_float(" + raw + ")";
@@ -333,7 +331,8 @@ void check_types(const EwKernelTypes& types, EwCudaVariant variant) {
   internal_check(!types.outputs.empty(), "an elementwise CUDA kernel without outputs");
   internal_check(types.by_value.empty() || types.by_value.size() == types.inputs.size(),
                  "by-value flags that do not match the inputs");
-  internal_check(!is_half(types.compute), "float16/bfloat16 as an elementwise compute type (they compute in float)");
+  internal_check(!ew::is_half(types.compute),
+                 "float16/bfloat16 as an elementwise compute type (they compute in float)");
   bool cast_variant = variant == EwCudaVariant::kCastContiguous || variant == EwCudaVariant::kCastStrided;
   internal_check(cast_variant || !ew_cuda_needs_cast(types), "a no-cast CUDA variant for types that need casts");
 }

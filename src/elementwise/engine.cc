@@ -13,6 +13,7 @@
 #include "elementwise/call_plan.h"
 #include "elementwise/codegen_cpu.h"
 #include "elementwise/cuda_launch.h"
+#include "elementwise/entry_call.h"
 #include "elementwise/kernel_library.h"
 #include "elementwise/plan_cache.h"
 #include "elementwise/trap_guard.h"
@@ -25,41 +26,6 @@
 
 namespace kjit {
 namespace {
-
-/// How many arguments the entry function takes, read from its definitions: a
-/// call's inputs, then its extras, then (an entry returning void) its outputs by
-/// reference. Unknown (no check; the compiler decides) for a parameter pack, for
-/// overloads that disagree, or when no definition is found.
-struct EntryArity {
-  bool known = false;
-  size_t least = 0, most = 0;  // parameters without a default argument; all parameters
-  bool outputs_by_reference = false;
-  std::string params;  // "a, b": the parameters' names, for messages
-};
-
-EntryArity arity_of(const std::string& code, const std::string& entry) {
-  EntryArity arity;
-  bool first = true;
-  for (const CppFunction& f : find_cpp_functions(code, entry)) {
-    if (!f.is_definition) continue;
-    EntryArity a;
-    a.known = true;
-    a.outputs_by_reference = f.return_type == "void";
-    for (const CppParam& p : f.params) {
-      if (p.type.find("...") != std::string::npos || p.name.find("...") != std::string::npos) return {};
-      a.least += p.has_default ? 0 : 1;
-      a.most += 1;
-      a.params += (a.params.empty() ? "" : ", ") + (p.name.empty() ? p.type : p.name);
-    }
-    if (!first &&
-        (a.least != arity.least || a.most != arity.most || a.outputs_by_reference != arity.outputs_by_reference)) {
-      return {};  // overloads the compiler chooses between
-    }
-    arity = a;
-    first = false;
-  }
-  return arity;
-}
 
 /// The dtype a C++ type names when it is a concrete arithmetic type ("bool",
 /// "const float", "std::complex<double>", "int64_t"); nullopt for anything else (a
@@ -131,7 +97,7 @@ std::string count_of(size_t n, const char* what) { return std::to_string(n) + " 
 
 /// Throws TypeError naming the counts when a call passes more or fewer arguments
 /// than the entry takes (before its kernel is compiled).
-void check_arity(const std::string& fn, const EntryArity& arity, size_t n_in, size_t n_extra, size_t n_out) {
+void check_arity(const std::string& fn, const ew::EntryArity& arity, size_t n_in, size_t n_extra, size_t n_out) {
   if (!arity.known) return;
   const size_t passed = n_in + n_extra + (arity.outputs_by_reference ? n_out : 0);
   if (passed >= arity.least && passed <= arity.most) return;
@@ -153,7 +119,7 @@ struct Elementwise::Impl {
   int num_outputs = 1;
   ElementwiseOptions options;
   EwCompute compute;                  // options.compute, raised to kFloat for an entry declared to return float
-  EntryArity arity;                   // what a call must pass, when the code says
+  ew::EntryArity arity;               // what a call must pass (inputs, extras, outputs by reference)
   ew::KernelTable<KernelFn> kernels;  // by kernel types: a failing call does not recompile
   std::mutex mu;                      // guards cuda_kernels
   std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
@@ -196,11 +162,7 @@ std::string entry_of(const std::string& code, const std::string& name) {
     }
     return name;
   }
-  std::vector<CppFunction> fns = find_all_cpp_functions(code);
-  std::string last;
-  for (const CppFunction& f : fns) {
-    if (f.is_definition) last = f.name;
-  }
+  std::string last = ew::last_definition(code);
   if (last.empty()) {
     throw SpecError(
         "kjit.elementwise: no function definition found in the code string; write e.g. "
@@ -299,7 +261,7 @@ Elementwise::Elementwise(std::string code, const std::string& name, int num_outp
     throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
   impl_->entry = entry_of(code, name);
   impl_->compute = compute_rule(code, impl_->entry, options.compute);
-  impl_->arity = arity_of(code, impl_->entry);
+  impl_->arity = ew::entry_arity(code, impl_->entry);
   impl_->compute.own_outputs = declared_output_types(code, impl_->entry, num_outputs);
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;

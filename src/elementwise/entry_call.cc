@@ -112,5 +112,37 @@ std::string entry_apply(const std::string& callee, const std::vector<std::string
   return o.str();
 }
 
+EntryArity entry_arity(const std::string& code, const std::string& entry) {
+  EntryArity arity;
+  bool first = true;
+  for (const CppFunction& f : find_cpp_functions(code, entry)) {
+    if (!f.is_definition) continue;
+    EntryArity a;
+    a.known = true;
+    a.outputs_by_reference = f.return_type == "void";
+    for (const CppParam& p : f.params) {
+      if (p.type.find("...") != std::string::npos || p.name.find("...") != std::string::npos) return {};
+      a.least += p.has_default ? 0 : 1;
+      a.most += 1;
+      a.params += (a.params.empty() ? "" : ", ") + (p.name.empty() ? p.type : p.name);
+    }
+    if (!first &&
+        (a.least != arity.least || a.most != arity.most || a.outputs_by_reference != arity.outputs_by_reference)) {
+      return {};  // overloads the compiler chooses between
+    }
+    arity = a;
+    first = false;
+  }
+  return arity;
+}
+
+std::string last_definition(const std::string& code) {
+  std::string last;
+  for (const CppFunction& f : find_all_cpp_functions(code)) {
+    if (f.is_definition) last = f.name;
+  }
+  return last;
+}
+
 }  // namespace ew
 }  // namespace kjit

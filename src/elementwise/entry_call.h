@@ -23,6 +23,21 @@ inline constexpr const char* kUserNamespace = "kjit_user_code";
 /// namespace closes before it and reopens after.
 std::string wrap_user_code(const std::string& code);
 
+/// How many arguments an entry function takes, read from its definitions.
+/// Unknown (no check; the compiler decides) for a parameter pack, for overloads
+/// that disagree, or when no definition is found.
+struct EntryArity {
+  bool known = false;
+  size_t least = 0, most = 0;         ///< parameters without a default argument; all parameters
+  bool outputs_by_reference = false;  ///< it returns void: its last parameters are outputs
+  std::string params;                 ///< "a, b": the parameters' names, for messages
+};
+EntryArity entry_arity(const std::string& code, const std::string& entry);
+
+/// The name of the last function the code defines (kjit.elementwise's and
+/// kjit.reduction's default entry); "" when it defines none.
+std::string last_definition(const std::string& code);
+
 /// How generated code calls the entry: "::kjit_user_code::ns::f<compute>" for a
 /// function template (JITerator's call), "::kjit_user_code::ns::f" otherwise.
 /// `compute` is the compute type's spelling in the generated source.

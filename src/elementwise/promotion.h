@@ -18,6 +18,8 @@ Kind kind_of(EwType t);
 int size_of(EwType t);
 /// The C++ type the kernel stores and loads ("uint16_t" for float16 bits).
 const char* storage_type(EwType t);
+/// float16 or bfloat16: computed in float32, rounded to their own type.
+inline bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
 /// The type the kernel computes in: float for float16/bfloat16, else the type.
 EwType compute_type(EwType t);
 const char* cpp_compute_type(EwType t);

@@ -12,7 +12,7 @@
 #include <map>
 #include <mutex>
 
-#include "declare/cpp_signature.h"
+#include "elementwise/entry_call.h"
 #include "elementwise/kernel_library.h"
 #include "elementwise/loop_driver.h"
 #include "elementwise/plan.h"
@@ -41,46 +41,32 @@ struct RedKernelFn {
   explicit operator bool() const { return loops != nullptr; }
 };
 
-/// A part's entry: its last function definition, and how many parameters it
-/// takes without defaults (-1: unknown, a parameter pack).
+/// A part's entry: its last function definition and what it takes.
 struct PartEntry {
   std::string name;
-  int least = -1, most = -1;
-  std::string params;
+  ew::EntryArity arity;
 };
 
 PartEntry entry_of(const std::string& code, const char* part, bool required) {
-  PartEntry e;
-  for (const CppFunction& f : find_all_cpp_functions(code)) {
-    if (f.is_definition) e.name = f.name;
-  }
+  PartEntry e{ew::last_definition(code), {}};
   if (e.name.empty()) {
     if (!required && code.empty()) return e;
     throw SpecError(std::string("kjit.reduction: ") + part +
                     " defines no function; write e.g. 'template <typename T> T add(T a, T b) { return a + b; }'");
   }
-  for (const CppFunction& f : find_cpp_functions(code, e.name)) {
-    if (!f.is_definition) continue;
-    int least = 0, most = 0;
-    std::string params;
-    for (const CppParam& p : f.params) {
-      if (p.type.find("...") != std::string::npos || p.name.find("...") != std::string::npos) return e;
-      least += p.has_default ? 0 : 1;
-      ++most;
-      params += (params.empty() ? "" : ", ") + (p.name.empty() ? p.type : p.name);
-    }
-    e.least = least;
-    e.most = most;
-    e.params = params;
-  }
+  e.arity = ew::entry_arity(code, e.name);
   return e;
 }
 
+/// Whether the entry can take `n` arguments (true when the code does not say).
+bool takes(const PartEntry& e, size_t n) { return !e.arity.known || (n >= e.arity.least && n <= e.arity.most); }
+
 /// Throws SpecError when a part's function cannot take `n` arguments.
-void check_takes(const PartEntry& e, const char* part, int n, const char* what) {
-  if (e.least < 0 || (n >= e.least && n <= e.most)) return;
-  throw SpecError(std::string("kjit.reduction: ") + part + "'s function " + e.name + "(" + e.params + ") must take " +
-                  std::to_string(n) + " arguments (" + what + "), it takes " + std::to_string(e.most));
+void check_takes(const PartEntry& e, const char* part, size_t n, const char* what) {
+  if (takes(e, n)) return;
+  throw SpecError(std::string("kjit.reduction: ") + part + "'s function " + e.name + "(" + e.arity.params +
+                  ") must take " + std::to_string(n) + " arguments (" + what + "), it takes " +
+                  std::to_string(e.arity.most));
 }
 
 /// The identity written as the accumulator: ValueError where it cannot be one.
@@ -226,10 +212,9 @@ red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const R
     throw TypeError(name + ": a reduction without map_code takes one input, got " + std::to_string(inputs.size()) +
                     "; pass map_code to combine several inputs into one value per element");
   }
-  if (!entries.map.empty() && map_entry.least >= 0 &&
-      (static_cast<int>(inputs.size()) < map_entry.least || static_cast<int>(inputs.size()) > map_entry.most)) {
-    throw TypeError(name + ": map_code's function " + map_entry.name + "(" + map_entry.params + ") takes " +
-                    std::to_string(map_entry.most) + " argument(s), one per input; this call passes " +
+  if (!entries.map.empty() && !takes(map_entry, inputs.size())) {
+    throw TypeError(name + ": map_code's function " + map_entry.name + "(" + map_entry.arity.params + ") takes " +
+                    std::to_string(map_entry.arity.most) + " argument(s), one per input; this call passes " +
                     std::to_string(inputs.size()) + " input(s)");
   }
   if (entries.arg && dtype) {

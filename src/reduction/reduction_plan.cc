@@ -11,13 +11,11 @@ namespace kjit {
 namespace red {
 namespace {
 
-bool is_half(EwType t) { return t == EwType::kFloat16 || t == EwType::kBFloat16; }
-
 /// The accumulator of a promoted type `t` without dtype=: NumPy's and PyTorch's
 /// sum (narrow integers and bool to 64 bits; NumPy keeps unsigned unsigned),
 /// float16/bfloat16 in float32.
 EwType accumulator_of(EwType t, bool upcast_integers, Promotion p) {
-  if (is_half(t)) return EwType::kFloat32;
+  if (ew::is_half(t)) return EwType::kFloat32;
   if (!upcast_integers) return t;
   const ew::Kind kind = ew::kind_of(t);
   if (kind == ew::Kind::kBool) return EwType::kInt64;
@@ -87,7 +85,7 @@ RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, c
     c.result = *dtype;
   } else {
     c.acc = accumulator_of(c.call.result, upcast_integers, p);
-    c.result = is_half(c.call.result) ? c.call.result : c.acc;
+    c.result = ew::is_half(c.call.result) ? c.call.result : c.acc;
   }
   const std::vector<int64_t>& shape = c.call.shape;
   if (shape.size() > kRedMaxDims) {
