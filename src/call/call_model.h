@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "kjit/small_vector.h"
 #include "kjit/spec.h"
-#include "support/small_vector.h"
 
 namespace kjit {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "support/small_vector.h"
+#include "kjit/small_vector.h"
 
 namespace kjit::pyext {
 

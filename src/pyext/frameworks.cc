@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
+#include "kjit/small_vector.h"
 #include "kjit/spec.h"
 #include "numpy_tensors.h"
-#include "support/small_vector.h"
 #include "torch_tensors.h"
 
 namespace kjit::pyext {

@@ -20,8 +20,8 @@
 #include "call/call_model_object.h"
 #include "elementwise_type.h"
 #include "frameworks.h"
+#include "kjit/small_vector.h"
 #include "model_arguments.h"
-#include "support/small_vector.h"
 
 namespace {
 

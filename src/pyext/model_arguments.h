@@ -13,7 +13,7 @@
 
 #include "call/call_model.h"
 #include "frameworks.h"
-#include "support/small_vector.h"
+#include "kjit/small_vector.h"
 
 namespace kjit::pyext {
 

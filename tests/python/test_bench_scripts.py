@@ -123,3 +123,9 @@ def test_bench_frontends_smoke(tmp_path):
     for heading in ("== torch eager: one call", "torch.compile(fullgraph=True)", "== JAX: jax.jit(mod.jax.twice)",
                     "front-end targets:", "smoke run: every case ran"):
         assert heading in out, out
+
+
+def test_bench_iterator_smoke(tmp_path):
+    out = _run("bench_iterator.py", "--smoke", tmp_path=tmp_path)
+    for heading in ("float32 add, out=", "float32 sum, all axes", "smoke run: every case ran and computed the right values"):
+        assert heading in out, out

@@ -428,79 +428,8 @@ KJIT_COLD const char* kind_name(const TVMFFIAny* a, char* buf, size_t n) {
   }
 }
 
-KJIT_COLD const char* dtype_name(DLDataType d, char* buf, size_t n) {
-  const char* base = nullptr;
-  switch (d.code) {
-    case kDLInt:
-      base = "int";
-      break;
-    case kDLUInt:
-      base = "uint";
-      break;
-    case kDLFloat:
-      base = "float";
-      break;
-    case kDLBfloat:
-      base = "bfloat";
-      break;
-    case kDLComplex:
-      base = "complex";
-      break;
-    case kDLBool:
-      base = "bool";
-      break;
-    case kDLOpaqueHandle:
-      base = "handle";
-      break;
-    case kDLFloat8_e3m4:
-      base = "float8_e3m4";
-      break;
-    case kDLFloat8_e4m3:
-      base = "float8_e4m3";
-      break;
-    case kDLFloat8_e4m3b11fnuz:
-      base = "float8_e4m3b11fnuz";
-      break;
-    case kDLFloat8_e4m3fn:
-      base = "float8_e4m3fn";
-      break;
-    case kDLFloat8_e4m3fnuz:
-      base = "float8_e4m3fnuz";
-      break;
-    case kDLFloat8_e5m2:
-      base = "float8_e5m2";
-      break;
-    case kDLFloat8_e5m2fnuz:
-      base = "float8_e5m2fnuz";
-      break;
-    case kDLFloat8_e8m0fnu:
-      base = "float8_e8m0fnu";
-      break;
-    case kDLFloat6_e2m3fn:
-      base = "float6_e2m3fn";
-      break;
-    case kDLFloat6_e3m2fn:
-      base = "float6_e3m2fn";
-      break;
-    case kDLFloat4_e2m1fn:
-      base = "float4_e2m1fn";
-      break;
-    default:
-      break;
-  }
-  int used;
-  if (base == nullptr) {
-    used = std::snprintf(buf, n, "dtype(code=%d, bits=%d)", d.code, d.bits);
-  } else if (d.code >= kDLFloat8_e3m4 || (d.code == kDLBool && d.bits == 8)) {
-    used = std::snprintf(buf, n, "%s", base);
-  } else {
-    used = std::snprintf(buf, n, "%s%d", base, d.bits);
-  }
-  if (d.lanes != 1 && used > 0 && static_cast<size_t>(used) < n) {
-    std::snprintf(buf + used, n - used, "x%d", d.lanes);
-  }
-  return buf;
-}
+// dtype names: kjit/dtype.h, which kjit/kernel.h includes.
+using ::kjit::format_dtype_name;
 
 KJIT_COLD const char* device_name(DLDevice d, char* buf, size_t n) {
   const char* name = "device";
@@ -631,7 +560,7 @@ KJIT_COLD int fail_ndim(const char* fn, int i, const char* name, const char* typ
 KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* expected, DLDataType got) {
   char buf[64];
   return raise("TypeError", "%s: argument #%d '%s': dtype must be %s, got %s", fn, i, name, expected,
-               dtype_name(got, buf, sizeof(buf)));
+               format_dtype_name(got, buf, sizeof(buf)));
 }
 
 /// What a field had to equal: "128 (fixed by the signature)", "n = 4 (bound by
@@ -677,7 +606,7 @@ KJIT_COLD int fail_packed_field(const char* fn, int i, const char* name, const c
                "%s: argument #%d '%s': %s counts %s values and must equal %s, got %" PRId64 ": %" PRId64
                " bytes of %s hold %" PRId64 " bits, not the %" PRId64 " bits of %" PRId64 " %s values",
                fn, i, name, field, values, describe_expected(expr, expected, syms, nsyms, want, sizeof(want)), got,
-               bytes, dtype_name(t->dtype, carrier, sizeof(carrier)), got_bits, expected_bits, expected, values);
+               bytes, format_dtype_name(t->dtype, carrier, sizeof(carrier)), got_bits, expected_bits, expected, values);
 }
 
 /// A byte carrier whose last dim is not a whole number of values (6-bit types).
@@ -690,7 +619,7 @@ KJIT_COLD int fail_packed_bits(const char* fn, int i, const char* name, const DL
   return raise("ValueError",
                "%s: argument #%d '%s': its last dim of %" PRId64 " bytes of %s holds %" PRId64
                " bits, not a whole number of %d-bit %s values (pass a multiple of %d bytes)",
-               fn, i, name, bytes, dtype_name(t->dtype, carrier, sizeof(carrier)), total_bits, bits, values,
+               fn, i, name, bytes, format_dtype_name(t->dtype, carrier, sizeof(carrier)), total_bits, bits, values,
                bytes_per_group);
 }
 
@@ -701,7 +630,7 @@ KJIT_COLD int fail_packed_count(const char* fn, int i, const char* name, const D
   return raise("ValueError",
                "%s: argument #%d '%s': its last dim of %" PRId64
                " bytes of %s holds more %d-bit %s values than int64 counts (2^63 or more)",
-               fn, i, name, t->shape[t->ndim - 1], dtype_name(t->dtype, carrier, sizeof(carrier)), bits, values);
+               fn, i, name, t->shape[t->ndim - 1], format_dtype_name(t->dtype, carrier, sizeof(carrier)), bits, values);
 }
 
 /// A packed tensor's values must be contiguous along the last dim.
@@ -811,7 +740,7 @@ KJIT_COLD int fail_dtype_source_unknown(const char* fn, const char* name, const 
   return raise("TypeError",
                "%s: returned tensor '%s' takes the dtype of '%s' (dtype(%s)), which is %s: kjit cannot allocate "
                "that dtype; pass '%s' in a dtype kjit knows (docs/spec.md)",
-               fn, name, source, source, dtype_name(got, buf, sizeof(buf)), source);
+               fn, name, source, source, format_dtype_name(got, buf, sizeof(buf)), source);
 }
 
 /// Maps the exception in flight to an FFI error; the one place C++ exceptions

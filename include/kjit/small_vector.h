@@ -1,8 +1,9 @@
-// A vector that keeps its first N elements inline: the per-call buffers of a bound
-// call (values, symbols, shapes, output dims) then cost no heap allocation in the
-// common case.
-#ifndef KJIT_SUPPORT_SMALL_VECTOR_H_
-#define KJIT_SUPPORT_SMALL_VECTOR_H_
+// kjit/small_vector.h — a vector that keeps its first N elements inline: the
+// per-call buffers of a bound call (values, symbols, shapes, output dims) and a
+// TensorIterator's operands and dims then cost no heap allocation in the common
+// case. Standard library only.
+#ifndef KJIT_SMALL_VECTOR_H_
+#define KJIT_SMALL_VECTOR_H_
 
 #include <cstddef>
 #include <utility>
@@ -15,11 +16,16 @@ class SmallVector {
  public:
   SmallVector() = default;
   explicit SmallVector(size_t n, T fill = T()) { resize(n, fill); }
-  SmallVector(const SmallVector&) = delete;
-  SmallVector& operator=(const SmallVector&) = delete;
+  SmallVector(const SmallVector& other) { *this = other; }
+  SmallVector& operator=(const SmallVector& other) {
+    if (this == &other) return *this;
+    clear();
+    for (const T& v : other) push_back(v);
+    return *this;
+  }
   SmallVector(SmallVector&& other) noexcept { *this = std::move(other); }
   SmallVector& operator=(SmallVector&& other) noexcept {
-    for (size_t i = 0; i < N; ++i) small_[i] = other.small_[i];
+    for (size_t i = 0; i < other.size_ && i < N; ++i) small_[i] = std::move(other.small_[i]);
     large_ = std::move(other.large_);
     size_ = other.size_;
     other.large_.clear();
@@ -42,6 +48,7 @@ class SmallVector {
     data()[size_ - 1] = std::move(v);
   }
   void clear() { resize(0); }
+  T& back() { return data()[size_ - 1]; }
   T* data() { return large_.empty() ? small_ : large_.data(); }
   const T* data() const { return large_.empty() ? small_ : large_.data(); }
   size_t size() const { return size_; }
@@ -61,4 +68,4 @@ class SmallVector {
 
 }  // namespace kjit
 
-#endif  // KJIT_SUPPORT_SMALL_VECTOR_H_
+#endif  // KJIT_SMALL_VECTOR_H_
