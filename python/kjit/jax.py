@@ -314,7 +314,8 @@ def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[
 def function(f, fn_name: Optional[str] = None, *, vmap: Optional[str] = None):
     """A JAX-traceable callable: ``function(mod, "fn")`` for a kjit function (as
     ``mod.jax.fn``, with its own batching rule when ``vmap`` is given), or
-    ``function(f)`` for a ``kjit.elementwise`` function."""
+    ``function(f)`` for a ``kjit.elementwise``, ``kjit.reduction`` or
+    ``kjit.arg_reduction`` function."""
     if isinstance(f, Module):
         if fn_name is None:
             raise TypeError("kjit.jax.function(mod, fn_name): name the function")
@@ -323,21 +324,30 @@ def function(f, fn_name: Optional[str] = None, *, vmap: Optional[str] = None):
         fns = functions(f, vmap={fn_name: vmap})
         return getattr(fns, fn_name)
     if fn_name is not None:
-        raise TypeError("kjit.jax.function(f) of a kjit.elementwise function takes no function name")
+        raise TypeError("kjit.jax.function(f) of a kjit.elementwise or kjit.reduction function takes no function "
+                        "name")
+    if getattr(f, "_reduction", None) is not None:
+        return ReductionFunction(f)
     return ElementwiseFunction(f)
 
 
 _ELEMENTWISE_TARGET = "kjit.elementwise"
+_REDUCTION_TARGET = "kjit.reduction"
+
+
+def _shared_target(target: str, symbol: str) -> str:
+    """An XLA target every elementwise function (or every reduction) shares
+    (kjit/detail/xla_elementwise.h), built once per cache and registered once per
+    process."""
+    with _lock:
+        if (target, "cpu") not in _registered:
+            path = str(api.ew_xla_library(_jax.ffi.include_dir(), "", False))
+            _register_target(target, "cpu", path, symbol, path)
+    return target
 
 
 def _elementwise_target() -> str:
-    """The XLA target every elementwise function shares (kjit/detail/xla_elementwise.h),
-    built once per cache and registered once per process."""
-    with _lock:
-        if (_ELEMENTWISE_TARGET, "cpu") not in _registered:
-            path = str(api.ew_xla_library(_jax.ffi.include_dir(), "", False))
-            _register_target(_ELEMENTWISE_TARGET, "cpu", path, "__kjit_xla_elementwise", path)
-    return _ELEMENTWISE_TARGET
+    return _shared_target(_ELEMENTWISE_TARGET, "__kjit_xla_elementwise")
 
 
 class ElementwiseFunction:
@@ -381,3 +391,58 @@ class ElementwiseFunction:
 
     def __repr__(self) -> str:
         return f"<kjit JAX elementwise function {self.f.name}>"
+
+
+class ReductionFunction:
+    """A ``kjit.reduction`` or ``kjit.arg_reduction`` function as a JAX-traceable
+    callable ``f(*inputs, axis=None, keepdims=False)``: the result's shape and dtype
+    (the reduction's rules for NumPy inputs, then JAX's canonical dtype) and the
+    axis errors at trace time, the reduction's loops at run time through one shared
+    XLA handler. CPU; inputs are arrays. Under ``jax.vmap`` it runs once per batch
+    element (``vmap_method="sequential"``): a batch dim would shift the axes."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+        self._red = f._reduction
+        self._arg = hasattr(f, "better_code")
+        self.target = _shared_target(_REDUCTION_TARGET, "__kjit_xla_reduction")
+        self.__name__ = f.name
+
+    def _plan(self, arrays, axis, keepdims):
+        """(result ShapeDtypeStruct, axes mask) of a call: red_output on zero-stride
+        views of the inputs' shapes, so nothing is allocated or read."""
+        from .reduction import _axes
+        probes = [np.lib.stride_tricks.as_strided(np.empty(1, dtype=a.dtype), a.shape, (0,) * len(a.shape))
+                  for a in arrays]
+        axes = _axes(axis, self.f.name)
+        shape, name = api.red_output(self._red.id, 0, axes, bool(keepdims), "", *probes)
+        ndim = len(np.broadcast_shapes(*[a.shape for a in arrays]))
+        if ndim > 62:
+            raise ValueError(f"{self.f.name}: kjit.jax reductions take up to 62 dims, got {ndim}")
+        reduced = range(ndim) if axes is None else [a % ndim if ndim else 0 for a in axes]
+        mask = 0
+        for a in reduced:
+            mask |= 1 << a
+        dtype = _jax.dtypes.canonicalize_dtype(numpy_dtype(str(name)))
+        return _jax.ShapeDtypeStruct(tuple(int(s) for s in shape), dtype), mask
+
+    def __call__(self, *inputs, axis=None, keepdims=False):
+        if not inputs:
+            raise TypeError(f"{self.f.name}: expected at least one input")
+        arrays = [_as_array(x, f"{self.f.name}: input #{i}") for i, x in enumerate(inputs)]
+        if self._arg:
+            if len(arrays) != 1:
+                raise TypeError(f"{self.f.name}: an arg reduction takes one input, got {len(arrays)}")
+            if isinstance(axis, (tuple, list)):
+                raise TypeError(f"{self.f.name}: axis must be None or an int, got {type(axis).__name__}")
+            if axis is None:  # the index into the flattened input, as np.argmax
+                x = arrays[0]
+                result = self(x.reshape(-1) if x.ndim != 1 else x, axis=0)
+                return result.reshape((1,) * x.ndim) if keepdims else result
+        result, mask = self._plan(arrays, axis, keepdims)
+        call = _jax.ffi.ffi_call(self.target, result, vmap_method="sequential")
+        return call(*arrays, engine=np.int64(self._red.id), promotion=np.int64(0), axes=np.int64(mask),
+                    keepdims=np.int64(bool(keepdims)))
+
+    def __repr__(self) -> str:
+        return f"<kjit JAX reduction {self.f.name}>"

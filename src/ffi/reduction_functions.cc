@@ -33,9 +33,17 @@ constexpr const char* kApi = "kjit.reduction";
 
 IdTable<Reduction> g_reductions;  // id -> reduction, until kjit.red_free
 
-/// axis: None (every axis) or an Array of ints.
+/// axis: None (every axis), an Array of ints, or (from the XLA handler, which
+/// cannot build an Array) an int whose bit i names axis i.
 ReduceAxes axes_of(const AnyView& v) {
   if (v == nullptr) return ReduceAxes::everything();
+  if (std::optional<int64_t> mask = v.as<int64_t>()) {
+    std::vector<int64_t> axes;
+    for (int64_t i = 0; i < 63; ++i) {
+      if ((*mask >> i) & 1) axes.push_back(i);
+    }
+    return ReduceAxes::of(std::move(axes));
+  }
   std::vector<int64_t> axes;
   for (const Any& a : v.cast<Array<Any>>()) axes.push_back(a.cast<int64_t>());
   return ReduceAxes::of(std::move(axes));

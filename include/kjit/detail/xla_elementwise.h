@@ -1,10 +1,11 @@
-// The XLA FFI handler of kjit.elementwise functions called from JAX
-// (kjit.jax.function(f)): one handler serves every elementwise function. The call's
-// attrs say which function (`engine`, its id in this process) and which promotion
-// rules (`promotion`, 0 NumPy's, 1 PyTorch's); XLA buffers become DLTensors, and the
-// engine's run (the tvm-ffi global kjit.ew_run) checks and runs the call as it does
-// for any caller. kjit builds it once per cache and XLA headers, with the XLA
-// helpers' object (docs/jax.md).
+// The XLA FFI handlers of kjit.elementwise and kjit.reduction functions called from
+// JAX (kjit.jax.function(f)): one handler serves every elementwise function, another
+// every reduction. The call's attrs say which function (`engine`, its id in this
+// process) and which promotion rules (`promotion`, 0 NumPy's, 1 PyTorch's), and for
+// a reduction its axes (`axes`, bit i for axis i) and `keepdims`; XLA buffers become
+// DLTensors, and the engine's run (the tvm-ffi global kjit.ew_run or kjit.red_run)
+// checks and runs the call as it does for any caller. kjit builds them once per
+// cache and XLA headers, with the XLA helpers' object (docs/jax.md).
 #ifndef KJIT_DETAIL_XLA_ELEMENTWISE_H_
 #define KJIT_DETAIL_XLA_ELEMENTWISE_H_
 
@@ -25,16 +26,59 @@ namespace {
 /// more is refused by name rather than by overflowing the arrays below).
 constexpr int64_t kMaxElementwiseTensors = 64;
 
-/// kjit.ew_run, looked up once (libkjit registered it before any handler runs).
-inline TVMFFIObjectHandle elementwise_run() {
-  static TVMFFIObjectHandle run = [] {
-    TVMFFIObjectHandle handle = nullptr;
-    static const char kName[] = "kjit.ew_run";
-    TVMFFIByteArray name{kName, sizeof(kName) - 1};
-    if (TVMFFIFunctionGetGlobal(&name, &handle) != 0) handle = nullptr;
-    return handle;
-  }();
-  return run;
+/// A tvm-ffi global of libkjit (registered before any handler runs), or nullptr.
+inline TVMFFIObjectHandle kjit_global(const char* name_text, size_t size) {
+  TVMFFIObjectHandle handle = nullptr;
+  TVMFFIByteArray name{name_text, size};
+  if (TVMFFIFunctionGetGlobal(&name, &handle) != 0) handle = nullptr;
+  return handle;
+}
+
+/// Checks the frame and its buffer counts; sets *done when there is nothing to run
+/// (a metadata query or another stage) or an error to return.
+inline XLA_FFI_Error* start_call(XLA_FFI_CallFrame* frame, const char* fn, bool* done) {
+  *done = true;
+  if (XLA_FFI_Error* e = check_frame(frame, fn)) return e;
+  if (frame->extension_start != nullptr && frame->extension_start->type == XLA_FFI_Extension_Metadata)
+    return fill_metadata(frame, fn);
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  const int64_t n_in = frame->args.size, n_out = frame->rets.size;
+  if (n_in < 1 || n_out < 1 || n_in + n_out > kMaxElementwiseTensors) {
+    return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                      "%s: a call takes 1 to %lld inputs and results in all, got %lld inputs and %lld results", fn,
+                      static_cast<long long>(kMaxElementwiseTensors), static_cast<long long>(n_in),
+                      static_cast<long long>(n_out));
+  }
+  *done = false;
+  return nullptr;
+}
+
+/// Input k (or result k) as a DLTensor on the CPU, passed in *arg.
+inline XLA_FFI_Error* frame_tensor(XLA_FFI_CallFrame* frame, const char* fn, bool input, int64_t k, DLTensor* tensor,
+                                   TVMFFIAny* arg) {
+  const int type = input ? static_cast<int>(frame->args.types[k]) : static_cast<int>(frame->rets.types[k]);
+  return buffer_to_tensor(frame, fn, input ? "input" : "result", type,
+                          input ? frame->args.args[k] : frame->rets.rets[k], DLDevice{kDLCPU, 0}, tensor, arg);
+}
+
+/// Calls `run` (name `run_name` for the error) with `n` arguments.
+inline XLA_FFI_Error* call_global(XLA_FFI_CallFrame* frame, const char* fn, TVMFFIObjectHandle run,
+                                  const char* run_name, TVMFFIAny* args, int32_t n) {
+  if (run == nullptr) {
+    return make_error(frame->api, XLA_FFI_Error_Code_INTERNAL, "%s: %s is not registered (libkjit not loaded)", fn,
+                      run_name);
+  }
+  TVMFFIAny result{};
+  result.type_index = kTVMFFINone;
+  if (TVMFFIFunctionCall(run, args, n, &result) != 0) return error_from_ffi(frame, fn);
+  if (result.type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(result.v_obj);
+  return nullptr;
+}
+
+inline void set_int(TVMFFIAny* a, int type_index, int64_t v) {
+  a->type_index = type_index;
+  a->zero_padding = 0;
+  a->v_int64 = v;
 }
 
 }  // namespace
@@ -43,53 +87,62 @@ inline TVMFFIObjectHandle elementwise_run() {
 extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* __kjit_xla_elementwise(XLA_FFI_CallFrame* frame) {
   using namespace kjit_xla;
   static const char kFn[] = "kjit.elementwise";
-  if (XLA_FFI_Error* e = check_frame(frame, kFn)) return e;
-  if (frame->extension_start != nullptr && frame->extension_start->type == XLA_FFI_Extension_Metadata)
-    return fill_metadata(frame, kFn);
-  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return nullptr;
+  bool done = false;
+  if (XLA_FFI_Error* e = start_call(frame, kFn, &done); done) return e;
   static const char* const kAttrNames[] = {"engine", "promotion"};
   const XLA_FFI_Scalar* attr[2] = {};
   if (XLA_FFI_Error* e = collect_attrs(frame, kFn, kAttrNames, 2, attr)) return e;
   const int64_t n_in = frame->args.size, n_out = frame->rets.size;
-  if (n_in < 1 || n_out < 1 || n_in + n_out > kMaxElementwiseTensors) {
-    return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                      "%s: a call takes 1 to %lld inputs and results in all, got %lld inputs and %lld results", kFn,
-                      static_cast<long long>(kMaxElementwiseTensors), static_cast<long long>(n_in),
-                      static_cast<long long>(n_out));
-  }
+  // kjit.ew_run(engine, promotion, n_in, n_out, inputs..., results...)
   TVMFFIAny args[4 + kMaxElementwiseTensors];
   DLTensor tensors[kMaxElementwiseTensors];
   kjit_stub::WideValue wide[2];
   for (int k = 0; k < 2; ++k) {
     if (XLA_FFI_Error* e = attr_to_any(frame, kFn, kAttrNames[k], kAttrInt, attr[k], &args[k], &wide[k])) return e;
   }
-  args[2].type_index = args[3].type_index = kTVMFFIInt;
-  args[2].zero_padding = args[3].zero_padding = 0;
-  args[2].v_int64 = n_in;
-  args[3].v_int64 = n_out;
-  const DLDevice cpu{kDLCPU, 0};
+  set_int(&args[2], kTVMFFIInt, n_in);
+  set_int(&args[3], kTVMFFIInt, n_out);
   for (int64_t i = 0; i < n_in + n_out; ++i) {
     const bool in = i < n_in;
-    const int64_t k = in ? i : i - n_in;
-    const int type = in ? static_cast<int>(frame->args.types[k]) : static_cast<int>(frame->rets.types[k]);
-    if (XLA_FFI_Error* e =
-            buffer_to_tensor(frame, kFn, in ? "input" : "result", type, in ? frame->args.args[k] : frame->rets.rets[k],
-                             cpu, &tensors[i], &args[4 + i])) {
-      return e;
-    }
+    if (XLA_FFI_Error* e = frame_tensor(frame, kFn, in, in ? i : i - n_in, &tensors[i], &args[4 + i])) return e;
   }
-  TVMFFIObjectHandle run = elementwise_run();
-  if (run == nullptr) {
-    return make_error(frame->api, XLA_FFI_Error_Code_INTERNAL, "%s: kjit.ew_run is not registered (libkjit not loaded)",
-                      kFn);
+  static const char kRun[] = "kjit.ew_run";
+  static TVMFFIObjectHandle run = kjit_global(kRun, sizeof(kRun) - 1);
+  return call_global(frame, kFn, run, kRun, args, static_cast<int32_t>(4 + n_in + n_out));
+}
+
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* __kjit_xla_reduction(XLA_FFI_CallFrame* frame) {
+  using namespace kjit_xla;
+  static const char kFn[] = "kjit.reduction";
+  bool done = false;
+  if (XLA_FFI_Error* e = start_call(frame, kFn, &done); done) return e;
+  if (frame->rets.size != 1) {
+    return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: a reduction has one result, got %lld", kFn,
+                      static_cast<long long>(frame->rets.size));
   }
-  TVMFFIAny result{};
-  result.type_index = kTVMFFINone;
-  if (TVMFFIFunctionCall(run, args, static_cast<int32_t>(4 + n_in + n_out), &result) != 0) {
-    return error_from_ffi(frame, kFn);
+  static const char* const kAttrNames[] = {"engine", "promotion", "axes", "keepdims"};
+  const XLA_FFI_Scalar* attr[4] = {};
+  if (XLA_FFI_Error* e = collect_attrs(frame, kFn, kAttrNames, 4, attr)) return e;
+  const int64_t n_in = frame->args.size;
+  // kjit.red_run(engine, promotion, axes, keepdims, dtype, out, inputs...): the axes
+  // as a mask, no dtype= (the result buffer's dtype is the one JAX chose).
+  TVMFFIAny args[6 + kMaxElementwiseTensors];
+  DLTensor tensors[kMaxElementwiseTensors];
+  kjit_stub::WideValue wide[4];
+  for (int k = 0; k < 4; ++k) {
+    if (XLA_FFI_Error* e = attr_to_any(frame, kFn, kAttrNames[k], kAttrInt, attr[k], &args[k], &wide[k])) return e;
   }
-  if (result.type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(result.v_obj);
-  return nullptr;
+  set_int(&args[3], kTVMFFIBool, args[3].v_int64 != 0);
+  args[4].type_index = kTVMFFIRawStr;
+  args[4].zero_padding = 0;
+  args[4].v_c_str = "";
+  if (XLA_FFI_Error* e = frame_tensor(frame, kFn, false, 0, &tensors[0], &args[5])) return e;
+  for (int64_t i = 0; i < n_in; ++i) {
+    if (XLA_FFI_Error* e = frame_tensor(frame, kFn, true, i, &tensors[1 + i], &args[6 + i])) return e;
+  }
+  static const char kRun[] = "kjit.red_run";
+  static TVMFFIObjectHandle run = kjit_global(kRun, sizeof(kRun) - 1);
+  return call_global(frame, kFn, run, kRun, args, static_cast<int32_t>(6 + n_in));
 }
 
 #endif  // KJIT_DETAIL_XLA_ELEMENTWISE_H_
