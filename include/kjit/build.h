@@ -106,6 +106,10 @@ struct BuildRequest {
   std::string cache_dir;       ///< empty: default_cache_dir()
   bool verbose = false;        ///< print commands and timings to stderr
   bool force_rebuild = false;  ///< compile even on a cache hit and replace the cached module
+  /// No RUNPATH into this machine's tvm-ffi: the library finds libtvm_ffi as
+  /// tvm-ffi's own packaged libraries do, already loaded by `import tvm_ffi` (or
+  /// by a program that links it), so it can be shipped (kjit.build).
+  bool relocatable = false;
   /// Device code: a .cu translation unit compiled by nvcc and linked with the host
   /// one (and libcudart). Empty: a host-only build.
   std::string cuda_source;

@@ -9,6 +9,7 @@
 #define KJIT_CODEGEN_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kjit/declare.h"
@@ -90,8 +91,24 @@ struct ModuleSourceOptions {
   std::vector<SourceText> cuda_sources;  ///< device code: a separate .cu translation unit
 };
 
-/// kStubIncludesLine (first), the prelude, the user's sources (each under #line 1 "<file>")
-/// and every stub; `generated_name` is the file the stubs' line numbers refer to.
+/// Where `name` is defined ("cpp_sources:12", "cpp_sources[1]:3") and its C++
+/// return type; the first declaration when no source defines it, {"", ""} when
+/// none declares it.
+std::pair<std::string, std::string> definition_of(const std::vector<SourceText>& sources, const std::string& name);
+
+/// The device kind of a function's tensors ("cpu", "cuda"), "none" without any.
+std::string device_of(const FunctionSpec& s);
+
+/// The name of the exported tvm-ffi function every module has (since kjit 0.1):
+/// it returns the module's manifest, JSON with "kjit_manifest" (1), "name",
+/// "functions" ([{"name", "signature", "device", "location", "return_type"}], in order), "xla_handlers" and
+/// "tvm_ffi_bridge": what kjit::load_module needs to give back a full Module with
+/// no source and no compiler.
+inline constexpr char kManifestFunction[] = "__kjit_manifest";
+
+/// kStubIncludesLine (first), the prelude, the user's sources (each under #line 1 "<file>"),
+/// every stub and the manifest (kManifestFunction) of module `generated_name`
+/// without its ".cc", the file the stubs' line numbers refer to.
 ModuleSource emit_module_source(const std::vector<SourceText>& sources, const std::vector<FunctionSpec>& specs,
                                 const std::string& generated_name, const ModuleSourceOptions& options = {});
 

@@ -38,6 +38,8 @@ struct InlineOptions {
   /// brainevent's spelling then compile against its real headers (BE::Tensor, BE_CHECK,
   /// ...); empty: kjit's small compatibility header (BE::Tensor = kjit::TensorView).
   std::string brainevent_include_dir;
+  /// Build the library to be shipped (BuildRequest::relocatable): what kjit.build does.
+  bool relocatable = false;
 };
 
 /// A loaded module: its checked functions and what produced them.
@@ -91,6 +93,13 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
 /// Same, with specs built in code (SpecBuilder).
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionSpec>& specs,
                    const InlineOptions& options = {});
+
+/// A module built earlier (kjit.build, or any kjit library), from its path alone:
+/// its specs come from the manifest it exports (kManifestFunction, kjit/codegen.h),
+/// so nothing is compiled and no source is needed; calls check their arguments as
+/// the built module's did. host_source() and full_source() are empty. Throws
+/// ValueError for a file that does not load or is not a kjit module.
+Module load_module(const std::string& path);
 
 /// The shared library holding `__kjit_xla_elementwise`, the XLA FFI handler through
 /// which JAX calls kjit.elementwise functions (kjit/detail/xla_elementwise.h),

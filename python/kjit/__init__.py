@@ -11,7 +11,7 @@ from .errors import CacheError, CompileError, InternalError, SpecError, Toolchai
 from .elementwise import elementwise
 from .elementwise import get_num_threads, set_num_threads
 from .reduction import arg_reduction, reduction
-from .module import Module, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
+from .module import Module, build, load, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
 from .spec import Spec, parse_signature
 
 __version__ = str(_api.version())
@@ -45,6 +45,8 @@ __all__ = [
     "elementwise",
     "get_num_threads",
     "set_num_threads",
+    "build",
+    "load",
     "load_inline",
     "normalize_arg_spec",
     "resolve",

@@ -49,6 +49,7 @@ class _Api:
             "emit_stub",
             "emit_stub_prelude",
             "load_inline",
+            "load_module",
             "resolve_functions",
             "normalize_arg_spec",
             "ew_create",

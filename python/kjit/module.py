@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import function as _function
@@ -87,7 +89,7 @@ class Module:
         record = json.loads(str(res["record"]))
         functions = record["functions"]
         names = [f["name"] for f in functions]
-        self.name: str = options["name"]
+        self.name: str = record["name"]
         self.path: str = record["path"]
         self.ffi_module = res["module"]
         #: function name -> canonical signature string (docs/spec.md)
@@ -275,6 +277,7 @@ def load_inline(
     force_rebuild: bool = False,
     jax: bool = False,
     torch: bool = False,
+    relocatable: bool = False,
 ) -> Module:
     """Compiles C++ kernels with generated, checked host stubs and loads them.
 
@@ -298,6 +301,10 @@ def load_inline(
     device current (restored after). ``cuda_arch`` ("sm_80,sm_90,compute_90" or
     "8.0;9.0+PTX") overrides KJIT_CUDA_ARCH and the default (docs/cuda.md).
 
+    ``relocatable=True`` links without a RUNPATH into this machine's tvm-ffi (the
+    library then finds libtvm_ffi already loaded, as tvm-ffi's packaged libraries
+    do): what ``kjit.build`` ships.
+
     Raises SpecError, CompileError (with ``.command`` and ``.log``), ToolchainError
     or CacheError.
     """
@@ -316,12 +323,58 @@ def load_inline(
         "cuda_sources": _string_list(cuda_sources, "cuda_sources"),
         "extra_cuda_cflags": _string_list(extra_cuda_cflags, "extra_cuda_cflags"),
         "cuda_arch": _cuda_arch_text(cuda_arch),
+        "relocatable": bool(relocatable),
     }
     _add_brainevent_headers(options)
     mod = _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
     if torch:
         mod.torch  # noqa: B018 (registers the ops now, not on first use)
     return mod
+
+
+def build(name: str, *, output, jax: bool = False, **options) -> str:
+    """Builds a module ahead of time into ``output`` (a path; its folder must exist)
+    and returns that path: a shared library with the same checked ``__tvm_ffi_<fn>``
+    entry points as ``load_inline``'s (and XLA handlers with ``jax=True``) that
+    carries its specs, so ``kjit.load(output)`` gives back a full ``kjit.Module``
+    where no compiler and no source are, and ``tvm_ffi.load_module(output)`` loads
+    it too. It has no RUNPATH into this machine's tvm-ffi: the process that loads
+    it imports tvm_ffi (kjit does) or links libtvm_ffi. ``options`` are
+    ``load_inline``'s (``cpp_sources``, ``cuda_sources``, ``functions``, flags); the
+    build goes through the cache like any other (docs/shipping.md)."""
+    out = _path_text(output, "output")
+    if os.path.isdir(out):
+        raise ValueError(f"kjit.build: output {out!r} is a folder; name the library file (e.g. {name}.so)")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"kjit.build: the folder of output {out!r} does not exist")
+    mod = load_inline(name, jax=jax, relocatable=True, **options)
+    # Copied beside the target, then renamed: a reader never sees half a library.
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as dst, open(mod.path, "rb") as src:
+            shutil.copyfileobj(src, dst)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return out
+
+
+def load(path) -> Module:
+    """A module built by ``kjit.build`` (or any kjit library), loaded from ``path``
+    with no compiler and no source: its functions, keywords, defaults, returned
+    outputs and checks are the built module's, read from the manifest it exports;
+    ``mod.jax`` works when it was built with ``jax=True``, ``mod.torch`` always.
+    ``get_host_source`` is empty. Raises FileNotFoundError, and ValueError for a
+    library that is not a kjit module."""
+    text = _path_text(path, "path")
+    if not os.path.isfile(text):
+        raise FileNotFoundError(f"kjit.load: no file {text!r} (kjit.build writes the library there)")
+    res = api.load_module(os.path.abspath(text))
+    return Module(res, {"loaded_from": os.path.abspath(text)})
 
 
 def brainevent_include_dir() -> str:
@@ -407,4 +460,7 @@ def with_xla_handlers(mod: Module) -> Module:
     """``mod`` itself if it has XLA FFI handlers, else the same module built with them."""
     if mod.has_xla_handlers:
         return mod
+    if "loaded_from" in mod._options:
+        raise ValueError(f"module '{mod.name}' ({mod._options['loaded_from']}) was built without XLA handlers; "
+                         "build it with kjit.build(..., jax=True) for mod.jax")
     return _load(mod._options, force_rebuild=False, xla_include_dir=_xla_include_dir())

@@ -532,25 +532,6 @@ class StubEmitter {
     return out;
   }
 
-  /// `text` as a JSON string literal (quotes included).
-  static std::string json_quote(const std::string& text) {
-    std::string out = "\"";
-    for (char c : text) {
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        static const char kHex[] = "0123456789abcdef";
-        out += "\\u00";
-        out += kHex[(c >> 4) & 0xf];
-        out += kHex[c & 0xf];
-      } else {
-        out += c;
-      }
-    }
-    return out + "\"";
-  }
-
   /// `__tvm_ffi__metadata_<fn>` and `__tvm_ffi__doc_<fn>`, the symbols
   /// TVM_FFI_DLL_EXPORT_TYPED_FUNC(_DOC) export, read by
   /// tvm_ffi.Module.get_function_metadata / get_function_doc. Everything but the

@@ -3,9 +3,12 @@
 // as named fields (Maps, ffi/fields.h); kjit's errors become FFI errors of their
 // kind through at_ffi_boundary (ffi/boundary.h).
 #include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/map.h>
 #include <tvm/ffi/extra/json.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
+
+#include <map>
 
 #include "call/call_model_object.h"
 #include "declare/cpp_signature.h"
@@ -143,15 +146,8 @@ InlineOptions inline_options(Fields* f) {
   opts.extra_cuda_cflags = f->texts("extra_cuda_cflags");
   opts.cuda_arch = f->text("cuda_arch");
   opts.brainevent_include_dir = f->text("brainevent_include_dir");
+  opts.relocatable = f->flag("relocatable");
   return opts;
-}
-
-/// The device kind of a function's tensors ("cpu", "cuda"), "none" without any.
-std::string device_of(const FunctionSpec& s) {
-  for (const Param& p : s.params) {
-    if (p.kind == ParamKind::kTensor) return device_kind_name(p.tensor.device);
-  }
-  return "none";
 }
 
 /// What Python binds a call by: each parameter the caller passes, in order, as
@@ -183,23 +179,13 @@ Array<FieldMap> call_params(const FunctionSpec& s) {
   return out;
 }
 
-/// Where `name` is defined ("cpp_sources:12", "cpp_sources[1]:3") and its C++
-/// return type, for __doc__ and .pyi stubs; the first declaration when no source
-/// defines it, {"", ""} when none declares it.
-std::pair<std::string, std::string> definition_of(const std::vector<SourceText>& sources, const std::string& name) {
-  std::pair<std::string, std::string> declared;
-  for (const SourceText& src : sources) {
-    for (const CppFunction& f : find_cpp_functions(src.text, name)) {
-      std::pair<std::string, std::string> found{src.file + ":" + std::to_string(f.line), f.return_type};
-      if (f.is_definition) return found;
-      if (declared.first.empty()) declared = found;
-    }
-  }
-  return declared;
-}
+/// Where each function is defined and its C++ return type, by name: from the
+/// sources, or for a module loaded from its library (no sources) its manifest.
+using Definitions = std::map<std::string, std::pair<std::string, std::string>>;
 
-FieldMap function_record(const FunctionSpec& s, const std::vector<SourceText>& sources) {
-  std::pair<std::string, std::string> where = definition_of(sources, s.name);
+FieldMap function_record(const FunctionSpec& s, const std::vector<SourceText>& sources, const Definitions& given) {
+  auto it = given.find(s.name);
+  std::pair<std::string, std::string> where = it != given.end() ? it->second : definition_of(sources, s.name);
   return FieldMap{{"name", String(s.name)},
                   {"signature", String(to_string(s))},
                   {"arg_spec", strings(to_arg_spec(s))},
@@ -216,7 +202,7 @@ FieldMap function_record(const FunctionSpec& s, const std::vector<SourceText>& s
 /// function_record).
 /// Python reads the record with one json.loads; field by field it took about fifty
 /// crossings per load.
-FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) {
+FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources, const Definitions& given = {}) {
   Array<tvm::ffi::Function> functions;
   Array<tvm::ffi::ObjectRef> models;
   Array<String> stubs;
@@ -225,9 +211,10 @@ FieldMap module_fields(const Module& m, const std::vector<SourceText>& sources) 
     functions.push_back(m.function(s.name));
     models.push_back(make_call_model_object(s));
     stubs.push_back(String(m.host_source(s.name)));
-    records.push_back(function_record(s, sources));
+    records.push_back(function_record(s, sources, given));
   }
-  FieldMap record{{"path", String(m.path())},
+  FieldMap record{{"name", String(m.name())},
+                  {"path", String(m.path())},
                   {"functions", records},
                   {"cache_hit", m.cache_hit()},
                   {"key", String(m.key())},
@@ -255,6 +242,28 @@ FieldMap load_inline_entry(const FieldMap& options) {
   });
 }
 
+/// kjit.load_module(path): the module's fields as load_inline's, the functions'
+/// locations and return types from its manifest.
+FieldMap load_module_entry(const String& path) {
+  return at_ffi_boundary([&] {
+    Module m = load_module(path);
+    Definitions given;
+    auto manifest = m.ffi_module()->GetFunction(kManifestFunction);
+    using tvm::ffi::Any;
+    using tvm::ffi::Map;
+    const auto record = tvm::ffi::json::Parse((*manifest)().cast<String>()).cast<Map<String, Any>>();
+    for (const Any& f : record["functions"].cast<Array<Any>>()) {
+      const auto fm = f.cast<Map<String, Any>>();
+      auto text = [&](const char* key) {
+        auto it = fm.find(key);
+        return it == fm.end() ? std::string() : std::string((*it).second.cast<String>());
+      };
+      given[text("name")] = {text("location"), text("return_type")};
+    }
+    return module_fields(m, {}, given);
+  });
+}
+
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef()
@@ -275,6 +284,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("kjit.emit_stub_prelude", []() { return String(emit_stub_prelude()); })
       .def("kjit.load_inline", load_inline_entry)
+      .def("kjit.load_module", load_module_entry)
       .def("kjit.resolve_functions", resolve_entry)
       .def("kjit.normalize_arg_spec",
            [](const String& fn, const Array<String>& tokens) {

@@ -1,4 +1,10 @@
 // load_inline: the pipeline spec -> codegen -> build -> load, read top to bottom.
+#include <sys/stat.h>
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/map.h>
+#include <tvm/ffi/extra/json.h>
+#include <tvm/ffi/string.h>
+
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -128,6 +134,8 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.cache_dir = options.build_directory;
   request.verbose = options.verbose;
   request.force_rebuild = options.force_rebuild;
+  request.relocatable = options.relocatable;
+  request.exports.push_back(std::string("__tvm_ffi_") + kManifestFunction);
   if (source_options.xla_handlers) request.objects.push_back(xla_helpers_request(request, options.xla_include_dir));
   for (const FunctionSpec& spec : specs) {
     request.exports.push_back("__tvm_ffi_" + spec.name);
@@ -188,6 +196,60 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
                    const InlineOptions& options) {
   return load_inline(name, cpp_sources, resolve_module_functions(cpp_sources, options.cuda_sources, functions),
                      options);
+}
+
+namespace {
+
+/// A manifest field, or a ValueError naming the library.
+template <typename T>
+T manifest_field(const tvm::ffi::Map<tvm::ffi::String, tvm::ffi::Any>& m, const char* key, const std::string& path) {
+  auto it = m.find(key);
+  std::optional<T> v = it == m.end() ? std::nullopt : (*it).second.as<T>();
+  if (!v) throw ValueError("kjit.load: the manifest of " + path + " has no valid '" + key + "'");
+  return *v;
+}
+
+}  // namespace
+
+Module load_module(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw ValueError("kjit.load: " + path + " is not a file (kjit.build writes the library there)");
+  }
+  auto state = std::make_shared<Module::State>();
+  try {
+    state->ffi_module = tvm::ffi::Module::LoadFromFile(path);
+  } catch (const tvm::ffi::Error& e) {
+    throw ValueError("kjit.load: " + path + " does not load as a shared library: " + e.message());
+  }
+  auto manifest = (*state->ffi_module)->GetFunction(kManifestFunction);
+  if (!manifest) {
+    throw ValueError("kjit.load: " + path + " is not a kjit module: it exports no " + kManifestFunction +
+                     " (kjit.build and kjit.load_inline libraries do)");
+  }
+  using tvm::ffi::Any;
+  using tvm::ffi::Map;
+  using tvm::ffi::String;
+  const auto m = tvm::ffi::json::Parse((*manifest)().cast<String>()).cast<Map<String, Any>>();
+  if (manifest_field<int64_t>(m, "kjit_manifest", path) != 1) {
+    throw ValueError("kjit.load: " + path + " has a manifest of another version; rebuild it with this kjit");
+  }
+  state->name = std::string(manifest_field<String>(m, "name", path));
+  state->build.library_path = path;
+  state->xla_handlers = manifest_field<bool>(m, "xla_handlers", path);
+  state->tvm_ffi_bridge = manifest_field<bool>(m, "tvm_ffi_bridge", path);
+  for (const Any& f : manifest_field<tvm::ffi::Array<Any>>(m, "functions", path)) {
+    const auto fm = f.cast<Map<String, Any>>();
+    const std::string fn(manifest_field<String>(fm, "name", path));
+    const std::string device(manifest_field<String>(fm, "device", path));
+    state->specs.push_back(parse_signature(fn, std::string(manifest_field<String>(fm, "signature", path)),
+                                           device == "cuda" ? DeviceKind::kCUDA : DeviceKind::kCPU));
+    auto fun = (*state->ffi_module)->GetFunction(fn);
+    if (!fun) throw ValueError("kjit.load: " + path + " lists '" + fn + "' in its manifest but does not export it");
+    state->functions.push_back(*fun);
+    state->host_sources.emplace_back();
+  }
+  return Module(state, true);
 }
 
 const std::string& Module::name() const { return state_->name; }

@@ -99,7 +99,7 @@ void add_link_flags(const BuildRequest& r, std::vector<std::string>* argv) {
   const SystemPaths& sys = system_paths();
   argv->push_back("-L" + sys.tvm_ffi_lib);
   argv->push_back("-ltvm_ffi");
-  argv->push_back("-Wl,-rpath," + sys.tvm_ffi_lib);
+  if (!r.relocatable) argv->push_back("-Wl,-rpath," + sys.tvm_ffi_lib);
   if (!r.cuda_source.empty()) {
     // libcudart by rpath: the module loads without a driver (it is needed only at
     // the first CUDA call), and tests can put a fake runtime in its place.
@@ -564,7 +564,8 @@ std::string build_key(const BuildRequest& r) {
     add(r.object_only ? "object" : "library");
     for (const BuildRequest& o : r.objects) add(build_key(o));
   }
-  if (!r.cuda_source.empty()) {  // host-only keys stay what they were
+  if (r.relocatable) add("relocatable");  // other keys stay what they were
+  if (!r.cuda_source.empty()) {           // host-only keys stay what they were
     add(find_cuda_toolchain().identity);
     add(r.cuda_source);
     add(std::to_string(r.cuda_flags.size()));

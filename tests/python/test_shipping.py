@@ -1,0 +1,150 @@
+"""kjit.build and kjit.load: a module built ahead of time, relocatable, loaded with
+no compiler and no source (PATH without one, CXX=/nonexistent, an empty cache),
+with its keywords, defaults, returned outputs, checks, torch ops and JAX handlers."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kjit
+
+SOURCE = r"""
+#include <kjit/kernel.h>
+void axpy(const kjit::TensorView x, kjit::TensorView y, float alpha) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] += alpha * x.data<float>()[i];
+}
+void twice(const kjit::TensorView x, kjit::TensorView out) {
+  for (int64_t i = 0; i < x.numel(); ++i) out.data<float>()[i] = 2 * x.data<float>()[i];
+}
+"""
+FUNCTIONS = {
+    "axpy": "x: float32[n], y: float32[n] out, alpha: float32 = 2.0",
+    "twice": "x: float32[n], out: float32[n] return",
+}
+
+
+def _child(code, tmp_path):
+    """Runs `code` where no compiler can be found and the cache is empty."""
+    env = dict(os.environ, PATH="/nonexistent", CXX="/nonexistent", CC="/nonexistent",
+               KJIT_CACHE_DIR=str(tmp_path / "empty-cache"))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shipped")
+    path = kjit.build("shipped_axpy", output=folder / "shipped_axpy.so", cpp_sources=SOURCE, functions=FUNCTIONS)
+    return str(path)
+
+
+def test_a_built_module_loads_and_runs_without_a_compiler(built, tmp_path):
+    out = _child(f"""
+        import json
+        import numpy as np
+        import kjit
+        m = kjit.load({built!r})
+        x = np.arange(4, dtype=np.float32)
+        y = np.zeros(4, np.float32)
+        m.axpy(x, y)                      # the default alpha=2.0
+        m.axpy(x=x, y=y, alpha=0.5)       # keywords
+        r = m.twice(x)                    # a returned output
+        try:
+            m.axpy(np.ones(3, np.float32), y)
+            err = None
+        except ValueError as e:
+            err = str(e)
+        print(json.dumps({{"y": y.tolist(), "r": r.tolist(), "err": err, "functions": m.functions, "name": m.name,
+                           "source": m.get_host_source()}}))
+    """, tmp_path)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["y"] == [0.0, 2.5, 5.0, 7.5]
+    assert got["r"] == [0.0, 2.0, 4.0, 6.0]
+    assert got["err"] == "axpy: argument #1 'y': shape[0] must equal n = 3 (bound by x.shape[0]), got 4"
+    assert got["name"] == "shipped_axpy" and got["source"] == ""
+    ref = kjit.load_inline("shipped_axpy_ref", cpp_sources=SOURCE, functions=FUNCTIONS)
+    assert got["functions"] == ref.functions
+
+
+def test_the_library_has_no_runpath_into_this_tvm_ffi(built):
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("needs readelf")
+    dynamic = subprocess.run([readelf, "-d", built], capture_output=True, text=True, check=True).stdout
+    import tvm_ffi
+    assert os.path.dirname(tvm_ffi.__file__) not in dynamic
+    assert "libtvm_ffi.so" in dynamic  # found by soname, already loaded by `import tvm_ffi`
+
+
+def test_tvm_ffi_loads_it_too(built, tmp_path):
+    out = _child(f"""
+        import numpy as np
+        import tvm_ffi
+        m = tvm_ffi.load_module({built!r})
+        x = np.arange(3, dtype=np.float32)
+        y = np.zeros(3, np.float32)
+        m["axpy"](x, y, 1.0)
+        print(y.tolist())
+    """, tmp_path)
+    assert out.strip().splitlines()[-1] == "[0.0, 1.0, 2.0]"
+
+
+def test_torch_ops_of_a_loaded_module(built, tmp_path):
+    pytest.importorskip("torch")
+    out = _child(f"""
+        import torch
+        import kjit
+        m = kjit.load({built!r})
+        print(m.torch.twice(torch.arange(3, dtype=torch.float32)).tolist())
+    """, tmp_path)
+    assert out.strip().splitlines()[-1] == "[0.0, 2.0, 4.0]"
+
+
+def test_jax_handlers_ship_with_jax_true(tmp_path):
+    pytest.importorskip("jax")
+    path = kjit.build("shipped_jax", output=tmp_path / "shipped_jax.so", cpp_sources=SOURCE, functions=FUNCTIONS,
+                      jax=True)
+    out = _child(f"""
+        import jax, jax.numpy as jnp
+        import kjit
+        m = kjit.load({str(path)!r})
+        print(jax.jit(m.jax.twice)(jnp.arange(3, dtype=jnp.float32)).tolist())
+    """, tmp_path)
+    assert out.strip().splitlines()[-1] == "[0.0, 2.0, 4.0]"
+
+
+def test_mod_jax_of_a_module_built_without_handlers_says_how(built):
+    pytest.importorskip("jax")
+    m = kjit.load(built)
+    with pytest.raises(ValueError, match=r"was built without XLA handlers; build it with kjit.build\(..., jax=True\)"):
+        m.jax.twice  # noqa: B018
+
+
+def test_rejections(tmp_path):
+    with pytest.raises(FileNotFoundError, match="kjit.load: no file"):
+        kjit.load(tmp_path / "missing.so")
+    libm = "/lib/x86_64-linux-gnu/libm.so.6"
+    if os.path.exists(libm):
+        with pytest.raises(ValueError, match=r"kjit.load: .*libm.so.6 does not load as a shared library"):
+            kjit.load(libm)
+        shutil.copy(libm, tmp_path / "libm_copy.so")
+        with pytest.raises(ValueError, match=r"is not a kjit module: it exports no __kjit_manifest"):
+            kjit.load(tmp_path / "libm_copy.so")
+        os.unlink(tmp_path / "libm_copy.so")
+    (tmp_path / "garbage.so").write_bytes(b"not an ELF file")
+    with pytest.raises(ValueError, match=r"garbage.so does not load as a shared library"):
+        kjit.load(tmp_path / "garbage.so")
+    os.unlink(tmp_path / "garbage.so")
+    with pytest.raises(ValueError, match="is a folder; name the library file"):
+        kjit.build("x", output=tmp_path, cpp_sources=SOURCE, functions=FUNCTIONS)
+    with pytest.raises(FileNotFoundError, match="the folder of output"):
+        kjit.build("x", output=tmp_path / "no" / "x.so", cpp_sources=SOURCE, functions=FUNCTIONS)
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary left behind
