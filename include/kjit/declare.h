@@ -19,9 +19,17 @@ struct SourceText {
 };
 
 /// Names a module's sources for messages and #line: `what` alone for one source,
-/// `what[i]` for several ("cpp_sources", "cuda_sources[1]").
+/// `what[i]` for several ("cpp_sources", "cuda_sources[1]"); a source read from a
+/// file (files[i] not empty: load_inline's `sources=[paths]`) by its path.
 std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what = "cpp_sources",
-                                      bool cuda = false);
+                                      bool cuda = false, const std::vector<std::string>& files = {});
+
+/// The files a module's sources were read from, index for index ("" for a source
+/// given as text): what label_sources names them by.
+struct SourceFiles {
+  std::vector<std::string> cpp;
+  std::vector<std::string> cuda;
+};
 
 /// How a function was declared.
 struct FunctionDecl {
@@ -70,7 +78,8 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
 /// (@cuda when all its code is device code).
 std::vector<FunctionSpec> resolve_module_functions(const std::vector<std::string>& cpp_sources,
                                                    const std::vector<std::string>& cuda_sources,
-                                                   const std::vector<FunctionDecl>& decls);
+                                                   const std::vector<FunctionDecl>& decls,
+                                                   const SourceFiles& files = {});
 
 }  // namespace kjit
 

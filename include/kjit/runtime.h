@@ -40,6 +40,9 @@ struct InlineOptions {
   std::string brainevent_include_dir;
   /// Build the library to be shipped (BuildRequest::relocatable): what kjit.build does.
   bool relocatable = false;
+  /// The files the sources were read from (load_inline's `sources=[paths]`):
+  /// messages and #line name them.
+  SourceFiles source_files;
 };
 
 /// A loaded module: its checked functions and what produced them.

@@ -9,6 +9,7 @@ one ``kjit: error: ...`` line (and the compiler's log for a compile error).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import importlib.util
 import os
@@ -44,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     stubgen.add_argument("-o", "--output", help="the .pyi to write (default: print it)")
     stubgen.add_argument("sources", nargs="+", help="C++ source files")
     _cache_parser(sub)
+    build = sub.add_parser("build", help="build a module ahead of time into a library kjit.load takes")
+    build.add_argument("--name", required=True, help="the module's name")
+    build.add_argument("-f", "--function", action="append", default=None, metavar="FN[=SIGNATURE]",
+                       help="a function to export, with its signature or inferred from its C++ definition "
+                            "(repeat; none: the sources' // @kjit annotations)")
+    build.add_argument("-o", "--output", required=True, help="the library to write (e.g. mod.so)")
+    build.add_argument("--jax", action="store_true", help="also build an XLA FFI handler per function (mod.jax)")
+    build.add_argument("sources", nargs="+", help="source files: C++, and .cu/.cuh device code")
     sub.add_parser("doctor", help="what kjit finds on this machine: compilers, CUDA, tvm-ffi, torch, jax")
     return parser
 
@@ -99,6 +108,12 @@ def _run(kjit, args) -> int:
         text = _stubgen(kjit, args)
         if args.output is None:
             print(text, end="")
+    elif args.command == "build":
+        _check_files(args.sources)
+        path = kjit.build(args.name, output=args.output, sources=args.sources, functions=_functions(args, "build"),
+                          jax=args.jax)
+        mod = kjit.load(path)
+        print(f"{path}: {', '.join(f'{k}({v})' for k, v in mod.functions.items())}")
     elif args.command == "cache-dir":
         print(kjit._lib.api.default_cache_dir())
     elif args.command == "cache":
@@ -115,26 +130,31 @@ def _version() -> int:
     return 0
 
 
+def _check_files(paths) -> None:
+    for path in paths:
+        if not os.path.isfile(path):
+            reason = os.strerror(errno.EISDIR if os.path.isdir(path) else errno.ENOENT)
+            raise _UsageError(f"cannot read the source file {path!r}: {reason}")
+
+
+def _functions(args, command: str):
+    """-f FN[=SIGNATURE]... as load_inline's functions: names, {name: signature}, or None."""
+    if not args.function:
+        return None
+    if all("=" not in f for f in args.function):
+        return list(args.function)
+    functions = {}
+    for f in args.function:
+        name, _, sig = f.partition("=")
+        functions[name] = sig if sig else None
+    if any(sig is None for sig in functions.values()):
+        raise _UsageError(f"kjit {command}: give every -f a signature (FN=SIGNATURE) or none of them")
+    return functions
+
+
 def _stubgen(kjit, args) -> str:
-    sources = []
-    for path in args.sources:
-        try:
-            with open(path, encoding="utf-8") as f:
-                sources.append(f.read())
-        except OSError as err:
-            raise _UsageError(f"cannot read the source file {path!r}: {err.strerror}") from None
-    functions = None
-    if args.function:
-        if all("=" not in f for f in args.function):
-            functions = list(args.function)
-        else:
-            functions = {}
-            for f in args.function:
-                name, _, sig = f.partition("=")
-                functions[name] = sig if sig else None
-            if any(sig is None for sig in functions.values()):
-                raise _UsageError("kjit stubgen: give every -f a signature (FN=SIGNATURE) or none of them")
-    mod = kjit.load_inline(args.name, cpp_sources=sources, functions=functions)
+    _check_files(args.sources)
+    mod = kjit.load_inline(args.name, sources=args.sources, functions=_functions(args, "stubgen"))
     return mod.stub(args.output)
 
 

@@ -266,6 +266,7 @@ def load_inline(
     *,
     cpp_sources: Union[str, Sequence[str]] = (),
     cuda_sources: Union[str, Sequence[str]] = (),
+    sources: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]] = (),
     functions: Union[None, Mapping[str, Union[str, Spec, Sequence[str]]], Sequence[str]] = None,
     extra_cflags: Iterable[str] = (),
     extra_cuda_cflags: Iterable[str] = (),
@@ -301,6 +302,11 @@ def load_inline(
     device current (restored after). ``cuda_arch`` ("sm_80,sm_90,compute_90" or
     "8.0;9.0+PTX") overrides KJIT_CUDA_ARCH and the default (docs/cuda.md).
 
+    ``sources`` are files, as torch's ``load`` takes: C++ files join ``cpp_sources``
+    and ``.cu``/``.cuh`` files ``cuda_sources``; each file's folder goes on the
+    include path, its text into the cache key, and messages and compiler errors
+    name it by its path.
+
     ``relocatable=True`` links without a RUNPATH into this machine's tvm-ffi (the
     library then finds libtvm_ffi already loaded, as tvm-ffi's packaged libraries
     do): what ``kjit.build`` ships.
@@ -325,11 +331,44 @@ def load_inline(
         "cuda_arch": _cuda_arch_text(cuda_arch),
         "relocatable": bool(relocatable),
     }
+    _read_source_files(sources, options)
     _add_brainevent_headers(options)
     mod = _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
     if torch:
         mod.torch  # noqa: B018 (registers the ops now, not on first use)
     return mod
+
+
+def _read_source_files(sources, options: dict) -> None:
+    """Adds the files of ``sources`` to ``options``: their texts after the inline
+    sources of their kind, their paths as those sources' names, their folders on
+    the include path."""
+    paths = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    if not paths:
+        return
+    for kind in ("cpp", "cuda"):
+        options[f"{kind}_source_files"] = [""] * len(options[f"{kind}_sources"])
+    for p in paths:
+        path = os.path.abspath(_path_text(p, "sources"))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"kjit.load_inline: no source file {path!r} (sources= takes file paths; pass "
+                                    "source text as cpp_sources=)") from None
+        except IsADirectoryError:
+            raise ValueError(f"kjit.load_inline: the source {path!r} is a folder; name the files in it") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"kjit.load_inline: the source file {path!r} is not UTF-8 text ({err.reason} at byte "
+                             f"{err.start})") from None
+        kind = "cuda" if path.endswith((".cu", ".cuh")) else "cpp"
+        options[f"{kind}_sources"].append(text)
+        options[f"{kind}_source_files"].append(path)
+        folder = os.path.dirname(path)
+        if folder not in options["extra_include_paths"]:
+            options["extra_include_paths"].append(folder)
 
 
 def build(name: str, *, output, jax: bool = False, **options) -> str:

@@ -324,19 +324,22 @@ void check_symbol_names(const FunctionSpec& spec, const Located& cpp) {
 
 }  // namespace
 
-std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what, bool cuda) {
+std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what, bool cuda,
+                                      const std::vector<std::string>& files) {
   std::vector<SourceText> out;
   for (size_t i = 0; i < texts.size(); ++i) {
-    out.push_back({texts.size() == 1 ? what : what + "[" + std::to_string(i) + "]", texts[i], cuda});
+    std::string label = texts.size() == 1 ? what : what + "[" + std::to_string(i) + "]";
+    if (i < files.size() && !files[i].empty()) label = files[i];
+    out.push_back({label, texts[i], cuda});
   }
   return out;
 }
 
 std::vector<FunctionSpec> resolve_module_functions(const std::vector<std::string>& cpp_sources,
                                                    const std::vector<std::string>& cuda_sources,
-                                                   const std::vector<FunctionDecl>& decls) {
-  std::vector<SourceText> sources = label_sources(cpp_sources);
-  std::vector<SourceText> cuda = label_sources(cuda_sources, "cuda_sources", true);
+                                                   const std::vector<FunctionDecl>& decls, const SourceFiles& files) {
+  std::vector<SourceText> sources = label_sources(cpp_sources, "cpp_sources", false, files.cpp);
+  std::vector<SourceText> cuda = label_sources(cuda_sources, "cuda_sources", true, files.cuda);
   sources.insert(sources.end(), cuda.begin(), cuda.end());
   DeviceKind fallback = cpp_sources.empty() && !cuda_sources.empty() ? DeviceKind::kCUDA : DeviceKind::kCPU;
   return resolve_functions(decls.empty() ? read_annotations(sources) : decls, sources, fallback);

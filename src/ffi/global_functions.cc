@@ -122,9 +122,10 @@ Array<FieldMap> resolve_entry(const FieldMap& options) {
     std::vector<std::string> sources = f.texts("cpp_sources");
     std::vector<std::string> cuda_sources = f.texts("cuda_sources");
     std::vector<FunctionDecl> decls = to_decls(f.get<Array<FieldMap>>("functions", {}));
+    SourceFiles files{f.texts("cpp_source_files"), f.texts("cuda_source_files")};
     f.expect_all_read();
     Array<FieldMap> out;
-    for (const FunctionSpec& s : resolve_module_functions(sources, cuda_sources, decls)) {
+    for (const FunctionSpec& s : resolve_module_functions(sources, cuda_sources, decls, files)) {
       out.push_back(FieldMap{
           {"name", String(s.name)}, {"signature", String(to_string(s))}, {"arg_spec", strings(to_arg_spec(s))}});
     }
@@ -147,6 +148,7 @@ InlineOptions inline_options(Fields* f) {
   opts.cuda_arch = f->text("cuda_arch");
   opts.brainevent_include_dir = f->text("brainevent_include_dir");
   opts.relocatable = f->flag("relocatable");
+  opts.source_files = SourceFiles{f->texts("cpp_source_files"), f->texts("cuda_source_files")};
   return opts;
 }
 
@@ -236,8 +238,10 @@ FieldMap load_inline_entry(const FieldMap& options) {
     std::vector<FunctionDecl> decls = to_decls(f.get<Array<FieldMap>>("functions", {}));
     InlineOptions opts = inline_options(&f);
     f.expect_all_read();
-    std::vector<SourceText> labelled = label_sources(sources);
-    for (SourceText& t : label_sources(opts.cuda_sources, "cuda_sources", true)) labelled.push_back(std::move(t));
+    std::vector<SourceText> labelled = label_sources(sources, "cpp_sources", false, opts.source_files.cpp);
+    for (SourceText& t : label_sources(opts.cuda_sources, "cuda_sources", true, opts.source_files.cuda)) {
+      labelled.push_back(std::move(t));
+    }
     return module_fields(load_inline(name, sources, decls, opts), labelled);
   });
 }

@@ -110,8 +110,8 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   // 1. spec: already parsed and validated by the front door; check the module as a whole
   check_module_request(name, specs);
   // 2. codegen
-  std::vector<SourceText> sources = label_sources(cpp_sources);
-  std::vector<SourceText> cuda = label_sources(options.cuda_sources, "cuda_sources", true);
+  std::vector<SourceText> sources = label_sources(cpp_sources, "cpp_sources", false, options.source_files.cpp);
+  std::vector<SourceText> cuda = label_sources(options.cuda_sources, "cuda_sources", true, options.source_files.cuda);
   ModuleSourceOptions source_options;
   source_options.xla_handlers = !options.xla_include_dir.empty();
   source_options.brainevent_alias = uses_brainevent_spelling(sources) || uses_brainevent_spelling(cuda);
@@ -194,7 +194,8 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const Si
 
 Module load_inline(const std::string& name, const Sources& cpp_sources, const std::vector<FunctionDecl>& functions,
                    const InlineOptions& options) {
-  return load_inline(name, cpp_sources, resolve_module_functions(cpp_sources, options.cuda_sources, functions),
+  return load_inline(name, cpp_sources,
+                     resolve_module_functions(cpp_sources, options.cuda_sources, functions, options.source_files),
                      options);
 }
 

@@ -148,3 +148,45 @@ def test_rejections(tmp_path):
     with pytest.raises(FileNotFoundError, match="the folder of output"):
         kjit.build("x", output=tmp_path / "no" / "x.so", cpp_sources=SOURCE, functions=FUNCTIONS)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary left behind
+
+
+def test_sources_are_files_with_their_folders_on_the_include_path(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "helper.h").write_text("inline float twice(float v) { return 2 * v; }\n")
+    (tmp_path / "k.cc").write_text('#include "inc/helper.h"\n#include <kjit/kernel.h>\n'
+                                   "void scale(const kjit::TensorView x, kjit::TensorView y) {\n"
+                                   "  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = twice(x.data<float>()[i]);\n"
+                                   "}\n")
+    m = kjit.load_inline("files_scale", sources=[tmp_path / "k.cc"], functions={"scale": "x: float32[n], y: float32[n] out"})
+    y = np.zeros(3, np.float32)
+    m.scale(np.ones(3, np.float32), y)
+    assert y.tolist() == [2.0, 2.0, 2.0]
+    # A compile error names the file and the line the user wrote.
+    (tmp_path / "bad.cc").write_text("#include <kjit/kernel.h>\nvoid f(const kjit::TensorView x) {\n"
+                                     "  int y = undefined_thing;\n}\n")
+    with pytest.raises(kjit.CompileError, match=rf"{tmp_path}/bad.cc:3:\d+: error: .undefined_thing. was not declared"):
+        kjit.load_inline("files_bad", sources=str(tmp_path / "bad.cc"), functions={"f": "x: float32[n]"})
+    with pytest.raises(FileNotFoundError, match="no source file .*missing.cc.* pass source text as cpp_sources="):
+        kjit.load_inline("files_missing", sources=[tmp_path / "missing.cc"], functions=["f"])
+    with pytest.raises(ValueError, match="is a folder; name the files in it"):
+        kjit.load_inline("files_folder", sources=[tmp_path / "inc"], functions=["f"])
+    (tmp_path / "latin1.cc").write_bytes(b"// caf\xe9\n")
+    with pytest.raises(ValueError, match=r"latin1.cc' is not UTF-8 text \(invalid continuation byte at byte 6\)"):
+        kjit.load_inline("files_latin1", sources=[tmp_path / "latin1.cc"], functions=["f"])
+
+
+def test_the_build_command(tmp_path):
+    (tmp_path / "k.cc").write_text(SOURCE)
+    out = tmp_path / "cli_mod.so"
+    cli = [sys.executable, "-m", "kjit", "build", "--name", "cli_mod", "-o", str(out)]
+    args = ["-f", f"axpy={FUNCTIONS['axpy']}", "-f", f"twice={FUNCTIONS['twice']}", str(tmp_path / "k.cc")]
+    proc = subprocess.run(cli + args, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{out}: axpy({FUNCTIONS['axpy']}), twice({FUNCTIONS['twice']})"
+    assert kjit.load(out).functions == FUNCTIONS
+    missing = subprocess.run(cli + [str(tmp_path / "nope.cc")], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"kjit: error: cannot read the source file '{tmp_path / 'nope.cc'}': No such file or directory"
+    mixed = subprocess.run(cli + ["-f", "axpy", "-f", "twice=x: float32[n]", str(tmp_path / "k.cc")],
+                           capture_output=True, text=True, timeout=60)
+    assert mixed.returncode == 2 and "give every -f a signature (FN=SIGNATURE) or none of them" in mixed.stderr
