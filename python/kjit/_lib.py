@@ -44,6 +44,7 @@ class _Api:
         for name in (
             "version",
             "default_cache_dir",
+            "include_dir",
             "parse_signature",
             "spec_from_builder",
             "emit_stub",

@@ -11,14 +11,12 @@ import sys
 import tvm_ffi.libinfo as _tvm_ffi_libinfo
 
 from . import __version__
-from ._lib import LIBRARY_PATH
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
+from ._lib import LIBRARY_PATH, api
 
 def include_dir() -> str:
-    """The folder holding kjit/*.h (kernel.h, iterator.h, runtime.h, ...)."""
-    return os.path.join(_HERE, "include")
+    """The folder holding kjit/*.h (kernel.h, iterator.h, runtime.h, ...): the one
+    kjit's own JIT builds use (KJIT_INCLUDE_DIR, else beside libkjit)."""
+    return str(api.include_dir())
 
 
 def lib_dir() -> str:

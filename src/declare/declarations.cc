@@ -322,6 +322,75 @@ void check_symbol_names(const FunctionSpec& spec, const Located& cpp) {
   }
 }
 
+/// What a scalar type is for the signature check: types of one family convert
+/// into each other as the kernel means; across families the value changes meaning.
+enum class ScalarFamily { kBool, kInteger, kFloat, kComplex, kText };
+
+ScalarFamily family_of(ScalarType t) {
+  if (t == ScalarType::kBool) return ScalarFamily::kBool;
+  if (is_integer(t)) return ScalarFamily::kInteger;
+  if (is_float(t)) return ScalarFamily::kFloat;
+  if (is_complex(t)) return ScalarFamily::kComplex;
+  return ScalarFamily::kText;
+}
+
+/// A signature against the C++ definition kjit found for it: one C++ parameter per
+/// spec parameter, in order (trailing C++ defaults may be left out), each of the
+/// spec's kind (tensor, scalar, stream), a scalar of the same family (integer,
+/// floating, complex, text: float16/bfloat16 also as uint16_t raw bits), an
+/// output not a pointer to const or a const kjit::TensorView. The compiler would
+/// otherwise reject the generated call, or convert a value the kernel reads as
+/// something else; this names both sides. Types kjit cannot map are left to it.
+void check_signature_against_cpp(const FunctionSpec& spec, const Located& cpp) {
+  const std::string where = "signature of '" + spec.name + "'";
+  const std::vector<CppParam>& cps = cpp.fn.params;
+  size_t required = cps.size();
+  while (required > 0 && cps[required - 1].has_default) --required;
+  if (spec.params.size() < required || spec.params.size() > cps.size()) {
+    const std::string takes = required == cps.size() ? std::to_string(cps.size())
+                                                     : std::to_string(required) + " to " + std::to_string(cps.size());
+    throw SpecError(where + ": " + std::to_string(spec.params.size()) + " parameters, but " + cpp.fn.qualified_name +
+                    " at " + cpp.where() + " takes " + takes + " (" + cpp_param_names(cpp.fn) +
+                    "); the signature lists the C++ parameters in order");
+  }
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const Param& p = spec.params[i];
+    const CppParam& cp = cps[i];
+    const CppRole role = classify_cpp_param(cp);
+    if (role.kind == CppRole::Kind::kUnmapped) continue;
+    const std::string ours = "parameter #" + std::to_string(i) + " '" + to_string(p) + "'";
+    const std::string theirs = "C++ parameter #" + std::to_string(i) + " '" + describe_cpp_param(cp) + "' of " +
+                               cpp.fn.qualified_name + " at " + cpp.where();
+    const CppRole::Kind expected = p.kind == ParamKind::kTensor   ? CppRole::Kind::kTensor
+                                   : p.kind == ParamKind::kStream ? CppRole::Kind::kStream
+                                                                  : CppRole::Kind::kScalar;
+    // A stream may reach the kernel as a pointer or an integer handle too.
+    const bool stream_as_handle =
+        expected == CppRole::Kind::kStream && ((role.kind == CppRole::Kind::kScalar && is_integer(role.scalar)) ||
+                                               (role.kind == CppRole::Kind::kTensor && cp.pointer_depth >= 1));
+    if (role.kind != expected && !stream_as_handle) {
+      throw SpecError(where + ": " + ours + " is " + role_text(expected) + ", but " + theirs + " is " +
+                      role_text(role.kind) + "; the signature lists the C++ parameters in order");
+    }
+    if (expected == CppRole::Kind::kTensor && p.tensor.out &&
+        ((cp.pointer_depth == 1 && cp.is_const) || (cp.pointer_depth == 0 && cp.is_const && !role.out &&
+                                                    (cp.base == "kjit::TensorView" || cp.base == "TensorView")))) {
+      throw SpecError(where + ": " + ours + " is an output, but " + theirs +
+                      " is read-only to the kernel; drop the const, or drop 'out' if the kernel only reads it");
+    }
+    // A symbol's C++ type gets its own check, at compile time (a static_assert).
+    if (expected == CppRole::Kind::kScalar && !p.symbol && family_of(p.scalar) != family_of(role.scalar)) {
+      const bool raw_bits = (p.scalar == ScalarType::kFloat16 || p.scalar == ScalarType::kBFloat16) &&
+                            (role.scalar == ScalarType::kUInt16 || role.scalar == ScalarType::kInt16);
+      if (!raw_bits) {
+        throw SpecError(where + ": " + ours + " is " + scalar_type_name(p.scalar) + ", but " + theirs + " takes " +
+                        scalar_type_name(role.scalar) + "; declare '" + p.name + ": " + scalar_type_name(role.scalar) +
+                        "' or change the C++ type");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<SourceText> label_sources(const std::vector<std::string>& texts, const std::string& what, bool cuda,
@@ -354,7 +423,10 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
     switch (decl.form) {
       case FunctionDecl::Form::kSignature: {
         FunctionSpec spec = parse_signature(decl.name, decl.signature, device);
-        if (cpp.found) spec.callee = cpp.fn.qualified_name;
+        if (cpp.found) {
+          spec.callee = cpp.fn.qualified_name;
+          check_signature_against_cpp(spec, cpp);
+        }
         check_symbol_names(spec, cpp);
         specs.push_back(std::move(spec));
         break;

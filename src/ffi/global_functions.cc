@@ -273,6 +273,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   refl::GlobalDef()
       .def("kjit.version", []() { return String(KJIT_VERSION); })
       .def("kjit.default_cache_dir", []() { return at_ffi_boundary([] { return String(default_cache_dir()); }); })
+      .def("kjit.include_dir", []() { return at_ffi_boundary([] { return String(system_paths().kjit_include); }); })
       .def("kjit.parse_signature",
            [](const String& name, const String& sig, const String& device) {
              return at_ffi_boundary([&] {

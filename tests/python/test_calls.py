@@ -255,7 +255,8 @@ def test_stubgen_command_writes_a_pyi(tmp_path):
     text = out.read_text()
     ast.parse(text)
     assert "def scale(self, x: SupportsDLPack, y: SupportsDLPack, alpha: float = 2.0, shift: int = 0) -> None:" in text
-    mod = kjit.load_inline("calls_cli", cpp_sources=SCALE_SRC, functions={"scale": SCALE_SIG})
+    assert f"scale at {src}:3" in text  # the file the definition is in, by its path
+    mod = kjit.load_inline("calls_cli", sources=[src], functions={"scale": SCALE_SIG})
     assert mod.stub() == text
 
 
