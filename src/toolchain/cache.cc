@@ -474,6 +474,36 @@ std::vector<fs::path> build_objects(const BuildRequest& r) {
   return out;
 }
 
+/// The generated sources of a build that failed, kept as `<root>/failed/<entry>.cc`
+/// (and `.cu`) so the user can open what the compiler saw; returns where the host
+/// source went, or "" when it could not be kept. Only the newest kKeptFailures
+/// stay.
+constexpr size_t kKeptFailures = 16;
+
+std::string keep_failed_sources(const EntryPaths& p, const fs::path& tmp) {
+  std::error_code ec;
+  const fs::path folder = p.root / "failed";
+  fs::create_directories(folder, ec);
+  if (ec) return "";
+  fs::path kept;
+  for (const char* ext : {".cc", ".cu"}) {
+    const fs::path from = tmp / (p.stem + ext);
+    if (!fs::exists(from, ec)) continue;
+    const fs::path to = folder / (p.entry + ext);
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    if (!ec && kept.empty()) kept = to;
+  }
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    files.emplace_back(e.last_write_time(ec), e.path());
+  }
+  if (files.size() > 2 * kKeptFailures) {  // .cc and .cu per failure at most
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i + 2 * kKeptFailures < files.size(); ++i) fs::remove(files[i].second, ec);
+  }
+  return kept.string();
+}
+
 /// Compiles into a fresh private directory `.tmp-<stem>-<key>-XXXXXX` (the name
 /// lets a later build find its lock and clean it up if this one is killed) and
 /// returns it, sealed; throws CompileError.
@@ -511,6 +541,12 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
     require_exports(r, library, last);
     cd::write_private_file(tmp / "origin", origin_of(r));
     seal_build(tmp, library, dep_files, pch.headers);
+  } catch (const CompileError& e) {
+    const std::string kept = keep_failed_sources(p, tmp);
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    if (kept.empty()) throw;
+    throw CompileError(std::string(e.what()) + "\nthe generated source is kept at " + kept, e.command(), e.log());
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -190,3 +190,15 @@ def test_the_build_command(tmp_path):
     mixed = subprocess.run(cli + ["-f", "axpy", "-f", "twice=x: float32[n]", str(tmp_path / "k.cc")],
                            capture_output=True, text=True, timeout=60)
     assert mixed.returncode == 2 and "give every -f a signature (FN=SIGNATURE) or none of them" in mixed.stderr
+
+
+def test_a_failed_build_keeps_its_generated_source(tmp_path):
+    bad = "#include <kjit/kernel.h>\nvoid f(const kjit::TensorView x) {\n  int y = undefined_thing;\n}\n"
+    with pytest.raises(kjit.CompileError) as err:
+        kjit.load_inline("kept_failure", cpp_sources=bad, functions={"f": "x: float32[n]"}, build_directory=tmp_path)
+    last = str(err.value).splitlines()[-1]
+    assert last.startswith(f"the generated source is kept at {tmp_path}/failed/kept_failure-") and last.endswith(".cc")
+    kept = last.split(" kept at ")[1]
+    text = open(kept).read()
+    assert "undefined_thing" in text and "__tvm_ffi_f" in text  # the user's code and the stubs, as compiled
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]  # the build directory itself is gone
