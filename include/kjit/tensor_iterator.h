@@ -135,17 +135,14 @@ inline std::string operand_label(int arg, int n_out) {
   return arg < n_out ? "output " + std::to_string(arg) : "input " + std::to_string(arg - n_out);
 }
 
-inline std::string shape_text(const DLTensor* t) {
+/// A shape as Python writes a tuple: "(3,)", "(2, 3)".
+inline std::string shape_text(const int64_t* shape, size_t ndim) {
   std::string s = "(";
-  for (int d = 0; d < t->ndim; ++d) s += (d ? ", " : "") + std::to_string(t->shape[d]);
-  return s + (t->ndim == 1 ? ",)" : ")");
+  for (size_t d = 0; d < ndim; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + (ndim == 1 ? ",)" : ")");
 }
-
-inline std::string shape_text(const DimVector& shape) {
-  std::string s = "(";
-  for (size_t d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
+inline std::string shape_text(const DLTensor* t) { return shape_text(t->shape, static_cast<size_t>(t->ndim)); }
+inline std::string shape_text(const DimVector& shape) { return shape_text(shape.data(), shape.size()); }
 
 inline std::string device_text(Device d) {
   return std::string(d.device_type == kDLCPU    ? "cpu"
