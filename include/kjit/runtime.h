@@ -4,6 +4,7 @@
 #ifndef KJIT_RUNTIME_H_
 #define KJIT_RUNTIME_H_
 
+#include <tvm/ffi/container/tensor.h>  // DLTensor* and tvm-ffi tensors as call arguments
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
 

@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
                             "(repeat; none: the sources' // @kjit annotations)")
     build.add_argument("-o", "--output", required=True, help="the library to write (e.g. mod.so)")
     build.add_argument("--jax", action="store_true", help="also build an XLA FFI handler per function (mod.jax)")
+    build.add_argument("-I", "--include-directory", action="append", default=[], metavar="DIR",
+                       help="a folder for the sources' #include (repeat)")
+    build.add_argument("--cflag", action="append", default=[], metavar="FLAG",
+                       help="an extra compiler flag, as --cflag=-O3 (repeat)")
+    build.add_argument("--cuda-arch", default=None, metavar="ARCHS",
+                       help='CUDA targets for .cu sources ("sm_80,sm_90" or "8.0;9.0+PTX")')
     build.add_argument("sources", nargs="+", help="source files: C++, and .cu/.cuh device code")
     sub.add_parser("doctor", help="what kjit finds on this machine: compilers, CUDA, tvm-ffi, torch, jax")
     return parser
@@ -111,7 +117,8 @@ def _run(kjit, args) -> int:
     elif args.command == "build":
         _check_files(args.sources)
         path = kjit.build(args.name, output=args.output, sources=args.sources, functions=_functions(args, "build"),
-                          jax=args.jax)
+                          jax=args.jax, extra_include_paths=args.include_directory, extra_cflags=args.cflag,
+                          cuda_arch=args.cuda_arch)
         mod = kjit.load(path)
         print(f"{path}: {', '.join(f'{k}({v})' for k, v in mod.functions.items())}")
     elif args.command == "cache-dir":
@@ -138,17 +145,19 @@ def _check_files(paths) -> None:
 
 
 def _functions(args, command: str):
-    """-f FN[=SIGNATURE]... as load_inline's functions: names, {name: signature}, or None."""
+    """-f FN[=SIGNATURE]... as load_inline's functions: {name: signature, or None
+    (inferred from the C++)}, or None for none (the sources' annotations)."""
     if not args.function:
         return None
-    if all("=" not in f for f in args.function):
-        return list(args.function)
     functions = {}
     for f in args.function:
-        name, _, sig = f.partition("=")
-        functions[name] = sig if sig else None
-    if any(sig is None for sig in functions.values()):
-        raise _UsageError(f"kjit {command}: give every -f a signature (FN=SIGNATURE) or none of them")
+        name, eq, sig = f.partition("=")
+        if eq and not sig.strip():
+            raise _UsageError(f"kjit {command}: -f {f!r} has an empty signature; write -f {name} to infer it "
+                              "from the C++ definition")
+        if name in functions:
+            raise _UsageError(f"kjit {command}: -f names the function {name!r} twice")
+        functions[name] = sig if eq else None
     return functions
 
 

@@ -1,6 +1,7 @@
 """``python -m kjit.config``: what a C++ build against kjit needs (as
-``tvm-ffi-config``): ``--includedir``, ``--libdir``, ``--cxxflags``, ``--ldflags``;
-with no option, each on a line of its own. Exit status 2 for an unknown option."""
+``tvm-ffi-config``): ``--includedir``, ``--libdir``, ``--cmakedir``, ``--cxxflags``,
+``--ldflags``; with no option, each on a line of its own. Exit status 2 for an
+unknown option."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def lib_dir() -> str:
     return os.path.dirname(os.path.abspath(LIBRARY_PATH))
 
 
+def cmake_dir() -> str:
+    """The folder of kjit's CMake package config (``find_package(kjit)``,
+    ``-Dkjit_DIR=``): kjit::kjit and kjit_add_module (docs/cpp.md)."""
+    return os.path.join(lib_dir(), "cmake", "kjit")
+
+
 def cxxflags() -> list:
     """C++17 and the include folders of kjit, tvm-ffi and DLPack."""
     flags = ["-std=c++17"]
@@ -41,11 +48,12 @@ def ldflags() -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kjit.config", description=__doc__.splitlines()[0])
-    for flag in ("includedir", "libdir", "cxxflags", "ldflags", "version"):
+    parser = argparse.ArgumentParser(prog="python -m kjit.config", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
+    for flag in ("includedir", "libdir", "cmakedir", "cxxflags", "ldflags", "version"):
         parser.add_argument(f"--{flag}", action="store_true")
     args = parser.parse_args(argv)
-    values = {"includedir": include_dir(), "libdir": lib_dir(), "cxxflags": " ".join(cxxflags()),
+    values = {"includedir": include_dir(), "libdir": lib_dir(), "cmakedir": cmake_dir(), "cxxflags": " ".join(cxxflags()),
               "ldflags": " ".join(ldflags()), "version": __version__}
     chosen = [k for k in values if getattr(args, k)]
     if not chosen:

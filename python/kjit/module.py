@@ -185,7 +185,7 @@ def _string_list(value, what: str) -> list:
 
 
 _FUNCTIONS_FORMS = (
-    "functions must be a dict {name: signature string, kjit.Spec or list of arg_spec tokens}, "
+    "functions must be a dict {name: signature string, kjit.Spec, list of arg_spec tokens or None}, "
     "a list of function names (specs inferred from the C++ definitions), or None (read // @kjit annotations)"
 )
 
@@ -215,6 +215,8 @@ def _declaration(fn_name, decl) -> dict:
     if not isinstance(fn_name, str):
         raise TypeError(f"functions: a function name must be a str, got {type(fn_name).__name__}")
     origin = f"functions['{fn_name}']"
+    if decl is None:
+        return {"name": fn_name, "origin": origin, "form": "infer"}
     if isinstance(decl, Spec):
         return {"name": fn_name, "origin": origin, "form": "signature", "signature": decl.signature(fn_name)}
     if isinstance(decl, str):
@@ -225,7 +227,8 @@ def _declaration(fn_name, decl) -> dict:
                 raise TypeError(f"{origin}[{i}] must be an arg_spec token (str), got {type(tok).__name__}")
         return {"name": fn_name, "origin": origin, "form": "tokens", "tokens": list(decl)}
     raise TypeError(
-        f"{origin} must be a signature string, a kjit.Spec or a list of arg_spec tokens, got {type(decl).__name__}"
+        f"{origin} must be a signature string, a kjit.Spec, a list of arg_spec tokens or None (inferred from the "
+        f"C++ definition), got {type(decl).__name__}"
     )
 
 
@@ -287,7 +290,8 @@ def load_inline(
     - ``{"f": "x: float32[n], y: float32[n] out"}``: signature strings (docs/spec.md)
       or ``kjit.Spec`` builders;
     - ``{"f": ["arg", "ret", "attr.scale", "stream"]}``: brainevent arg_spec tokens;
-    - ``["f", "g"]``: names only, specs inferred from the C++ definitions;
+    - ``["f", "g"]``: names only, specs inferred from the C++ definitions (as a
+      ``None`` value in the dict: ``{"f": "...", "g": None}``);
     - ``None``: read ``// @kjit NAME ...`` (or ``// @BE NAME ...``) lines in the sources.
 
     The build is cached by content under ``build_directory`` (default: KJIT_CACHE_DIR

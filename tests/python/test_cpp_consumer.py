@@ -66,7 +66,7 @@ def test_a_cpp_program_loads_a_built_module_and_runs_the_iterator(tmp_path):
 def test_config_prints_each_value_and_refuses_unknown_options():
     out = subprocess.run([sys.executable, "-m", "kjit.config"], capture_output=True, text=True, check=True).stdout
     keys = [line.split(":")[0] for line in out.splitlines()]
-    assert keys == ["includedir", "libdir", "cxxflags", "ldflags", "version"]
+    assert keys == ["includedir", "libdir", "cmakedir", "cxxflags", "ldflags", "version"]
     inc = subprocess.run([sys.executable, "-m", "kjit.config", "--includedir"], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert os.path.isfile(os.path.join(inc, "kjit", "iterator.h"))

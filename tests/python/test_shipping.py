@@ -187,9 +187,17 @@ def test_the_build_command(tmp_path):
     missing = subprocess.run(cli + [str(tmp_path / "nope.cc")], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"kjit: error: cannot read the source file '{tmp_path / 'nope.cc'}': No such file or directory"
-    mixed = subprocess.run(cli + ["-f", "axpy", "-f", "twice=x: float32[n]", str(tmp_path / "k.cc")],
-                           capture_output=True, text=True, timeout=60)
-    assert mixed.returncode == 2 and "give every -f a signature (FN=SIGNATURE) or none of them" in mixed.stderr
+    # A name alone is inferred from the C++ definition, beside signatures.
+    mixed = subprocess.run(cli + ["-f", "axpy", "-f", f"twice={FUNCTIONS['twice']}", str(tmp_path / "k.cc")],
+                           capture_output=True, text=True, timeout=300)
+    assert mixed.returncode == 0, mixed.stderr
+    assert set(kjit.load(out).functions) == {"axpy", "twice"}
+    assert kjit.load(out).functions["twice"] == FUNCTIONS["twice"]
+    for bad, message in ((["-f", "axpy="], "kjit build: -f 'axpy=' has an empty signature; write -f axpy to infer "
+                                           "it from the C++ definition"),
+                         (["-f", "axpy", "-f", "axpy=x: float32[n]"], "kjit build: -f names the function 'axpy' twice")):
+        proc = subprocess.run(cli + bad + [str(tmp_path / "k.cc")], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and proc.stderr.strip() == f"kjit: error: {message}"
 
 
 def test_a_failed_build_keeps_its_generated_source(tmp_path):
@@ -202,3 +210,12 @@ def test_a_failed_build_keeps_its_generated_source(tmp_path):
     text = open(kept).read()
     assert "undefined_thing" in text and "__tvm_ffi_f" in text  # the user's code and the stubs, as compiled
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]  # the build directory itself is gone
+
+
+def test_a_none_signature_in_the_dict_is_inferred_beside_declared_ones():
+    assert kjit.resolve(SOURCE, {"axpy": None, "twice": FUNCTIONS["twice"]}) == {
+        "axpy": "x: any[...], y: any[...] out, alpha: float32", "twice": FUNCTIONS["twice"]}
+    with pytest.raises(TypeError) as err:
+        kjit.resolve(SOURCE, {"axpy": 3})
+    assert str(err.value) == ("functions['axpy'] must be a signature string, a kjit.Spec, a list of arg_spec tokens "
+                              "or None (inferred from the C++ definition), got int")
