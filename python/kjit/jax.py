@@ -26,13 +26,15 @@ import ctypes
 import threading
 from typing import Dict, List, Optional, Tuple
 
-import jax as _jax
 import numpy as np
 
 from ._frameworks import TensorMeta, numpy_dtype
 from ._lib import api
+from ._optional import import_optional
 from .errors import SpecError
 from .module import FrontEndFunctions, Module, with_xla_handlers
+
+_jax = import_optional("jax", "jax", "kjit.jax")
 
 # (target, platform) -> key of the build registered under it. XLA keeps the first
 # handler for a name (its CUDA registry silently), so a different build under a

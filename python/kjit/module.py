@@ -489,9 +489,10 @@ def _cuda_arch_text(cuda_arch) -> str:
 
 
 def _xla_include_dir() -> str:
-    import jax.ffi  # noqa: PLC0415 (jax is optional and slow to import)
+    from ._optional import import_optional  # noqa: PLC0415
 
-    return jax.ffi.include_dir()
+    # jax is optional and slow to import: only here, when XLA handlers are asked for.
+    return import_optional("jax.ffi", "jax", "load_inline(jax=True)").include_dir()
 
 
 def _load(options: dict, *, force_rebuild: bool, xla_include_dir: str) -> Module:

@@ -26,12 +26,13 @@ import re
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import torch
-
 from . import function as _function
 from ._frameworks import TensorMeta
+from ._optional import import_optional
 from .errors import SpecError
 from .module import FrontEndFunctions, Module
+
+torch = import_optional("torch", "torch", "kjit.torch")
 
 __all__ = ["Ops", "register", "op"]
 

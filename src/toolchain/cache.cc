@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <tvm/ffi/c_api.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,14 +20,11 @@
 #include <mutex>
 #include <thread>
 
-#define XXH_INLINE_ALL
-#include <tvm/ffi/c_api.h>
-#include <xxhash.h>
-
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "kjit/version.h"
 #include "toolchain/cache_files.h"
+#include "toolchain/cache_key.h"
 #include "toolchain/library_exports.h"
 #include "toolchain/pch.h"
 
@@ -34,13 +32,6 @@ namespace kjit {
 namespace fs = std::filesystem;
 namespace cd = cache_detail;
 namespace {
-
-std::string hex128(const XXH128_hash_t& h) {
-  char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return buf;
-}
 
 void append_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
@@ -540,6 +531,7 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
     require_library(r, library, last);
     require_exports(r, library, last);
     cd::write_private_file(tmp / "origin", origin_of(r));
+    cd::write_private_file(tmp / "key", cd::format_key_parts(cd::key_parts(r)));
     seal_build(tmp, library, dep_files, pch.headers);
   } catch (const CompileError& e) {
     const std::string kept = keep_failed_sources(p, tmp);
@@ -578,41 +570,6 @@ void publish_entry(const BuildRequest& r, const fs::path& tmp, const EntryPaths&
 
 }  // namespace
 
-std::string build_key(const BuildRequest& r) {
-  XXH3_state_t* st = XXH3_createState();
-  internal_check(st != nullptr, "XXH3_createState failed");
-  XXH3_128bits_reset(st);
-  auto add = [&](const std::string& s) {
-    XXH3_128bits_update(st, s.data(), s.size());
-    XXH3_128bits_update(st, "\0", 1);  // field separator: "ab","c" != "a","bc"
-  };
-  add("kjit " KJIT_VERSION);
-  add("tvm-ffi " + std::to_string(TVM_FFI_VERSION_MAJOR) + "." + std::to_string(TVM_FFI_VERSION_MINOR) + "." +
-      std::to_string(TVM_FFI_VERSION_PATCH));
-  add(find_toolchain().identity);
-  for (const auto* list : {&r.extra_cflags, &r.extra_ldflags, &r.include_paths}) {
-    add(std::to_string(list->size()));
-    for (const std::string& s : *list) add(s);
-  }
-  add(r.name);
-  add(r.source);
-  if (r.object_only || !r.objects.empty()) {  // keys of plain builds stay what they were
-    add(r.object_only ? "object" : "library");
-    for (const BuildRequest& o : r.objects) add(build_key(o));
-  }
-  if (r.relocatable) add("relocatable");  // other keys stay what they were
-  if (!r.cuda_source.empty()) {           // host-only keys stay what they were
-    add(find_cuda_toolchain().identity);
-    add(r.cuda_source);
-    add(std::to_string(r.cuda_flags.size()));
-    for (const std::string& f : r.cuda_flags) add(f);
-    for (const CudaArch& a : r.cuda_archs) add(a.text());
-  }
-  std::string key = hex128(XXH3_128bits_digest(st));
-  XXH3_freeState(st);
-  return key;
-}
-
 BuildResult build_shared_library(const BuildRequest& r) { return build_shared_library(r, build_key(r)); }
 
 BuildResult build_shared_library(const BuildRequest& request, const std::string& key) {
@@ -636,6 +593,10 @@ BuildResult build_shared_library(const BuildRequest& request, const std::string&
     EntryCheck again = check_entry(p);
     if (again.state == EntryState::kValid) return published(p, key, true);  // built by another process
     announce_rebuild(r, p, again);
+    if (again.state == EntryState::kMissing && r.verbose) {
+      const std::string why = cd::describe_cache_miss(p.root, p.stem, p.entry, cd::format_key_parts(cd::key_parts(r)));
+      std::fprintf(stderr, "[kjit] module '%s': %s\n", r.name.c_str(), why.c_str());
+    }
   }
   fs::path tmp = compile_private(r, p);
   publish_entry(r, tmp, p);

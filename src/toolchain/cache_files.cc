@@ -41,12 +41,6 @@ bool safe_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
-  return buf;
-}
-
 std::string hex128(const XXH128_hash_t& h) { return hex64(h.high64) + hex64(h.low64); }
 
 std::string mode_text(mode_t mode) {
@@ -205,6 +199,12 @@ bool remove_if_unlocked(const fs::path& root, const std::string& entry, const fs
   fs::remove_all(dir, ec);
   if (fd >= 0) flock(fd, LOCK_UN);
   return !ec;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
 }
 
 std::string file_stem(const std::string& name) {

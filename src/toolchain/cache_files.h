@@ -23,6 +23,8 @@ std::string file_stem(const std::string& name);
 
 /// XXH3-128 of `bytes` as 32 hex digits.
 std::string hash_hex(const std::string& bytes);
+/// `v` as 16 lower-case hex digits: the one hex spelling of the cache's hashes.
+std::string hex64(uint64_t v);
 
 /// The directory the cache really uses for `dir`: `dir` itself when it is ours and
 /// not writable by group or others (created 0700 if missing), or `dir/kjit-<uid>`

@@ -21,6 +21,7 @@
 #include "kjit/errors.h"
 #include "test_dirs.h"
 #include "toolchain/cache_files.h"
+#include "toolchain/cache_key.h"
 #include "toolchain/library_exports.h"
 
 namespace kjit {
@@ -199,6 +200,54 @@ TEST_F(CacheFilesTest, PublishFileIsAtomicAndPrivate) {
   EXPECT_EQ(out, "bytes");
   EXPECT_EQ(mode_of(dir_ / "image"), 0600u);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temporary left
+}
+
+TEST(KeyParts, HashToTheKeyAndNameWhatChanged) {
+  BuildRequest r;
+  r.name = "m";
+  r.source = "int f() { return 1; }";
+  const std::string key = build_key(r);
+  const std::string before = format_key_parts(key_parts(r));
+  EXPECT_EQ(changed_key_parts(before, before), std::vector<std::string>{});
+  BuildRequest edited = r;
+  edited.source += "\n";
+  edited.extra_cflags = {"-O3"};
+  EXPECT_NE(build_key(edited), key);
+  EXPECT_EQ(changed_key_parts(before, format_key_parts(key_parts(edited))),
+            (std::vector<std::string>{"extra_cflags", "source"}));
+  // A field moved between lists changes the key: the lists are counted.
+  BuildRequest moved = r;
+  moved.include_paths = {"/x"};
+  BuildRequest moved2 = r;
+  moved2.extra_ldflags = {"/x"};
+  EXPECT_NE(build_key(moved), build_key(moved2));
+  // Parts only one side has are named too.
+  BuildRequest relocatable = r;
+  relocatable.relocatable = true;
+  EXPECT_EQ(changed_key_parts(format_key_parts(key_parts(relocatable)), before),
+            std::vector<std::string>{"relocatable option"});
+  // Damaged or foreign text compares as parts missing, never as a crash.
+  EXPECT_EQ(changed_key_parts("garbage\n\t\t\n", "a\tb\n"), (std::vector<std::string>{"a", ""}));
+}
+
+TEST_F(CacheFilesTest, ACacheMissNamesTheNewestEarlierBuildAndWhatChanged) {
+  BuildRequest r;
+  r.name = "m";
+  r.source = "a";
+  const std::string now = format_key_parts(key_parts(r));
+  EXPECT_EQ(describe_cache_miss(dir_, "m", "m-" + std::string(32, '0'), now),
+            "cache miss: no earlier build of this name in " + dir_.string());
+  const fs::path old = dir_ / ("m-" + std::string(32, '1'));
+  fs::create_directories(old);
+  BuildRequest before = r;
+  before.source = "b";
+  write_private_file(old / "key", format_key_parts(key_parts(before)));
+  // Entries of other names, and look-alikes, are not compared.
+  fs::create_directories(dir_ / ("mm-" + std::string(32, '2')));
+  write_private_file(dir_ / ("mm-" + std::string(32, '2')) / "key", "");
+  const std::string text = describe_cache_miss(dir_, "m", "m-" + std::string(32, '0'), now);
+  EXPECT_EQ(text.rfind("cache miss: the source changed since the build of ", 0), 0u) << text;
+  EXPECT_NE(text.find(" s ago (" + old.string() + ")"), std::string::npos) << text;
 }
 
 }  // namespace

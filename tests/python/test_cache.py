@@ -492,3 +492,20 @@ def test_a_library_that_hides_its_stubs_is_never_cached(tmp_path):
     mod = kjit.load_inline("hidden_stubs", cpp_sources=SOURCE, functions=FUNCTIONS,
                            build_directory=str(tmp_path / "cache"))
     assert not mod.cache_hit
+
+
+def test_a_verbose_miss_says_which_key_part_changed(tmp_path, capfd):
+    src = "#include <kjit/kernel.h>\nint64_t g(int64_t a) { return a; }\n"
+    kjit.load_inline("miss_why", cpp_sources=src, functions=["g"], build_directory=tmp_path, verbose=True)
+    assert f"[kjit] module 'miss_why': cache miss: no earlier build of this name in {tmp_path}" in capfd.readouterr().err
+    kjit.load_inline("miss_why", cpp_sources=src + "// edited\n", functions=["g"], build_directory=tmp_path,
+                     extra_cflags=["-O1"], verbose=True)
+    err = capfd.readouterr().err
+    assert re.search(r"\[kjit\] module 'miss_why': cache miss: the extra_cflags and source changed since the build "
+                     rf"of \d+ s ago \({re.escape(str(tmp_path))}/miss_why-[0-9a-f]{{32}}\)", err), err
+    entries = [p for p in tmp_path.iterdir() if p.name.startswith("miss_why-")]
+    assert len(entries) == 2
+    for entry in entries:
+        labels = [line.split("\t")[0] for line in (entry / "key").read_text().splitlines()]
+        assert labels[:8] == ["kjit version", "tvm-ffi version", "compiler", "extra_cflags", "extra_ldflags",
+                              "include paths", "name", "source"]

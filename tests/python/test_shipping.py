@@ -219,3 +219,33 @@ def test_a_none_signature_in_the_dict_is_inferred_beside_declared_ones():
         kjit.resolve(SOURCE, {"axpy": 3})
     assert str(err.value) == ("functions['axpy'] must be a signature string, a kjit.Spec, a list of arg_spec tokens "
                               "or None (inferred from the C++ definition), got int")
+
+
+OPTIONAL = r"""
+import sys
+sys.modules["jax"] = None
+sys.modules["torch"] = None
+import kjit
+for name in ("jax", "torch"):
+    try:
+        getattr(kjit, name)
+    except ImportError as err:
+        print(err)
+try:
+    kjit.load_inline("optional_jax", cpp_sources="#include <cstdint>\nint64_t f() { return 1; }\n", functions=["f"],
+                     jax=True)
+except ImportError as err:
+    print(err)
+"""
+
+
+def test_a_missing_framework_names_its_pip_extra():
+    proc = subprocess.run([sys.executable, "-c", OPTIONAL], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "kjit.jax needs jax, which could not be imported (import of jax halted; None in sys.modules); install it "
+        "with pip install 'kjit[jax]'",
+        "kjit.torch needs torch, which could not be imported (import of torch halted; None in sys.modules); install "
+        "it with pip install 'kjit[torch]'",
+        "load_inline(jax=True) needs jax.ffi, which could not be imported (No module named 'jax.ffi'; 'jax' is not a "
+        "package); install it with pip install 'kjit[jax]'"]
