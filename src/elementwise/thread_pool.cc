@@ -58,6 +58,10 @@ constexpr std::chrono::milliseconds kMinBackoff{4};
 constexpr std::chrono::milliseconds kMaxBackoff{512};
 /// How often the governor reads the machine's runnable count.
 constexpr std::chrono::milliseconds kSampleInterval{16};
+/// How long a loaded OpenMP runtime's team may spin after a region: libgomp's
+/// default GOMP_SPINCOUNT kept torch's team runnable for 7.4 ms after each region
+/// here (docs/reliability.md, Contention).
+constexpr std::chrono::milliseconds kOpenMpSpin{10};
 
 thread_local bool t_in_parallel = false;
 std::atomic<int> g_requested{0};
@@ -262,8 +266,8 @@ std::atomic<int (*)()> g_runnable_reader{&runnable_threads_from_proc};
 /// kSampleInterval): that sees a competitor before any region is late.
 class Governor {
  public:
-  /// Threads for a region that asks for `requested`, `own_awake` of ours being
-  /// awake already (spinning workers count as runnable but are not competition).
+  /// Threads for a region that asks for `requested`; `own_awake` of our threads may
+  /// be awake (spinning after a region, or in one).
   int threads(int requested, int own_awake) {
     if (requested <= 1 || !adaptive()) return requested;
     const int64_t now = now_ns();
@@ -271,11 +275,26 @@ class Governor {
     if (until != 0 && now < until) return 1;
     int64_t last = last_sample_.load(std::memory_order_relaxed);
     constexpr int64_t kInterval = std::chrono::nanoseconds(kSampleInterval).count();
-    if (now - last >= kInterval && last_sample_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      free_cpus_.store(free_cpus(own_awake), std::memory_order_relaxed);
+    // An awake thread of ours may or may not be in the runnable count (running,
+    // waiting for a CPU, or just asleep), so the count is read only when none is:
+    // subtracting them let our own spinning hide a competitor and kept regions
+    // parallel beside it. Back-to-back regions on a quiet machine keep their
+    // threads awake and the last reading; a competitor arriving then makes a region
+    // late, and the serial window lets our threads sleep before the next reading.
+    if (own_awake == 0 && now - last >= kInterval &&
+        last_sample_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      free_cpus_.store(free_cpus(), std::memory_order_relaxed);
     }
     return std::max(1, std::min(requested, free_cpus_.load(std::memory_order_relaxed)));
   }
+
+  /// A loaded OpenMP runtime's team threads that may still spin now, of a team of
+  /// `requested`: all but the caller within kOpenMpSpin of the last region's end.
+  int openmp_team_awake(int requested) const {
+    constexpr int64_t kSpin = std::chrono::nanoseconds(kOpenMpSpin).count();
+    return now_ns() - openmp_end_.load(std::memory_order_relaxed) < kSpin ? requested - 1 : 0;
+  }
+  void openmp_region_ended() { openmp_end_.store(now_ns(), std::memory_order_relaxed); }
 
   void report(bool late) {
     if (!late || !adaptive()) return;
@@ -295,19 +314,21 @@ class Governor {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
 
-  /// CPUs that nothing else wants now: online CPUs less the runnable threads that
-  /// are not the caller or ours; every CPU when /proc/loadavg cannot be read.
-  static int free_cpus(int own_awake) {
+  /// CPUs that nothing else wants now: online CPUs less the runnable threads other
+  /// than the caller (none of ours is awake); every CPU when /proc/loadavg cannot
+  /// be read.
+  static int free_cpus() {
     static const int online = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     const int runnable = g_runnable_reader.load(std::memory_order_relaxed)();
     if (runnable < 0) return online;
-    return online - std::max(0, runnable - 1 - own_awake);
+    return online - std::max(0, runnable - 1);
   }
 
   std::atomic<int64_t> serial_until_{0};  ///< the end of the last serial window, 0 before any
   std::atomic<int64_t> window_ns_{0};
   std::atomic<int64_t> last_sample_{0};
   std::atomic<int> free_cpus_{INT_MAX};
+  std::atomic<int64_t> openmp_end_{0};  ///< when the last region on a loaded OpenMP runtime ended
 };
 
 Governor g_governor;
@@ -490,6 +511,7 @@ class OpenMpRegion {
   void run() {
     timing_.start = Clock::now();
     runtime_.parallel(&OpenMpRegion::team_body, this, static_cast<unsigned>(threads_), 0);
+    g_governor.openmp_region_ended();
     g_governor.report(timing_.waited_too_long(Clock::now()));
     if (error_) std::rethrow_exception(error_);
   }
@@ -543,10 +565,9 @@ class OpenMpRegion {
 void parallel_for(int chunks, int threads, ChunkFn fn) {
   threads = std::min(threads, chunks);
   if (threads > 1 && !t_in_parallel) {
-    // A loaded OpenMP runtime's team spins after its regions as the pool's workers
-    // do; count it awake.
     const OpenMpRuntime* runtime = loaded_openmp_runtime();
-    threads = g_governor.threads(threads, runtime != nullptr ? threads - 1 : Pool::instance().awake_workers());
+    threads = g_governor.threads(
+        threads, runtime != nullptr ? g_governor.openmp_team_awake(threads) : Pool::instance().awake_workers());
     if (threads > 1 && runtime != nullptr) {
       OpenMpRegion(*runtime, chunks, threads, fn).run();
       return;

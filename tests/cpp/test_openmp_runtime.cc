@@ -138,3 +138,33 @@ TEST(OpenMpRuntime, EnvironmentTurnsItOff) {
 }
 
 }  // namespace
+
+/// Runnable threads the governor reads in the test below: the caller and one
+/// competitor per CPU but one, so exactly one CPU is free.
+int one_cpu_free() { return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)); }
+
+// The team of a loaded OpenMP runtime sleeps some milliseconds after a region;
+// the governor must not count it as awake (and subtract it from the runnable
+// count) then, or a competitor stays hidden and regions stay parallel beside it.
+TEST(OpenMpRuntime, ACompetitorSeenAfterTheTeamSleptMakesRegionsSerial) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs 2 CPUs";
+  auto thread_num = load_libgomp();
+  if (thread_num == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
+  kjit::ew::set_runnable_reader([] { return 1; });  // the caller alone
+  std::vector<int> team_ids(8, -1);
+  auto region = [&] {
+    parallel_for(8, 2, [&](int c) {
+      team_ids[c] = thread_num();
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    });
+    bool second = false;
+    for (int id : team_ids) second = second || id == 1;
+    return second;
+  };
+  ASSERT_TRUE(region()) << "the quiet machine's region did not use the team";
+  kjit::ew::set_runnable_reader(&one_cpu_free);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));  // past the team's spin and the last reading
+  region();                                                    // reads the count
+  EXPECT_FALSE(region()) << "a region used the OpenMP team beside a competitor";
+  kjit::ew::set_runnable_reader(nullptr);
+}
