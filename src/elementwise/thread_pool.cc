@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "elementwise/openmp_runtime.h"
+#include "elementwise/own_threads.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
 
@@ -58,10 +59,6 @@ constexpr std::chrono::milliseconds kMinBackoff{4};
 constexpr std::chrono::milliseconds kMaxBackoff{512};
 /// How often the governor reads the machine's runnable count.
 constexpr std::chrono::milliseconds kSampleInterval{16};
-/// How long a loaded OpenMP runtime's team may spin after a region: libgomp's
-/// default GOMP_SPINCOUNT kept torch's team runnable for 7.4 ms after each region
-/// here (docs/reliability.md, Contention).
-constexpr std::chrono::milliseconds kOpenMpSpin{10};
 
 thread_local bool t_in_parallel = false;
 std::atomic<int> g_requested{0};
@@ -266,35 +263,23 @@ std::atomic<int (*)()> g_runnable_reader{&runnable_threads_from_proc};
 /// kSampleInterval): that sees a competitor before any region is late.
 class Governor {
  public:
-  /// Threads for a region that asks for `requested`; `own_awake` of our threads may
-  /// be awake (spinning after a region, or in one).
-  int threads(int requested, int own_awake) {
+  /// Threads for a region that asks for `requested`.
+  int threads(int requested) {
     if (requested <= 1 || !adaptive()) return requested;
     const int64_t now = now_ns();
     const int64_t until = serial_until_.load(std::memory_order_relaxed);
     if (until != 0 && now < until) return 1;
     int64_t last = last_sample_.load(std::memory_order_relaxed);
     constexpr int64_t kInterval = std::chrono::nanoseconds(kSampleInterval).count();
-    // An awake thread of ours may or may not be in the runnable count (running,
-    // waiting for a CPU, or just asleep), so the count is read only when none is:
-    // subtracting them let our own spinning hide a competitor and kept regions
-    // parallel beside it. Back-to-back regions on a quiet machine keep their
-    // threads awake and the last reading; a competitor arriving then makes a region
-    // late, and the serial window lets our threads sleep before the next reading.
-    if (own_awake == 0 && now - last >= kInterval &&
-        last_sample_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      free_cpus_.store(free_cpus(), std::memory_order_relaxed);
+    if (now - last >= kInterval && last_sample_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      // Two readings in a row must see a competitor: a kernel thread or another
+      // short task caught by one reading would cost a whole interval of serial loops.
+      const int reading = free_cpus();
+      free_cpus_.store(std::max(reading, last_reading_.exchange(reading, std::memory_order_relaxed)),
+                       std::memory_order_relaxed);
     }
     return std::max(1, std::min(requested, free_cpus_.load(std::memory_order_relaxed)));
   }
-
-  /// A loaded OpenMP runtime's team threads that may still spin now, of a team of
-  /// `requested`: all but the caller within kOpenMpSpin of the last region's end.
-  int openmp_team_awake(int requested) const {
-    constexpr int64_t kSpin = std::chrono::nanoseconds(kOpenMpSpin).count();
-    return now_ns() - openmp_end_.load(std::memory_order_relaxed) < kSpin ? requested - 1 : 0;
-  }
-  void openmp_region_ended() { openmp_end_.store(now_ns(), std::memory_order_relaxed); }
 
   void report(bool late) {
     if (!late || !adaptive()) return;
@@ -314,21 +299,24 @@ class Governor {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
 
-  /// CPUs that nothing else wants now: online CPUs less the runnable threads other
-  /// than the caller (none of ours is awake); every CPU when /proc/loadavg cannot
-  /// be read.
+  /// CPUs that nothing else wants now: online CPUs less the runnable threads that
+  /// are neither the caller nor ours; every CPU when /proc/loadavg cannot be read.
+  /// Ours are counted by their scheduler state, not by whether they are in a
+  /// region or spinning after one: torch's own regions keep a shared OpenMP team
+  /// spinning, and a spinning thread that was counted as awake after it went to
+  /// sleep hid a competitor and kept regions parallel beside it.
   static int free_cpus() {
     static const int online = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     const int runnable = g_runnable_reader.load(std::memory_order_relaxed)();
     if (runnable < 0) return online;
-    return online - std::max(0, runnable - 1);
+    return online - std::max(0, runnable - 1 - runnable_own_threads());
   }
 
   std::atomic<int64_t> serial_until_{0};  ///< the end of the last serial window, 0 before any
   std::atomic<int64_t> window_ns_{0};
   std::atomic<int64_t> last_sample_{0};
   std::atomic<int> free_cpus_{INT_MAX};
-  std::atomic<int64_t> openmp_end_{0};  ///< when the last region on a loaded OpenMP runtime ended
+  std::atomic<int> last_reading_{INT_MAX};
 };
 
 Governor g_governor;
@@ -385,9 +373,6 @@ class Pool {
     std::lock_guard<std::mutex> lock(call_mu_);
     return static_cast<int>(slots_.size());
   }
-
-  /// Workers not asleep now: spinning after a region, or in one.
-  int awake_workers() const { return awake_.load(std::memory_order_relaxed); }
 
  private:
   static std::atomic<Pool*> g_pool;
@@ -459,15 +444,13 @@ class Pool {
   void work(WorkerSlot& slot, int thread) {
     uint32_t seen = 0;
     slot.sleeping.store(0);
-    awake_.fetch_add(1, std::memory_order_relaxed);
+    note_own_thread();
     while (true) {
       auto woken = [&] { return slot.wake.load(std::memory_order_acquire) != seen; };
       if (!spin_until(woken, kWorkerSpin)) {
-        awake_.fetch_sub(1, std::memory_order_relaxed);
         slot.sleeping.store(1);  // seq_cst, before reading wake: see wake()
         for (uint32_t v; (v = slot.wake.load()) == seen;) futex_wait(&slot.wake, v);
         slot.sleeping.store(0, std::memory_order_relaxed);
-        awake_.fetch_add(1, std::memory_order_relaxed);
       }
       seen = slot.wake.load();
       t_in_parallel = true;
@@ -489,7 +472,6 @@ class Pool {
   std::atomic<const ChunkFn*> fn_{nullptr};  // the caller's, on its stack for the region
   alignas(64) std::atomic<uint32_t> done_{0};
   std::atomic<uint32_t> caller_waiting_{0};
-  std::atomic<int> awake_{0};
   std::mutex error_mu_;
   std::exception_ptr error_;
 };
@@ -511,7 +493,6 @@ class OpenMpRegion {
   void run() {
     timing_.start = Clock::now();
     runtime_.parallel(&OpenMpRegion::team_body, this, static_cast<unsigned>(threads_), 0);
-    g_governor.openmp_region_ended();
     g_governor.report(timing_.waited_too_long(Clock::now()));
     if (error_) std::rethrow_exception(error_);
   }
@@ -560,14 +541,33 @@ class OpenMpRegion {
   std::exception_ptr error_;
 };
 
+/// Records the threads of a loaded OpenMP runtime's team of `threads` as ours,
+/// once per team size: the governor must know them by their thread ids before
+/// any of our regions runs on them, as another library's regions (torch's) keep
+/// the same team spinning.
+void note_openmp_team(const OpenMpRuntime& runtime, int threads) {
+  static std::atomic<int> noted{0};
+  if (threads <= noted.load(std::memory_order_relaxed)) return;
+  static const int registered = pthread_atfork(nullptr, nullptr, [] { noted.store(0); });
+  (void)registered;
+  struct Team {
+    std::thread::id caller = std::this_thread::get_id();
+    static void body(void* self) {
+      if (std::this_thread::get_id() != static_cast<Team*>(self)->caller) note_own_thread();
+    }
+  } team;
+  runtime.parallel(&Team::body, &team, static_cast<unsigned>(threads), 0);
+  noted.store(threads, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 void parallel_for(int chunks, int threads, ChunkFn fn) {
   threads = std::min(threads, chunks);
   if (threads > 1 && !t_in_parallel) {
     const OpenMpRuntime* runtime = loaded_openmp_runtime();
-    threads = g_governor.threads(
-        threads, runtime != nullptr ? g_governor.openmp_team_awake(threads) : Pool::instance().awake_workers());
+    if (runtime != nullptr) note_openmp_team(*runtime, threads);
+    threads = g_governor.threads(threads);
     if (threads > 1 && runtime != nullptr) {
       OpenMpRegion(*runtime, chunks, threads, fn).run();
       return;

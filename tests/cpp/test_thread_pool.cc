@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "block_schedule.h"
+#include "elementwise/own_threads.h"
 #include "elementwise/thread_pool.h"
 #include "kjit/elementwise.h"
 
@@ -233,15 +234,40 @@ TEST(ThreadPool, RunnableThreadsThatAreNotOursMakeRegionsSerial) {
     ASSERT_TRUE(worker_took_a_chunk());
   }
   {
-    // Far more runnable threads than CPUs: once the governor has read that, regions run on the caller.
+    // Far more runnable threads than CPUs: once the governor has read that twice
+    // in a row (one reading may catch a short task), regions run on the caller.
     RunnableCount busy([] { return 1000; });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the last reading
-    region_threads(2, 0);                                        // reads the count
+    for (int reading = 0; reading < 2; ++reading) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the last reading
+      region_threads(2, 0);                                        // reads the count
+    }
     EXPECT_TRUE(all_on_caller(region_threads(16, 300))) << "a region used the pool on a full machine";
   }
   RunnableCount quiet([] { return 1; });  // the caller alone
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(a_region_uses_the_pool_within_5_s()) << "regions stayed serial on a quiet machine";
+}
+
+// The governor subtracts our threads from the machine's runnable count by their
+// scheduler state: a spinning one counts, a sleeping one does not.
+TEST(OwnThreads, CountsOnlyThoseTheSchedulerCanRun) {
+  EXPECT_EQ(kjit::ew::runnable_own_threads(), 0);  // a fresh process (one per test)
+  std::atomic<int> phase{0};
+  std::thread t([&] {
+    kjit::ew::note_own_thread();
+    kjit::ew::note_own_thread();  // once per thread
+    phase.store(1);
+    while (phase.load() == 1) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  });
+  while (phase.load() == 0) std::this_thread::yield();
+  EXPECT_EQ(kjit::ew::runnable_own_threads(), 1) << "a spinning thread of ours is not counted";
+  phase.store(2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it sleeps now
+  EXPECT_EQ(kjit::ew::runnable_own_threads(), 0) << "a sleeping thread of ours is counted";
+  t.join();
+  EXPECT_EQ(kjit::ew::runnable_own_threads(), 0) << "an exited thread is counted";
 }
 
 TEST(ThreadPool, AWorkerThatCannotStartLeavesTheRegionToTheCaller) {
