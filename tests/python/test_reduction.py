@@ -446,6 +446,30 @@ def test_arg_reductions_follow_numpy_nan_rules_and_layouts(argmax, argmin):
     assert argmax(big) == 12345
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint16", "float32", "float64"])
+def test_arg_reductions_at_lane_and_block_edges(argmax, argmin, dtype):
+    # Blocks of 2^16 elements run one 64-byte vector of lanes each, with a tail in
+    # lane 0; the winner and its ties are put at every kind of edge.
+    lanes = 64 // np.dtype(dtype).itemsize
+    for n in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 5, 2**16 - 1, 2**16, 2**16 + 1, 3 * 2**16 + 17):
+        for first, second in ((n - 1, None), (0, n - 1), (lanes - 1, lanes), (min(lanes + 3, n - 1), 1),
+                              (n // 2, n // 2 + lanes), (2**16 + 5, 2**16 + 1)):
+            if first >= n or (second is not None and second >= n):
+                continue
+            x = np.zeros(n, dtype)
+            x[first] = 9
+            y = np.full(n, 3, dtype)
+            y[first] = 1
+            if second is not None:
+                x[second] = 9
+                y[second] = 1
+            assert argmax(x) == np.argmax(x), (dtype, n, first, second)
+            assert argmin(y) == np.argmin(y), (dtype, n, first, second)
+            if np.dtype(dtype).kind == "f":
+                x[first] = np.nan
+                assert argmax(x) == np.argmax(x) and argmin(x) == np.argmin(x), (dtype, n, first, second, "nan")
+
+
 def test_arg_reduction_rejections(argmax):
     with pytest.raises(ValueError, match=r"argmax: attempt to get the index of an empty sequence"):
         argmax(np.ones(0))

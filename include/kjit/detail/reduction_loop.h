@@ -103,8 +103,9 @@ class Reducer {
  private:
   /// Lanes of a contiguous block: four to eight vectors of the accumulator.
   static constexpr int kLanes = sizeof(Acc) >= 16 ? 8 : (sizeof(Acc) >= 8 ? 16 : 32);
-  /// Elements of a block: each lane adds 32 of them in order.
-  static constexpr int64_t kBlock = 32 * kLanes;
+  /// Elements of a block: each lane adds 32 of them in order. An arg reduction is
+  /// exact in any order, so its blocks are long: a block ends in a fold of its lanes.
+  static constexpr int64_t kBlock = Ops::kArg ? int64_t{1} << 16 : 32 * kLanes;
   /// Outputs an outer reduction carries at once, and rows before it splits.
   static constexpr int64_t kColumns = 4096 / (sizeof(Acc) < 4 ? 4 : sizeof(Acc));
   static constexpr int64_t kRows = 16;
@@ -200,41 +201,60 @@ class Reducer {
     return acc;
   }
 
-  /// A contiguous block: lanes of values; or for an arg reduction (Ops::kArg), the
-  /// best value in lanes, then the first element no worse than it (two loops the
-  /// compiler vectorises, the second a min of indices without an early exit).
+  /// A contiguous block: lanes of values, or for an arg reduction (Ops::kArg) arg_block.
   static Acc block(char* const* at, int64_t b, int64_t e) {
     if constexpr (Ops::kArg) {
-      using V = typename Ops::Value;
-      const char* in = at[1];
-      constexpr int64_t kSize = Ops::kSizes[1];
-      V best[kLanes];
-      for (int j = 0; j < kLanes; ++j) best[j] = Ops::value(in + (b + j) * kSize);
-      int64_t i = b + kLanes;
-      for (; i + kLanes <= e; i += kLanes) {
-        for (int j = 0; j < kLanes; ++j) {
-          const V v = Ops::value(in + (i + j) * kSize);
-          best[j] = Ops::better(v, best[j]) ? v : best[j];
-        }
-      }
-      for (; i < e; ++i) {
-        const V v = Ops::value(in + i * kSize);
-        best[0] = Ops::better(v, best[0]) ? v : best[0];
-      }
-      V top = best[0];
-      for (int j = 1; j < kLanes; ++j) top = Ops::better(best[j], top) ? best[j] : top;
-      // The first element no worse than the best: a min over the block, without an early exit.
-      const char* from = in + b * kSize;
-      const auto n = static_cast<int32_t>(e - b);  // a block is far shorter than 2^31
-      int32_t first = n;
-      for (int32_t k = 0; k < n; ++k) {
-        const int32_t here = Ops::better(top, Ops::value(from + k * kSize)) ? n : k;
-        first = here < first ? here : first;
-      }
-      return Acc{top, b + first};
+      return arg_block<typename Ops::Value>(at[1], b, e);
     } else {
       return lanes(at, b, e);
     }
+  }
+
+  /// The best element of a contiguous block and its index, in one pass: each of L
+  /// lanes keeps its best value and where it was (selects the compiler vectorises,
+  /// a vector of values and one of indices), and the lanes are folded at the end,
+  /// the better value winning and of equals the lower index, so the first of the
+  /// block's best wins as in a loop written out.
+  template <typename V>
+  static Acc arg_block(const char* in, int64_t b, int64_t e) {
+    constexpr int L = sizeof(V) >= 64 ? 1 : static_cast<int>(64 / sizeof(V));  // one 64-byte vector of values
+    constexpr int64_t kSize = Ops::kSizes[1];
+    const char* base = in + b * kSize;
+    const auto n = static_cast<int32_t>(e - b);  // a block is shorter than 2^31
+    if (n < L) {
+      V top = Ops::value(base);
+      int32_t at = 0;
+      for (int32_t k = 1; k < n; ++k) {
+        const V v = Ops::value(base + k * kSize);
+        if (Ops::better(v, top)) top = v, at = k;
+      }
+      return Acc{top, b + at};
+    }
+    V best[L];
+    int32_t where[L];
+    for (int j = 0; j < L; ++j) {
+      best[j] = Ops::value(base + j * kSize);
+      where[j] = j;
+    }
+    int32_t i = L;
+    for (; i + L <= n; i += L) {
+      for (int j = 0; j < L; ++j) {
+        const V v = Ops::value(base + (i + j) * kSize);
+        const bool wins = Ops::better(v, best[j]);
+        best[j] = wins ? v : best[j];
+        where[j] = wins ? i + j : where[j];
+      }
+    }
+    for (; i < n; ++i) {  // the tail, in lane 0: its indices are the block's last
+      const V v = Ops::value(base + i * kSize);
+      if (Ops::better(v, best[0])) best[0] = v, where[0] = i;
+    }
+    V top = best[0];
+    int32_t at = where[0];
+    for (int j = 1; j < L; ++j) {
+      if (Ops::better(best[j], top) || (!Ops::better(top, best[j]) && where[j] < at)) top = best[j], at = where[j];
+    }
+    return Acc{top, b + at};
   }
 
   /// A contiguous block in kLanes independent accumulators, folded pairwise.
