@@ -268,8 +268,8 @@ def test_load_inline_bad_names():
 def test_load_inline_argument_types():
     with pytest.raises(TypeError, match=r"^functions\[0\] must be a function name \(str\), got tuple$"):
         build("m", "", [("f", "a: int32")])
-    with pytest.raises(TypeError, match=r"^functions\['f'\] must be a signature string, a kjit\.Spec or a list of "
-                                        r"arg_spec tokens, got int$"):
+    with pytest.raises(TypeError, match=r"^functions\['f'\] must be a signature string, a kjit\.Spec, a list of "
+                                        r"arg_spec tokens or None \(inferred from the C\+\+ definition\), got int$"):
         build("m", "", {"f": 3})
     with pytest.raises(TypeError, match=r"^functions must be a dict .*; got the str 'f' \(did you mean \['f'\]\?\)$"):
         build("m", "", "f")
