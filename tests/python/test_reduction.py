@@ -446,15 +446,17 @@ def test_arg_reductions_follow_numpy_nan_rules_and_layouts(argmax, argmin):
     assert argmax(big) == 12345
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint16", "float16", "float32", "float64"])
 def test_arg_reductions_at_lane_and_block_edges(argmax, argmin, dtype):
-    # Blocks of 2^16 elements run one 64-byte vector of lanes each, with a tail in
-    # lane 0; the winner and its ties are put at every kind of edge.
+    # Blocks of 2^16 elements (and the threads' parts of them) run in groups of
+    # eight 64-byte vectors, then a tail; the winner and its ties are put at every
+    # kind of edge (float16 is compared as float32: 16 lanes, not 32).
     lanes = 64 // np.dtype(dtype).itemsize
     for n in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 5, 2**16 - 1, 2**16, 2**16 + 1, 3 * 2**16 + 17):
         for first, second in ((n - 1, None), (0, n - 1), (lanes - 1, lanes), (min(lanes + 3, n - 1), 1),
-                              (n // 2, n // 2 + lanes), (2**16 + 5, 2**16 + 1)):
-            if first >= n or (second is not None and second >= n):
+                              (n // 2, n // 2 + lanes), (2**16 + 5, 2**16 + 1), (8 * lanes, 8 * lanes - 1),
+                              (16 * lanes + 1, 8 * lanes + 2), (n - 1, n - 8 * lanes - 1)):
+            if first >= n or (second is not None and not 0 <= second < n):
                 continue
             x = np.zeros(n, dtype)
             x[first] = 9

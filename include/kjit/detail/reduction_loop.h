@@ -210,50 +210,67 @@ class Reducer {
     }
   }
 
-  /// The best element of a contiguous block and its index, in one pass: each of L
-  /// lanes keeps its best value and where it was (selects the compiler vectorises,
-  /// a vector of values and one of indices), and the lanes are folded at the end,
-  /// the better value winning and of equals the lower index, so the first of the
-  /// block's best wins as in a loop written out.
+  /// The best element of a contiguous block and its index. Values first: groups
+  /// of G vectors of L lanes are folded to one vector as a tree (no chain from one
+  /// vector to the next, so the compiler's selects overlap), and each lane keeps
+  /// its best value and the first group that reached it. The first group holding
+  /// the best value is then searched for its first element no worse than it; a
+  /// tail shorter than a group is searched element by element. Of equals the
+  /// first wins, as in a loop written out.
   template <typename V>
   static Acc arg_block(const char* in, int64_t b, int64_t e) {
     constexpr int L = sizeof(V) >= 64 ? 1 : static_cast<int>(64 / sizeof(V));  // one 64-byte vector of values
+    constexpr int G = 8;
+    constexpr int32_t kGroup = L * G;
     constexpr int64_t kSize = Ops::kSizes[1];
     const char* base = in + b * kSize;
     const auto n = static_cast<int32_t>(e - b);  // a block is shorter than 2^31
-    if (n < L) {
-      V top = Ops::value(base);
-      int32_t at = 0;
-      for (int32_t k = 1; k < n; ++k) {
-        const V v = Ops::value(base + k * kSize);
-        if (Ops::better(v, top)) top = v, at = k;
-      }
-      return Acc{top, b + at};
+    const int32_t groups = n / kGroup;
+    // The tail, after the groups (when there is one): its best and where it is first.
+    const bool has_tail = groups * kGroup < n;
+    int32_t tail_at = groups * kGroup;
+    V tail = has_tail ? Ops::value(base + tail_at * kSize) : V{};
+    for (int32_t k = tail_at + 1; k < n; ++k) {
+      const V v = Ops::value(base + k * kSize);
+      if (Ops::better(v, tail)) tail = v, tail_at = k;
     }
+    if (groups == 0) return Acc{tail, b + tail_at};
     V best[L];
-    int32_t where[L];
-    for (int j = 0; j < L; ++j) {
-      best[j] = Ops::value(base + j * kSize);
-      where[j] = j;
-    }
-    int32_t i = L;
-    for (; i + L <= n; i += L) {
-      for (int j = 0; j < L; ++j) {
-        const V v = Ops::value(base + (i + j) * kSize);
-        const bool wins = Ops::better(v, best[j]);
-        best[j] = wins ? v : best[j];
-        where[j] = wins ? i + j : where[j];
+    int32_t first_group[L];
+    for (int32_t g = 0; g < groups; ++g) {
+      V t[G][L];
+      const char* at = base + static_cast<int64_t>(g) * kGroup * kSize;
+#pragma GCC unroll 8
+      for (int k = 0; k < G; ++k) {
+        for (int j = 0; j < L; ++j) t[k][j] = Ops::value(at + (k * L + j) * kSize);
       }
-    }
-    for (; i < n; ++i) {  // the tail, in lane 0: its indices are the block's last
-      const V v = Ops::value(base + i * kSize);
-      if (Ops::better(v, best[0])) best[0] = v, where[0] = i;
+#pragma GCC unroll 8
+      for (int w = G / 2; w > 0; w /= 2) {
+#pragma GCC unroll 8
+        for (int k = 0; k < w; ++k) {
+          for (int j = 0; j < L; ++j) t[k][j] = Ops::better(t[k + w][j], t[k][j]) ? t[k + w][j] : t[k][j];
+        }
+      }
+      if (g == 0) {
+        for (int j = 0; j < L; ++j) best[j] = t[0][j], first_group[j] = 0;
+        continue;
+      }
+      for (int j = 0; j < L; ++j) {
+        const bool wins = Ops::better(t[0][j], best[j]);
+        best[j] = wins ? t[0][j] : best[j];
+        first_group[j] = wins ? g : first_group[j];
+      }
     }
     V top = best[0];
-    int32_t at = where[0];
+    int32_t group = first_group[0];
     for (int j = 1; j < L; ++j) {
-      if (Ops::better(best[j], top) || (!Ops::better(top, best[j]) && where[j] < at)) top = best[j], at = where[j];
+      if (Ops::better(best[j], top) || (!Ops::better(top, best[j]) && first_group[j] < group)) {
+        top = best[j], group = first_group[j];
+      }
     }
+    if (has_tail && Ops::better(tail, top)) return Acc{tail, b + tail_at};
+    int32_t at = group * kGroup;
+    while (Ops::better(top, Ops::value(base + at * kSize))) ++at;  // the group holds an element no worse than top
     return Acc{top, b + at};
   }
 
