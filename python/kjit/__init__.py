@@ -3,6 +3,9 @@
 Give kjit a kernel and a signature; it generates host code that checks every
 argument, JIT-compiles it with a shared cache and returns tvm-ffi functions callable
 with NumPy, PyTorch, JAX (DLPack) and tvm_ffi tensors.
+
+The docs that docstrings name as ``docs/<topic>.md`` ship with the package, in
+the folder ``python -m kjit.config --docdir`` prints (README.md first).
 """
 
 from ._lib import api as _api

@@ -1,7 +1,7 @@
 """``python -m kjit.config``: what a C++ build against kjit needs (as
 ``tvm-ffi-config``): ``--includedir``, ``--libdir``, ``--cmakedir``, ``--cxxflags``,
-``--ldflags``; with no option, each on a line of its own. Exit status 2 for an
-unknown option."""
+``--ldflags``, and ``--docdir`` (kjit's docs); with no option, each on a line of
+its own. Exit status 2 for an unknown option."""
 
 from __future__ import annotations
 
@@ -31,6 +31,14 @@ def cmake_dir() -> str:
     return os.path.join(lib_dir(), "cmake", "kjit")
 
 
+def doc_dir() -> str:
+    """The folder of kjit's docs (README.md and the docs/*.md the docstrings name):
+    in the installed package, else the source tree's docs/."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "docs")
+    return installed if os.path.isdir(installed) else os.path.normpath(os.path.join(here, "..", "..", "docs"))
+
+
 def cxxflags() -> list:
     """C++17 and the include folders of kjit, tvm-ffi and DLPack."""
     flags = ["-std=c++17"]
@@ -50,10 +58,10 @@ def ldflags() -> list:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kjit.config", description=__doc__.splitlines()[0],
                                      allow_abbrev=False)
-    for flag in ("includedir", "libdir", "cmakedir", "cxxflags", "ldflags", "version"):
+    for flag in ("includedir", "libdir", "cmakedir", "docdir", "cxxflags", "ldflags", "version"):
         parser.add_argument(f"--{flag}", action="store_true")
     args = parser.parse_args(argv)
-    values = {"includedir": include_dir(), "libdir": lib_dir(), "cmakedir": cmake_dir(), "cxxflags": " ".join(cxxflags()),
+    values = {"includedir": include_dir(), "libdir": lib_dir(), "cmakedir": cmake_dir(), "docdir": doc_dir(), "cxxflags": " ".join(cxxflags()),
               "ldflags": " ".join(ldflags()), "version": __version__}
     chosen = [k for k in values if getattr(args, k)]
     if not chosen:

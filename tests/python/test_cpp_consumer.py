@@ -3,6 +3,7 @@
 kjit/iterator.h's cpu_kernel and parallel_for on kjit's pool, linked to libkjit."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,9 +67,24 @@ def test_a_cpp_program_loads_a_built_module_and_runs_the_iterator(tmp_path):
 def test_config_prints_each_value_and_refuses_unknown_options():
     out = subprocess.run([sys.executable, "-m", "kjit.config"], capture_output=True, text=True, check=True).stdout
     keys = [line.split(":")[0] for line in out.splitlines()]
-    assert keys == ["includedir", "libdir", "cmakedir", "cxxflags", "ldflags", "version"]
+    assert keys == ["includedir", "libdir", "cmakedir", "docdir", "cxxflags", "ldflags", "version"]
     inc = subprocess.run([sys.executable, "-m", "kjit.config", "--includedir"], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert os.path.isfile(os.path.join(inc, "kjit", "iterator.h"))
     bad = subprocess.run([sys.executable, "-m", "kjit.config", "--cmake"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unrecognized arguments: --cmake" in bad.stderr
+
+
+def test_every_doc_a_docstring_names_ships_with_the_package():
+    docdir = subprocess.run([sys.executable, "-m", "kjit.config", "--docdir"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    package = os.path.dirname(kjit.__file__)
+    named = set()
+    for name in os.listdir(package):
+        if name.endswith(".py"):
+            with open(os.path.join(package, name), encoding="utf-8") as f:
+                named |= set(re.findall(r"docs/([a-z_]+\.md)", f.read()))
+    assert len(named) >= 6, named
+    missing = sorted(n for n in named if not os.path.isfile(os.path.join(docdir, n)))
+    assert missing == [], f"{docdir} lacks {missing}"
+    assert os.path.isfile(os.path.join(docdir, "README.md")) or os.path.isfile(os.path.join(docdir, "..", "README.md"))
