@@ -497,8 +497,9 @@ std::string keep_failed_sources(const EntryPaths& p, const fs::path& tmp) {
 
 /// Compiles into a fresh private directory `.tmp-<stem>-<key>-XXXXXX` (the name
 /// lets a later build find its lock and clean it up if this one is killed) and
-/// returns it, sealed; throws CompileError.
-fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
+/// returns it, sealed, with `key_text` (the key part by part) as its `key` file;
+/// throws CompileError.
+fs::path compile_private(const BuildRequest& r, const EntryPaths& p, const std::string& key_text) {
   std::string pattern = (p.root / (".tmp-" + p.entry + "-XXXXXX")).string();
   if (mkdtemp(pattern.data()) == nullptr) {
     throw CacheError("kjit: cannot create a build directory in the cache directory " + p.root.string() + ": " +
@@ -531,7 +532,7 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p) {
     require_library(r, library, last);
     require_exports(r, library, last);
     cd::write_private_file(tmp / "origin", origin_of(r));
-    cd::write_private_file(tmp / "key", cd::format_key_parts(cd::key_parts(r)));
+    cd::write_private_file(tmp / "key", key_text);
     seal_build(tmp, library, dep_files, pch.headers);
   } catch (const CompileError& e) {
     const std::string kept = keep_failed_sources(p, tmp);
@@ -589,16 +590,17 @@ BuildResult build_shared_library(const BuildRequest& request, const std::string&
   cd::remove_stale_builds(p.root);  // before our own lock, so our own killed build's leftovers go too
   cd::ensure_private_dir(p.root / "locks", "lock directory");
   FileLock lock(p.root / "locks" / (p.entry + ".lock"), r.verbose);
+  const std::string key_text = cd::format_key_parts(cd::key_parts(r));  // once per build: it hashes the source
   if (!r.force_rebuild) {
     EntryCheck again = check_entry(p);
     if (again.state == EntryState::kValid) return published(p, key, true);  // built by another process
     announce_rebuild(r, p, again);
     if (again.state == EntryState::kMissing && r.verbose) {
-      const std::string why = cd::describe_cache_miss(p.root, p.stem, p.entry, cd::format_key_parts(cd::key_parts(r)));
+      const std::string why = cd::describe_cache_miss(p.root, p.stem, p.entry, key_text);
       std::fprintf(stderr, "[kjit] module '%s': %s\n", r.name.c_str(), why.c_str());
     }
   }
-  fs::path tmp = compile_private(r, p);
+  fs::path tmp = compile_private(r, p, key_text);
   publish_entry(r, tmp, p);
   if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': published %s\n", r.name.c_str(), p.library.c_str());
   apply_size_cap(r, p);
