@@ -79,6 +79,12 @@ class Reduction {
   void run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims, std::optional<EwType> dtype,
            const DLTensor* out, Promotion promotion = Promotion::kNumPy);
 
+  /// Reduces into a new output that `allocate` makes (k = 0) for output_for's
+  /// layout, C-contiguous: the call's plan lays the output out itself, and checks
+  /// nothing of it (Elementwise's EwAllocation::kFreshContiguous).
+  void run_allocating(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                      std::optional<EwType> dtype, const EwAllocate& allocate, Promotion promotion = Promotion::kNumPy);
+
  private:
   struct Impl;  // src/reduction/reduction.cc
   std::unique_ptr<Impl> impl_;

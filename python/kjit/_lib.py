@@ -63,6 +63,7 @@ class _Api:
             "red_create",
             "red_output",
             "red_run",
+            "red_function",
             "red_free",
             "raise_pending",
             "call_model",

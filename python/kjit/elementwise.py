@@ -111,7 +111,7 @@ def _without_lazy_bits(x):
 
 def _refuse_grad(name: str, tensors, what: str, api: str):
     """A torch tensor that requires grad with grad mode on: the result would have no
-    grad_fn (the same TypeError as the call type's, src/pyext/elementwise_type.cc)."""
+    grad_fn (the same TypeError as the call type's, src/pyext/computation_type.cc)."""
     torch = _torch()
     if not torch.is_grad_enabled():
         return
@@ -155,7 +155,7 @@ def _torch_results(results):
 
 class _Engine:
     """One kjit::Elementwise (by id): the maker of its call functions, which
-    kjit._call.Elementwise keeps by call class, and the checked path; frees the
+    kjit._call.Computation keeps by call class, and the checked path; frees the
     engine when collected."""
 
     def __init__(self, code: str, name: str, num_outputs: int, build_dir: str, verbose: bool, compute: str):
@@ -350,12 +350,12 @@ _SIGNATURE = inspect.Signature([
 
 
 def _call_object(engine: _Engine):
-    """The function kjit.elementwise returns: a kjit._call.Elementwise (src/pyext),
+    """The function kjit.elementwise returns: a kjit._call.Computation (src/pyext),
     which classifies each call in C (framework, Python scalars, out=, count of extra
     scalars), calls the call function of that class, made on first use, and sends
     what a call function declines, and calls of no class, to engine.checked_call."""
-    return call_type.Elementwise(engine.make_function, engine.checked_call, api.raise_pending, _numpy_dtype,
-                                 _torch_results, engine.num_outputs)
+    return call_type.Computation(engine.make_function, engine.checked_call, api.raise_pending, _numpy_dtype,
+                                 _torch_results, engine.num_outputs, "kjit.elementwise")
 
 
 def get_num_threads() -> int:

@@ -1,13 +1,15 @@
 """``kjit.reduction``: computation strings become reductions, as CuPy's
 ReductionKernel: a map of the broadcast inputs, an associative and commutative
 combine, a finishing post step, over any axes, with keepdims, dtype= and out=.
-Planning and loops are C++ (libkjit, src/reduction); this module converts the
-arguments and allocates the result in the inputs' framework.
+Planning and loops are C++ (libkjit, src/reduction). The function a reduction
+returns is a kjit._call.Computation, as kjit.elementwise's: a call of NumPy arrays
+or torch tensors with an int axis (or none) goes to a call function in C; every
+other call comes here (_Reduction.checked_call), which converts the arguments and
+allocates the result in the inputs' framework.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import operator
 import os
@@ -18,7 +20,8 @@ import numpy as np
 from . import _frameworks
 from ._lib import api, call_type
 from .elementwise import (_INT64_MAX, _INT64_MIN, _NUMPY, _TORCH, _argument, _compute_name, _first_tensor,
-                          _framework, _is_torch_tensor, _refuse_grad, _torch, _without_lazy_bits)
+                          _framework, _is_torch_tensor, _numpy_dtype, _refuse_grad, _torch, _torch_results,
+                          _without_lazy_bits)
 
 
 def _identity(value):
@@ -64,43 +67,20 @@ class _Reduction:
         self.id, entry = api.red_create(reduce_code, map_code, post_code, name, _identity(identity),
                                         bool(upcast_integers), build_dir, bool(verbose), arg)
         self.name: str = str(entry)
-        # One NumPy array or CPU torch tensor, no dtype= or out=: (type, dtype, shape, strides, axis, keepdims)
-        # -> (axes as the C++ side takes them, the result's allocator), so a repeated call allocates and runs.
-        self._calls: dict = {}
 
-    def fast_call(self, x, axis, keepdims):
-        """A call of one writable NumPy array or plain torch tensor without dtype= or
-        out=, after its first (remember_call); None when the call is not of that form."""
-        t = type(x)
-        try:
-            if t is np.ndarray:
-                hit = self._calls.get((t, x.dtype, x.shape, x.strides, axis, keepdims))
-                if hit is None or not x.flags.writeable:
-                    return None
-            else:
-                hit = self._calls.get((t, x.dtype, x.shape, x.stride(), axis, keepdims))
-                if hit is None or x.is_conj() or x.is_neg() or (x.requires_grad and _torch().is_grad_enabled()):
-                    return None
-        except TypeError:  # an unhashable axis (a list): the general path says what is wrong
-            return None
-        axes, empty = hit
-        target = empty()
-        api.red_run(self.id, _NUMPY if t is np.ndarray else _TORCH, axes, bool(keepdims), "", target, x)
-        return target if t is not np.ndarray or target.ndim else target[()]
+    def make_function(self, torch: bool, scalar_inputs: bool, into: bool, keywords: int):
+        """The call function of one call class (kjit.red_function): the framework,
+        out= or not, and which of axis (bit 0) and keepdims (bit 1) are given."""
+        del scalar_inputs  # a reduction's call functions take tensors only; the rest comes here
+        return api.red_function(self.id, _TORCH if torch else _NUMPY, into, keywords)
 
-    def remember_call(self, x, axis, keepdims, axes, target):
-        """After a general call of one NumPy array or torch tensor: what fast_call needs."""
-        if len(self._calls) >= 256:
-            self._calls.clear()
-        t = type(x)
-        if t is np.ndarray:
-            key, empty = (x.strides, functools.partial(np.empty, target.shape, target.dtype))
-        else:
-            key, empty = (x.stride(), functools.partial(_torch().empty, target.shape, dtype=target.dtype))
-        try:
-            self._calls[(t, x.dtype, x.shape, key, axis, keepdims)] = (axes, empty)
-        except TypeError:
-            pass
+    def checked_call(self, inputs, out, extras):
+        """Any call the call type does not run in C: each argument converted and
+        checked here."""
+        for k in extras:
+            if k not in ("axis", "keepdims", "dtype"):
+                raise TypeError(f"{self.name}() got an unexpected keyword argument '{k}'")
+        return self(*inputs, out=out, **extras)
 
     def _arguments(self, inputs, keep: list):
         framework = _framework(inputs)
@@ -145,9 +125,6 @@ class _Reduction:
         del keep
         if out is not None:
             return out
-        if dtype is None and len(inputs) == 1 and inputs[0] is args[0] and framework in ("numpy", "torch") and \
-                type(target) is type(inputs[0]):
-            self.remember_call(inputs[0], axis, keepdims, axes, target)
         if framework == "numpy":  # a 0-d result is a NumPy scalar, as np.sum returns
             return target if target.ndim else target[()]
         if framework == "jax":
@@ -161,19 +138,6 @@ class _Reduction:
                 free(self.id)
             except Exception:  # noqa: BLE001 (interpreter shutdown: nothing to free into)
                 pass
-
-
-class _FastTypes:
-    """The input types of fast calls: np.ndarray, and torch.Tensor once torch is imported."""
-
-    def __contains__(self, t) -> bool:
-        if t is np.ndarray:
-            return True
-        torch = _torch()
-        return torch is not None and t is torch.Tensor
-
-
-_fast_types = _FastTypes()
 
 
 def _dtype_name(dtype) -> str:
@@ -226,16 +190,7 @@ def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, pos
     build_dir = "" if build_directory is None else os.fspath(build_directory)
     red = _Reduction(reduce_code, identity, map_code or "", post_code or "", name or "", upcast_integers, build_dir,
                      verbose)
-
-    fast_call = red.fast_call
-
-    def call(*inputs, axis=None, keepdims=False, dtype=None, out=None):
-        if out is None and dtype is None and len(inputs) == 1 and type(inputs[0]) in _fast_types:
-            result = fast_call(inputs[0], axis, keepdims)
-            if result is not None:
-                return result
-        return red(*inputs, axis=axis, keepdims=keepdims, dtype=dtype, out=out)
-
+    call = _call_object(red)
     call.name = red.name
     call.identity = identity
     call.reduce_code, call.map_code, call.post_code = reduce_code, map_code, post_code
@@ -268,25 +223,18 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
         raise TypeError(f"kjit.arg_reduction: name must be a str, got {type(name).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
     red = _Reduction(better_code, None, "", "", name or "", False, build_dir, verbose, arg=True)
-
-    fast_call = red.fast_call
+    reduce = _call_object(red)
 
     def call(x, *, axis=None, keepdims=False, out=None):
         if axis is not None:
             if isinstance(axis, (tuple, list)):
                 raise TypeError(f"{red.name}: axis must be None or an int, got {type(axis).__name__}")
-            if out is None and type(x) in _fast_types:
-                result = fast_call(x, axis, keepdims)
-                if result is not None:
-                    return result
-            return red(x, axis=axis, keepdims=keepdims, out=out)
+            return reduce(x, axis=axis, keepdims=keepdims, out=out)
         flat = _flattened(x)
-        if not keepdims and out is None and type(flat) in _fast_types:
-            result = fast_call(flat, 0, False)
-            if result is not None:
-                return result
+        if not keepdims:
+            return reduce(flat, axis=0 if np.ndim(flat) else None, out=out)
         shape = np.shape(x) if not _is_torch_tensor(x) else tuple(x.shape)
-        result = red(flat, axis=0 if flat.ndim else None, out=None if keepdims else out)
+        result = reduce(flat, axis=0 if np.ndim(flat) else None)
         if not keepdims:
             return result
         kept = (result.reshape((1,) * len(shape)) if hasattr(result, "reshape")
@@ -304,6 +252,15 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
     call.__qualname__ = f"kjit.arg_reduction[{red.name}]"
     call.__doc__ = f"kjit.arg_reduction '{red.name}': f(x, axis=None, keepdims=False, out=None); see kjit.arg_reduction."
     return call
+
+
+def _call_object(red: _Reduction):
+    """The function kjit.reduction returns: a kjit._call.Computation (src/pyext), as
+    kjit.elementwise's, which runs calls of NumPy arrays and torch tensors with an
+    int axis or none through a call function in C and sends the rest to
+    red.checked_call."""
+    return call_type.Computation(red.make_function, red.checked_call, api.raise_pending, _numpy_dtype,
+                                 _torch_results, 1, "kjit.reduction", ("axis", "keepdims"), True)
 
 
 def _flattened(x):

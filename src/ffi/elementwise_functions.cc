@@ -4,7 +4,6 @@
 // arrive as they were passed from Python.
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
@@ -20,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "elementwise/output_memory.h"
 #include "elementwise/thread_pool.h"
 #include "ffi/boundary.h"
 #include "ffi/id_table.h"
+#include "ffi/new_outputs.h"
 #include "ffi/operands.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -89,90 +88,6 @@ void ew_run(PackedArgs args, Any* rv) {
   });
 }
 
-[[noreturn]] KJIT_COLD void throw_out_of_memory(const DLTensor& t, size_t bytes) {
-  std::string shape;
-  for (int d = 0; d < t.ndim; ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
-  throw detail::StdError<std::runtime_error>(
-      ErrorKind::kMemoryError, "kjit.elementwise: cannot allocate " + std::to_string(bytes) +
-                                   " bytes for an output of shape (" + shape + (t.ndim == 1 ? ",)" : ")"));
-}
-
-/// Host memory for outputs kjit allocates itself (elementwise/output_memory.h);
-/// tvm-ffi keeps this allocator inside the tensor object, so it remembers the
-/// block's capacity until FreeData.
-struct HostAlloc {
-  ew::OutputBlock block;
-  void AllocData(DLTensor* t) {
-    // The planner checked that the size fits (check_broadcast_size): no wrap here.
-    const size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
-    block = ew::acquire_output_memory(bytes);
-    if (block.data == nullptr) throw_out_of_memory(*t, bytes);
-    t->data = block.data;
-  }
-  void FreeData(DLTensor*) { ew::release_output_memory(block); }
-};
-
-/// Up to 64 bytes of data inside the tensor object itself (tvm-ffi keeps the
-/// allocator as a member of the object, which never moves): one allocation
-/// instead of two for the small results whose call cost is all overhead.
-struct InlineHostAlloc {
-  static constexpr size_t kBytes = 64;
-  alignas(16) unsigned char bytes[kBytes];
-  void AllocData(DLTensor* t) { t->data = bytes; }
-  void FreeData(DLTensor*) {}
-};
-
-/// allocate_output for the layouts that are not a C-contiguous CPU tensor: other
-/// devices, and outputs that follow a permuted input layout.
-KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& layout, DLDevice device, const std::string& fn) {
-  const size_t nd = layout.shape.size();
-  std::vector<int64_t> permuted(nd);
-  bool identity = true;
-  for (size_t i = 0; i < nd; ++i) {
-    permuted[i] = layout.shape[layout.order[i]];
-    identity = identity && layout.order[i] == static_cast<int>(i);
-  }
-  tvm::ffi::ShapeView shape(permuted.data(), nd);
-  tvm::ffi::Tensor t;
-  if (device.device_type == kDLCPU) {
-    t = tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, ew_dl_type(layout.type), device);
-  } else if (TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr) {
-    t = tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, ew_dl_type(layout.type), device);
-  } else {
-    throw TypeError(fn + ": cannot allocate the output on " + (device.device_type == kDLCUDA ? "CUDA" : "this device") +
-                    " for these tensors (only torch provides an allocator through DLPack); pass out=");
-  }
-  if (identity) return t;
-  std::vector<int64_t> strides(nd);
-  int64_t step = 1;
-  for (size_t i = nd; i-- > 0;) {  // the permuted buffer's strides, seen in the output's dim order
-    strides[layout.order[i]] = step;
-    step *= permuted[i];
-  }
-  return t.as_strided(tvm::ffi::ShapeView(layout.shape.data(), nd), tvm::ffi::ShapeView(strides.data(), nd));
-}
-
-/// A new output of a call function. CPU: kjit's host memory (inline when small),
-/// which NumPy and torch take through DLPack. Other devices: the allocator tvm-ffi
-/// set for the call (torch's, for torch inputs). Allocated contiguous in the order
-/// the layout asks for, then viewed in the output's dim order.
-tvm::ffi::Tensor allocate_output(const EwOutput& layout, DLDevice device, const std::string& fn) {
-  const size_t nd = layout.shape.size();
-  bool identity = device.device_type == kDLCPU;
-  int64_t numel = 1;
-  for (size_t i = 0; i < nd && identity; ++i) {
-    identity = layout.order[i] == static_cast<int>(i);
-    numel *= layout.shape[i];
-  }
-  if (!identity) return allocate_output_permuted(layout, device, fn);
-  const DLDataType dtype = ew_dl_type(layout.type);
-  tvm::ffi::ShapeView shape(layout.shape.data(), nd);
-  if (tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype) <= InlineHostAlloc::kBytes) {
-    return tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
-  }
-  return tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), shape, dtype, device);
-}
-
 /// Runs `ew` on `inputs` and `extra` into new outputs: *rv is the output, or an
 /// Array of them.
 void run_into_new_outputs(Elementwise& ew, Promotion p, const std::vector<EwOperand>& inputs,
@@ -184,7 +99,7 @@ void run_into_new_outputs(Elementwise& ew, Promotion p, const std::vector<EwOper
   } made{&ew.name(), {}, {}};
   // One captured pointer: fits std::function's inline buffer, so no allocation.
   auto allocate = [m = &made](size_t k, const EwOutput& layout, DLDevice device) -> const DLTensor* {
-    tvm::ffi::Tensor t = allocate_output(layout, device, *m->fn);
+    tvm::ffi::Tensor t = allocate_output(layout, device, *m->fn, "kjit.elementwise");
     if (k == 0) {
       m->single = std::move(t);
       return m->single.GetDLTensorPtr();
@@ -204,14 +119,6 @@ void run_into_new_outputs(Elementwise& ew, Promotion p, const std::vector<EwOper
 [[noreturn]] KJIT_COLD void throw_too_few_arguments(const std::string& fn, int n_out, int n_extra, int got) {
   throw TypeError(fn + ": expected at least one input before " + std::to_string(n_out) + " output tensor(s) and " +
                   std::to_string(n_extra) + " extra scalar(s), got " + std::to_string(got) + " argument(s) in all");
-}
-
-/// The tensor a call function takes, or null: a Tensor object or a DLTensor*.
-KJIT_INLINE const DLTensor* tensor_arg(const TVMFFIAny* raw) {
-  if (raw->type_index == kTVMFFITensor) {
-    return reinterpret_cast<const DLTensor*>(reinterpret_cast<const char*>(raw->v_obj) + sizeof(TVMFFIObject));
-  }
-  return raw->type_index == kTVMFFIDLTensorPtr ? static_cast<const DLTensor*>(raw->v_ptr) : nullptr;
 }
 
 /// The scalar a call function takes (a bool, int or float) into *out; false for
@@ -341,8 +248,7 @@ tvm::ffi::Tensor ew_empty(const Array<int64_t>& shape, const String& dtype_name)
                          ": its size in bytes overflows int64");
       }
     }
-    return tvm::ffi::Tensor::FromNDAlloc(HostAlloc(), tvm::ffi::ShapeView(dims.data(), dims.size()), d->dl,
-                                         DLDevice{kDLCPU, 0});
+    return empty_host_tensor(tvm::ffi::ShapeView(dims.data(), dims.size()), d->dl, "kjit.elementwise");
   });
 }
 

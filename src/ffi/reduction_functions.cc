@@ -1,12 +1,14 @@
 // The kjit.red_* tvm-ffi global functions behind kjit.reduction: reductions by id,
-// the output a call makes (for Python to allocate in the inputs' framework), and
-// the run into it.
+// the call functions kjit._call.Computation calls (made per call class by
+// kjit.red_function), and the checked path's red_output (the output a call makes,
+// for Python to allocate in the inputs' framework) and red_run.
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/ffi/string.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,10 +17,12 @@
 
 #include "ffi/boundary.h"
 #include "ffi/id_table.h"
+#include "ffi/new_outputs.h"
 #include "ffi/operands.h"
 #include "kjit/errors.h"
 #include "kjit/reduction.h"
 #include "kjit/spec.h"
+#include "support/thread_scratch.h"
 
 namespace kjit {
 namespace {
@@ -112,6 +116,89 @@ void red_run(PackedArgs args, Any* rv) {
   });
 }
 
+/// Per-thread buffers of the call functions: they keep their capacity, so a small
+/// call allocates nothing here.
+struct RedScratch {
+  std::vector<EwOperand> inputs;
+  ReduceAxes axes;
+};
+
+/// axis as a call function takes it: an int; false for anything else (a bool, a
+/// tuple, None), which the checked path reads.
+bool axis_arg(const TVMFFIAny* raw, ReduceAxes* axes) {
+  if (raw->type_index != kTVMFFIInt) return false;
+  axes->all = false;
+  axes->axes.assign(1, raw->v_int64);
+  return true;
+}
+
+/// keepdims as a call function takes it: a bool or an int (Python's truth).
+bool keepdims_arg(const TVMFFIAny* raw, bool* keepdims) {
+  if (raw->type_index != kTVMFFIBool && raw->type_index != kTVMFFIInt) return false;
+  *keepdims = raw->v_int64 != 0;
+  return true;
+}
+
+/// The keyword arguments a call function takes after its tensors, as bits of the
+/// call class kjit._call.Computation passes (its `keywords`: axis, keepdims).
+constexpr int64_t kAxisArg = 1, kKeepdimsArg = 2;
+
+/// red_function(id, promotion, into, keywords) -> the call function of one call
+/// class: f(*inputs[, axis][, keepdims]) returns the new output, and with `into`
+/// f(*inputs, out[, axis][, keepdims]) reduces into out and returns True. It runs
+/// only when every input and out are tensors, axis an int and keepdims a bool or
+/// int; otherwise it returns None and runs nothing, and the call takes the checked
+/// path (red_output and red_run), which reads every other form.
+tvm::ffi::Function red_function(int64_t id, int64_t promotion, bool into, int64_t keywords) {
+  return at_ffi_boundary([&] {
+    std::shared_ptr<Reduction> red = g_reductions.get(id);
+    internal_check(keywords >= 0 && keywords <= (kAxisArg | kKeepdimsArg), "red_function with unknown keywords");
+    const Promotion p = promotion_of(promotion);
+    const int n_out = into ? 1 : 0;
+    const bool has_axis = (keywords & kAxisArg) != 0, has_keepdims = (keywords & kKeepdimsArg) != 0;
+    const int n_kw = int{has_axis} + int{has_keepdims};
+    return tvm::ffi::Function::FromPacked([red, p, n_out, has_axis, has_keepdims, n_kw](PackedArgs args, Any* rv) {
+      const auto* raw = reinterpret_cast<const TVMFFIAny*>(args.data());
+      const int n_in = args.size() - n_out - n_kw;
+      RedScratch& s = thread_scratch<RedScratch>();
+      s.inputs.resize(std::max(n_in, 0));
+      bool taken = n_in >= 1;
+      for (int i = 0; taken && i < n_in; ++i) {
+        const DLTensor* t = tensor_arg(&raw[i]);
+        s.inputs[i] = EwOperand::of(t);
+        taken = t != nullptr;
+      }
+      const DLTensor* out = n_out > 0 && taken ? tensor_arg(&raw[n_in]) : nullptr;
+      taken = taken && (n_out == 0 || out != nullptr);
+      const TVMFFIAny* kw = raw + n_in + n_out;
+      s.axes.all = true;
+      taken = taken && (!has_axis || axis_arg(kw++, &s.axes));
+      bool keepdims = false;
+      taken = taken && (!has_keepdims || keepdims_arg(kw, &keepdims));
+      if (!taken) {
+        *rv = nullptr;
+        return;
+      }
+      at_ffi_boundary([&] {
+        if (out != nullptr) {
+          red->run(s.inputs, s.axes, keepdims, std::nullopt, out, p);
+          *rv = true;
+          return 0;
+        }
+        tvm::ffi::Tensor made;
+        // Two captured pointers: fit std::function's inline buffer, so no allocation.
+        auto allocate = [m = &made, &red](size_t, const EwOutput& layout, DLDevice device) -> const DLTensor* {
+          *m = allocate_output(layout, device, red->name(), kApi);
+          return m->GetDLTensorPtr();
+        };
+        red->run_allocating(s.inputs, s.axes, keepdims, std::nullopt, allocate, p);
+        *rv = std::move(made);
+        return 0;
+      });
+    });
+  });
+}
+
 /// red_create(reduce, map, post, name, identity, upcast_integers, build_dir, verbose, arg) -> [id, name]
 void red_create(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
@@ -138,6 +225,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def_packed("kjit.red_create", red_create)
       .def_packed("kjit.red_output", red_output)
       .def_packed("kjit.red_run", red_run)
+      .def("kjit.red_function", red_function)
       .def("kjit.red_free", [](int64_t id) {
         // The kernel handles go; the compiled libraries stay loaded and cached on disk.
         g_reductions.free(id);

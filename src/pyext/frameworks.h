@@ -1,7 +1,7 @@
 // The framework table: which array framework a call's tensor argument belongs to,
 // how kjit reads its metadata, how new outputs are allocated in the caller's
 // framework and device, and what happens to read-only arrays. Checked kernels
-// (function_type.cc) and elementwise functions (elementwise_type.cc, and
+// (function_type.cc) and elementwise functions (computation_type.cc, and
 // python/kjit/elementwise.py through kjit._call.empty) all use it.
 //
 // NumPy arrays, torch tensors and tvm_ffi.Tensor are recognised by exact type in C;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "call/call_model_object.h"
-#include "elementwise_type.h"
+#include "computation_type.h"
 #include "frameworks.h"
 #include "kjit/small_vector.h"
 #include "model_arguments.h"
@@ -739,7 +739,7 @@ PyMODINIT_FUNC PyInit__call() {  // NOLINT(bugprone-reserved-identifier): CPytho
     Py_DECREF(module);
     return nullptr;
   }
-  if (kjit::pyext::add_elementwise_type(module) < 0) {
+  if (kjit::pyext::add_computation_type(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -214,4 +214,9 @@ PyObject* ndarray_owning(TVMFFIObjectHandle tensor, PyObject* dtype_named) {
   return array;
 }
 
+PyObject* scalar_if_zero_dim(PyObject* result) {
+  if (Py_TYPE(result) != &PyArray_Type || PyArray_NDIM(reinterpret_cast<PyArrayObject*>(result)) != 0) return result;
+  return PyArray_Return(reinterpret_cast<PyArrayObject*>(result));
+}
+
 }  // namespace kjit::pyext

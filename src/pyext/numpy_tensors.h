@@ -46,6 +46,10 @@ void* ndarray_data(PyObject* a);
 /// types a float); false for anything else, complex scalars included.
 bool numpy_scalar(PyObject* x, TVMFFIAny* out);
 
+/// `result` itself, or for a 0-d ndarray its NumPy scalar, as np.sum returns one.
+/// Takes `result`; nullptr with an error set on failure.
+PyObject* scalar_if_zero_dim(PyObject* result);
+
 /// Whether ndarray `a` is writeable.
 bool ndarray_writeable(PyObject* a);
 

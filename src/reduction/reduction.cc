@@ -138,6 +138,7 @@ void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t coun
 /// its loop dims, its kernel, and the byte spans the overlap check needs.
 struct RedPlan {
   red::RedCall call;
+  EwOutput output;  ///< the output's layout, C-contiguous (what run_allocating allocates)
   red::RedDims dims;
   RedKernelTypes types;
   RedKernelFn kernel;         ///< none when the output is empty
@@ -150,7 +151,7 @@ struct RedPlan {
 };
 
 /// What a reduction call's plan depends on: the axes, keepdims, dtype= and the
-/// operands' metadata (ew::encode_call's words).
+/// operands' metadata (ew::encode_call's words); `out` null for a new output.
 template <class Sink>
 KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inputs, const DLTensor* out,
                                   const ReduceAxes& axes, bool keepdims, std::optional<EwType> dtype, Promotion p) {
@@ -159,7 +160,18 @@ KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inpu
   for (int64_t a : axes.axes) sink->word(static_cast<uint64_t>(a));
   sink->word(uint64_t{keepdims} | uint64_t{dtype.has_value()} << 1 |
              (dtype ? static_cast<uint64_t>(*dtype) : uint64_t{0}) << 8);
-  ew::encode_call(sink, inputs, &out, 1, kNoExtra, p);
+  ew::encode_call(sink, inputs, &out, out != nullptr ? 1 : 0, kNoExtra, p);
+}
+
+/// C-contiguous strides, in elements, of a new output of `shape`.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
 }
 
 struct Reduction::Impl {
@@ -273,30 +285,37 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   RedPlan& plan = *made;
   plan.call = this->plan(inputs, axes, keepdims, dtype, p);
   const red::RedCall& c = plan.call;
-  check_out(c, out, p);
-  const EwType out_type = *ew::from_dl(out->dtype);
+  plan.output.shape = c.output_shape;
+  plan.output.type = c.result;
+  for (size_t d = 0; d < c.output_shape.size(); ++d) plan.output.order.push_back(static_cast<int>(d));
+  if (out != nullptr) check_out(c, out, p);
+  const EwType out_type = out != nullptr ? *ew::from_dl(out->dtype) : c.result;
   plan.types = RedKernelTypes{c.call.inputs, c.acc, out_type};
   const size_t n_ops = inputs.size() + 1;
   const std::vector<int64_t>& shape = c.call.shape;
   // Operand byte strides over the broadcast dims, the output's 0 along reduced ones.
   std::vector<std::vector<int64_t>> strides(n_ops, std::vector<int64_t>(shape.size(), 0));
-  const std::vector<int64_t> out_strides = ew::strides_of(out);
+  const std::vector<int64_t> out_strides = out != nullptr ? ew::strides_of(out) : contiguous_strides(c.output_shape);
   for (size_t d = 0, k = 0; d < shape.size(); ++d) {
     if (!c.reduced[d]) strides[0][d] = out_strides[k] * ew::size_of(out_type);
     if (!c.reduced[d] || keepdims) ++k;
   }
   std::vector<ew::LoopOperand> in = ew::input_operands(inputs, c.call);
   plan.spans.assign(n_ops, {0, 0});
-  auto span_of = [](const DLTensor* t, int element_size) -> std::pair<int64_t, int64_t> {
-    std::vector<int64_t> bytes = ew::strides_of(t);
-    for (int64_t& b : bytes) b *= element_size;
-    const ew::Extent e = ew::extent_of(nullptr, ew::shape_of(t), bytes, element_size);
+  auto span_of = [](const std::vector<int64_t>& shape, std::vector<int64_t> strides,
+                    int element_size) -> std::pair<int64_t, int64_t> {
+    for (int64_t& b : strides) b *= element_size;
+    const ew::Extent e = ew::extent_of(nullptr, shape, strides, element_size);
     return {static_cast<int64_t>(e.lo), static_cast<int64_t>(e.hi)};
   };
-  plan.spans[0] = span_of(out, ew::size_of(out_type));
+  auto span_of_tensor = [&](const DLTensor* t, int element_size) {
+    return span_of(ew::shape_of(t), ew::strides_of(t), element_size);
+  };
+  plan.spans[0] = span_of(c.output_shape, out_strides, ew::size_of(out_type));
   for (size_t i = 0; i < inputs.size(); ++i) {
     strides[i + 1] = in[i].strides;
-    if (const DLTensor* t = inputs[i].tensor) plan.spans[i + 1] = span_of(t, ew::size_of(*ew::from_dl(t->dtype)));
+    if (const DLTensor* t = inputs[i].tensor)
+      plan.spans[i + 1] = span_of_tensor(t, ew::size_of(*ew::from_dl(t->dtype)));
   }
   plan.dims = red::plan_dims(shape, c.reduced, strides);
   if (identity) write_identity(name, *identity, c.acc, &plan.identity);
@@ -404,6 +423,17 @@ void Reduction::run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes
   const ew::PlanLease<RedPlan> plan =
       impl.plans.lease([&](auto* sink) { encode_reduction(sink, inputs, out, axes, keepdims, dtype, promotion); },
                        [&] { return impl.make_plan(inputs, axes, keepdims, dtype, out, promotion); });
+  impl.execute(*plan, inputs, out, promotion);
+}
+
+void Reduction::run_allocating(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
+                               std::optional<EwType> dtype, const EwAllocate& allocate, Promotion promotion) {
+  Impl& impl = *impl_;
+  const ew::PlanLease<RedPlan> plan =
+      impl.plans.lease([&](auto* sink) { encode_reduction(sink, inputs, nullptr, axes, keepdims, dtype, promotion); },
+                       [&] { return impl.make_plan(inputs, axes, keepdims, dtype, nullptr, promotion); });
+  const DLTensor* out = allocate(0, plan->output, plan->call.call.device);
+  internal_check(out != nullptr, "a reduction's allocator returned no tensor");
   impl.execute(*plan, inputs, out, promotion);
 }
 

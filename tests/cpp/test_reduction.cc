@@ -138,6 +138,37 @@ TEST(ReductionCpp, SumsAlongAnAxisIntoOut) {
   EXPECT_EQ(all.data[0], 21.0f);
 }
 
+TEST(ReductionCpp, RunAllocatingAsksForTheOutputsLayoutAndFillsIt) {
+  Reduction sum(kjit::ReductionCode{"template <typename T> T add(T a, T b) { return a + b; }", "", ""},
+                EwOperand::of_int(0));
+  Buf x({1, 2, 3, 4, 5, 6}, {2, 3});
+  for (bool keepdims : {false, true}) {
+    for (int round = 0; round < 2; ++round) {  // the second call reuses the plan
+      Buf out({-1, -1, -1}, keepdims ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3});
+      int asked = 0;
+      sum.run_allocating({EwOperand::of(&x.t)}, ReduceAxes::of({0}), keepdims, std::nullopt,
+                         [&](size_t k, const kjit::EwOutput& layout, DLDevice device) -> const DLTensor* {
+                           ++asked;
+                           EXPECT_EQ(k, 0u);
+                           EXPECT_EQ(layout.shape, out.shape);
+                           EXPECT_EQ(layout.type, kjit::EwType::kFloat32);
+                           EXPECT_EQ(layout.order, (keepdims ? std::vector<int>{0, 1} : std::vector<int>{0}));
+                           EXPECT_EQ(device.device_type, kDLCPU);
+                           return &out.t;
+                         });
+      EXPECT_EQ(asked, 1);
+      EXPECT_EQ(out.data, (std::vector<float>{5, 7, 9}));
+    }
+  }
+  Buf never({0}, {});
+  EXPECT_THROW(sum.run_allocating({EwOperand::of(&x.t)}, ReduceAxes::of({2}), false, std::nullopt,
+                                  [&](size_t, const kjit::EwOutput&, DLDevice) -> const DLTensor* {
+                                    ADD_FAILURE() << "allocated for a call that fails to plan";
+                                    return &never.t;
+                                  }),
+               kjit::ValueError);
+}
+
 TEST(ReductionCpp, RejectionsAreUserErrors) {
   Reduction max(kjit::ReductionCode{"template <typename T> T mx(T a, T b) { return a > b ? a : b; }", "", ""},
                 std::nullopt);

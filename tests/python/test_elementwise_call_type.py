@@ -1,4 +1,4 @@
-"""kjit._call.Elementwise, the object kjit.elementwise returns: which calls run in C
+"""kjit._call.Computation, the object kjit.elementwise returns: which calls run in C
 (NumPy arrays and CPU torch tensors straight into the call function's C ABI, other
 torch calls through tvm-ffi's call), which go to the checked path in Python, and what
 the C path must keep: the errors and their types, results that own their memory, the
@@ -47,7 +47,7 @@ def moved(f, before):
 
 
 def test_the_function_is_the_c_call_type(add):
-    assert type(add) is call_type.Elementwise
+    assert type(add) is call_type.Computation
     assert add.name == "add" and add.__name__ == "add" and add.__qualname__ == "kjit.elementwise[add]"
     assert repr(add) == "<function kjit.elementwise[add]>"
     assert str(inspect.signature(add)) == "(*inputs, out=None, **extras)"

@@ -214,6 +214,80 @@ def test_torch_repeated_calls_still_check_grad_and_lazy_bits(rsum):
     assert complex(rsum(z.conj())) == complex(z.conj().sum())
 
 
+def paths(f):
+    return f._direct_calls, f._ffi_calls, f._checked_calls
+
+
+def moved(f, before):
+    return tuple(b - a for a, b in zip(before, paths(f)))
+
+
+def test_the_function_is_the_c_call_type_of_elementwise_functions(rsum):
+    from kjit._lib import call_type
+    assert type(rsum) is call_type.Computation and rsum.__qualname__ == "kjit.reduction[rsum]"
+    assert repr(rsum) == "<function kjit.reduction[rsum]>"
+    assert str(__import__("inspect").signature(rsum)) == "(*inputs, axis=None, keepdims=False, dtype=None, out=None)"
+
+
+@pytest.mark.parametrize("repeat", range(2))  # the first call of a class makes its call function
+def test_common_numpy_calls_run_in_c(rsum, repeat):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = paths(rsum)
+    check(rsum(x), x.sum())  # a NumPy scalar, as np.sum's
+    check(rsum(x, axis=1), x.sum(axis=1))
+    check(rsum(x, axis=-2, keepdims=True), x.sum(axis=-2, keepdims=True))
+    check(rsum(x, keepdims=1, axis=0), x.sum(axis=0, keepdims=True))  # keyword order, an int keepdims
+    check(rsum(x, axis=None, dtype=None, out=None), x.sum())  # None is as not given
+    out = np.empty(4, np.float32)
+    assert rsum(x, axis=0, out=out) is out
+    check(out, x.sum(axis=0))
+    assert moved(rsum, before) == (6, 0, 0)
+
+
+def test_other_calls_take_the_checked_path(rsum):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = paths(rsum)
+    check(rsum(x, axis=(0, 1)), x.sum(axis=(0, 1)))
+    check(rsum(x, dtype=np.float64), x.sum(dtype=np.float64))
+    with pytest.raises(TypeError, match=r"^kjit.reduction: input #0 must be a tensor .* got list$"):
+        rsum(x.tolist())
+    check(rsum(2.5), np.sum(2.5))
+    ro = x.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^rsum: out is a read-only NumPy array"):
+        rsum(x, axis=0, out=ro[0])
+    with pytest.raises(TypeError, match=r"^rsum\(\) got an unexpected keyword argument 'axes'$"):
+        rsum(x, axes=0)
+    assert moved(rsum, before) == (0, 0, 6)
+
+
+def test_errors_from_the_c_path_are_the_checked_paths(rsum):
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"^rsum: axis 2 is out of bounds for array of dimension 2$"):
+        rsum(x, axis=2)
+    with pytest.raises(ValueError, match=r"^rsum: out has shape \(2,\) but the reduction gives \(3,\)"):
+        rsum(x, axis=0, out=np.empty(2, np.float32))
+    with pytest.raises(TypeError, match=r"^rsum: the result type float32 cannot be cast safely to the output type int8"):
+        rsum(x, axis=0, out=np.empty(3, np.int8))
+
+
+@needs_torch
+def test_common_torch_calls_run_in_c(rsum):
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    rsum(x)
+    before = paths(rsum)
+    assert torch.equal(rsum(x), x.sum()) and rsum(x).dim() == 0
+    assert torch.equal(rsum(x, axis=1), x.sum(dim=1))
+    assert torch.equal(rsum(x, axis=0, keepdims=True), x.sum(dim=0, keepdim=True))
+    out = torch.empty(4)
+    v = out._version
+    assert rsum(x, axis=0, out=out) is out and torch.equal(out, x.sum(dim=0)) and out._version > v
+    assert moved(rsum, before) == (5, 0, 0)
+    with pytest.raises(TypeError, match=r"^rsum: input #0 requires grad, but kjit.reduction functions compute no "
+                                        r"gradients"):
+        rsum(torch.ones(3, requires_grad=True), axis=0)
+
+
 # -- accumulation rules (result_type compiles nothing) -----------------------------
 
 NUMPY_SUM = {"bool": "int64", "int8": "int64", "int16": "int64", "int32": "int64", "int64": "int64",

@@ -1,14 +1,16 @@
-// kjit._call.Elementwise: what kjit.elementwise returns. It classifies a call by its
-// first input's framework (NumPy arrays, with Python scalars among them; torch
-// tensors, with any scalars), out= and its count of extra scalars, then calls that
-// class's call function (kjit.ew_function, made on first use) through its C ABI
-// (direct_call.h): NumPy arrays and CPU torch tensors cross as DLTensor views of their
-// own memory. Other torch calls (CUDA tensors, NumPy scalars among them) go through
-// tvm-ffi's Python call, which sets up torch's stream and allocator. A call function
-// declines (returns None) what it does not take; that, and every call of no class,
-// goes to the checked path in Python (python/kjit/elementwise.py), which owns every
-// message.
-#include "elementwise_type.h"
+// kjit._call.Computation: what kjit.elementwise and kjit.reduction return. It
+// classifies a call by its first input's framework (NumPy arrays, with Python
+// scalars among them; torch tensors, with any scalars), out= and its keyword
+// arguments (an elementwise function's extra scalars, by count; a reduction's axis
+// and keepdims, by which are given), then calls that class's call function
+// (kjit.ew_function or kjit.red_function, made on first use) through its C ABI
+// (direct_call.h): NumPy arrays and CPU torch tensors cross as DLTensor views of
+// their own memory. Other torch calls (CUDA tensors, NumPy scalars among them) go
+// through tvm-ffi's Python call, which sets up torch's stream and allocator. A call
+// function declines (returns None) what it does not take; that, and every call of
+// no class, goes to the checked path in Python (python/kjit/elementwise.py,
+// reduction.py), which owns every message.
+#include "computation_type.h"
 
 #include <structmember.h>
 
@@ -33,14 +35,22 @@ struct Slot {
   TVMFFIObjectHandle handle = nullptr;
 };
 
-struct EwFunction {
+struct Computation {
   PyObject ob_base;
   vectorcallfunc vectorcall;
-  PyObject* make_function;  ///< make_function(torch, scalar_inputs, into, n_extra) -> tvm_ffi.Function
+  /// make_function(torch, scalar_inputs, into, n_extra) -> tvm_ffi.Function; with
+  /// `keywords`, n_extra is the bits of the keywords given (bit i: keywords[i])
+  PyObject* make_function;
   PyObject* checked;        ///< checked(inputs: tuple, out, extras: dict): the Python path
   PyObject* raise_pending;  ///< tvm_ffi.Function that raises the error a call left on this thread
   PyObject* dtype_named;    ///< name -> numpy.dtype, for result dtypes NumPy has no number for
   PyObject* torch_results;  ///< tuple of a multi-output torch call's results -> torch tensors
+  /// The keyword arguments a call function takes, in its order (a reduction's
+  /// "axis", "keepdims"); any given as None is not given. nullptr: extra scalars,
+  /// in the call's keyword order (an elementwise function's).
+  PyObject* keywords;
+  PyObject* api;       ///< "kjit.elementwise", "kjit.reduction": messages name it
+  int scalar_results;  ///< a new 0-d NumPy result is returned as a NumPy scalar (np.sum's)
   PyObject* dict;
   PyObject* weakrefs;
   std::vector<Slot>* slots;  ///< by call class
@@ -64,6 +74,36 @@ void split_keywords(PyObject* const* values, PyObject* kwnames, CallArguments* a
       a->extra_names.push_back(name);
     }
   }
+}
+
+/// Whether keyword `name` is keywords[index] (interned names compare by address).
+bool keyword_is(PyObject* keywords, Py_ssize_t index, PyObject* name) {
+  PyObject* k = PyTuple_GET_ITEM(keywords, index);
+  return k == name || PyUnicode_Compare(k, name) == 0;
+}
+
+/// With a call function's `keywords`: the call's extras in that order, and the bits
+/// of those given; -1 for a keyword it does not take. A keyword given as None is
+/// not given (the defaults of axis and dtype).
+int order_keywords(PyObject* keywords, CallArguments* a) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(keywords);
+  PyObject* by_index[8] = {};
+  if (n > 8) return -1;
+  for (size_t e = 0; e < a->extras.size(); ++e) {
+    if (a->extras[e] == Py_None) continue;  // dtype=None as much as axis=None
+    Py_ssize_t k = 0;
+    while (k < n && !keyword_is(keywords, k, a->extra_names[e])) ++k;
+    if (k == n) return -1;
+    by_index[k] = a->extras[e];
+  }
+  int bits = 0;
+  a->extras.clear();
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (by_index[k] == nullptr) continue;
+    a->extras.push_back(by_index[k]);
+    bits |= 1 << k;
+  }
+  return bits;
 }
 
 bool is_python_scalar(PyObject* x) {
@@ -108,7 +148,7 @@ bool split_outputs(CallArguments* a, Py_ssize_t num_outputs) {
 
 /// The call function of class `cls`, made on first use, copied out: another thread
 /// may grow the table while this one runs without the GIL. False with an error set.
-bool slot_of(EwFunction* f, int cls, Slot* slot) {
+bool slot_of(Computation* f, int cls, Slot* slot) {
   std::vector<Slot>& slots = *f->slots;
   if (static_cast<size_t>(cls) < slots.size() && slots[cls].function != nullptr) {
     *slot = slots[cls];
@@ -137,7 +177,7 @@ bool slot_of(EwFunction* f, int cls, Slot* slot) {
 }
 
 /// The checked path: checked(inputs, out, extras), extras in keyword order.
-PyObject* call_checked(EwFunction* f, const CallArguments& a) {
+PyObject* call_checked(Computation* f, const CallArguments& a) {
   ++f->checked_calls;
   PyObject* inputs = PyTuple_New(a.n_inputs);
   PyObject* extras = inputs != nullptr ? PyDict_New() : nullptr;
@@ -164,7 +204,7 @@ PyObject* call_checked(EwFunction* f, const CallArguments& a) {
 }
 
 /// A NumPy call, through the call function's C ABI; `*to_checked` when it did not run.
-PyObject* call_numpy(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
+PyObject* call_numpy(Computation* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
   const TensorBridge bridge = numpy_bridge(f->dtype_named);
   DirectOutcome outcome;
   PyObject* result = call_direct(slot.handle, bridge, a, f->raise_pending, &outcome);
@@ -177,7 +217,7 @@ PyObject* call_numpy(EwFunction* f, const Slot& slot, const CallArguments& a, bo
 }
 
 /// A torch call through tvm-ffi's Python call; `*to_checked` when it did not run.
-PyObject* call_torch_through_ffi(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
+PyObject* call_torch_through_ffi(Computation* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
   SmallVector<PyObject*, 8> argv;
   for (Py_ssize_t i = 0; i < a.n_inputs; ++i) argv.push_back(a.inputs[i]);
   for (PyObject* o : a.outputs) argv.push_back(o);
@@ -216,7 +256,7 @@ bool any_lazy_bits(const CallArguments& a, PyTypeObject* torch_tensor) {
 /// the rest through tvm-ffi's Python call; `*to_checked` when it did not run.
 /// Whether a torch tensor of the call requires grad with grad mode on: the result would
 /// have no grad_fn, so the call is refused (TypeError set, true returned).
-bool refuse_grad(EwFunction* f, const CallArguments& a, PyTypeObject* torch) {
+bool refuse_grad(Computation* f, const CallArguments& a, PyTypeObject* torch) {
   for (Py_ssize_t i = 0; i < a.n_inputs + static_cast<Py_ssize_t>(a.outputs.size()); ++i) {
     const bool input = i < a.n_inputs;
     PyObject* x = input ? a.inputs[i] : a.outputs[static_cast<size_t>(i - a.n_inputs)];
@@ -226,9 +266,9 @@ bool refuse_grad(EwFunction* f, const CallArguments& a, PyTypeObject* torch) {
     if (needs > 0) {
       PyObject* name = PyObject_GetAttrString(reinterpret_cast<PyObject*>(f), "name");
       PyErr_Format(PyExc_TypeError,
-                   "%S: %s #%zd requires grad, but kjit.elementwise functions compute no gradients (the result would "
-                   "have no grad_fn); pass a detached tensor (.detach()) or call it under torch.no_grad()",
-                   name != nullptr ? name : Py_None, input ? "input" : "out", input ? i : i - a.n_inputs);
+                   "%S: %s #%zd requires grad, but %S functions compute no gradients (the result would have no "
+                   "grad_fn); pass a detached tensor (.detach()) or call it under torch.no_grad()",
+                   name != nullptr ? name : Py_None, input ? "input" : "out", input ? i : i - a.n_inputs, f->api);
       Py_XDECREF(name);
     }
     return true;
@@ -236,7 +276,7 @@ bool refuse_grad(EwFunction* f, const CallArguments& a, PyTypeObject* torch) {
   return false;
 }
 
-PyObject* call_torch(EwFunction* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
+PyObject* call_torch(Computation* f, const Slot& slot, const CallArguments& a, bool* to_checked) {
   PyTypeObject* type = Py_TYPE(a.inputs[0]);
   if (refuse_grad(f, a, type)) return nullptr;
   if (const DLPackExchangeAPI* api = torch_exchange_api(type)) {
@@ -259,8 +299,8 @@ PyObject* call_torch(EwFunction* f, const Slot& slot, const CallArguments& a, bo
   return call_torch_through_ffi(f, slot, a, to_checked);
 }
 
-PyObject* ew_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  EwFunction* f = reinterpret_cast<EwFunction*>(self);
+PyObject* computation_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Computation* f = reinterpret_cast<Computation*>(self);
   CallArguments a;
   a.inputs = args;
   a.n_inputs = PyVectorcall_NARGS(nargsf);
@@ -269,17 +309,30 @@ PyObject* ew_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
   if (cls < 0 || !split_outputs(&a, f->num_outputs) || a.extras.size() > kMaxExtras) {
     return call_checked(f, a);
   }
-  cls += kPerExtra * static_cast<int>(a.extras.size()) + (a.out != nullptr ? kInto : 0);
+  // The checked path reads the call as it was made: the extras as given.
+  CallArguments ordered;
+  if (f->keywords != nullptr) {
+    ordered = a;
+    const int bits = order_keywords(f->keywords, &ordered);
+    if (bits < 0) return call_checked(f, a);
+    cls += kPerExtra * bits + (a.out != nullptr ? kInto : 0);
+  } else {
+    cls += kPerExtra * static_cast<int>(a.extras.size()) + (a.out != nullptr ? kInto : 0);
+  }
+  const CallArguments& run = f->keywords != nullptr ? ordered : a;
   Slot slot;
   if (!slot_of(f, cls, &slot)) return nullptr;
   bool to_checked = false;
-  PyObject* result = (cls & kTorch) ? call_torch(f, slot, a, &to_checked) : call_numpy(f, slot, a, &to_checked);
+  PyObject* result = (cls & kTorch) ? call_torch(f, slot, run, &to_checked) : call_numpy(f, slot, run, &to_checked);
   // DLPack refuses some tensors (BufferError): the checked path passes them another way.
   if (result == nullptr && !to_checked && PyErr_ExceptionMatches(PyExc_BufferError)) {
     PyErr_Clear();
     to_checked = true;
   }
   if (to_checked) return call_checked(f, a);
+  if (result != nullptr && f->scalar_results && !(cls & kTorch) && a.out == nullptr) {
+    result = scalar_if_zero_dim(result);
+  }
   // torch's in-place ops bump the version of what they write; so does out=.
   if (result != nullptr && (cls & kTorch) && (cls & kInto) &&
       !bump_torch_versions(a.outputs.data(), a.outputs.size())) {
@@ -288,24 +341,32 @@ PyObject* ew_function_call(PyObject* self, PyObject* const* args, size_t nargsf,
   return result;
 }
 
-PyObject* ew_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kNames[] = {"make_function", "checked",     "raise_pending", "dtype_named",
-                                 "torch_results", "num_outputs", nullptr};
-  PyObject *make_function, *checked, *raise, *dtype_named, *torch_results;
+PyObject* computation_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kNames[] = {"make_function", "checked", "raise_pending", "dtype_named",    "torch_results",
+                                 "num_outputs",   "api",     "keywords",      "scalar_results", nullptr};
+  PyObject *make_function, *checked, *raise, *dtype_named, *torch_results, *api, *keywords = Py_None;
   Py_ssize_t num_outputs = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOn:Elementwise", const_cast<char**>(kNames), &make_function,
-                                   &checked, &raise, &dtype_named, &torch_results, &num_outputs)) {
+  int scalar_results = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOnU|Op:Computation", const_cast<char**>(kNames), &make_function,
+                                   &checked, &raise, &dtype_named, &torch_results, &num_outputs, &api, &keywords,
+                                   &scalar_results)) {
     return nullptr;
   }
+  bool keywords_ok = keywords == Py_None || (PyTuple_CheckExact(keywords) && PyTuple_GET_SIZE(keywords) <= 8);
+  for (Py_ssize_t k = 0; keywords_ok && keywords != Py_None && k < PyTuple_GET_SIZE(keywords); ++k) {
+    keywords_ok = PyUnicode_CheckExact(PyTuple_GET_ITEM(keywords, k));
+  }
   if (!PyCallable_Check(make_function) || !PyCallable_Check(checked) || !PyCallable_Check(raise) ||
-      !PyCallable_Check(dtype_named) || !PyCallable_Check(torch_results) || num_outputs < 1) {
-    PyErr_SetString(PyExc_TypeError, "kjit._call.Elementwise: callables and num_outputs >= 1 expected");
+      !PyCallable_Check(dtype_named) || !PyCallable_Check(torch_results) || num_outputs < 1 || !keywords_ok) {
+    PyErr_SetString(PyExc_TypeError,
+                    "kjit._call.Computation: callables, num_outputs >= 1 and keywords None or a tuple of up to 8 "
+                    "str expected");
     return nullptr;
   }
   if (s_out == nullptr && (s_out = PyUnicode_InternFromString("out")) == nullptr) return nullptr;
-  EwFunction* f = reinterpret_cast<EwFunction*>(type->tp_alloc(type, 0));
+  Computation* f = reinterpret_cast<Computation*>(type->tp_alloc(type, 0));
   if (f == nullptr) return nullptr;
-  f->vectorcall = ew_function_call;
+  f->vectorcall = computation_call;
   f->slots = new std::vector<Slot>();
   Py_INCREF(make_function);
   f->make_function = make_function;
@@ -318,17 +379,26 @@ PyObject* ew_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) 
   Py_INCREF(torch_results);
   f->torch_results = torch_results;
   f->num_outputs = num_outputs;
+  Py_INCREF(api);
+  f->api = api;
+  if (keywords != Py_None) {
+    Py_INCREF(keywords);
+    f->keywords = keywords;
+  }
+  f->scalar_results = scalar_results;
   return reinterpret_cast<PyObject*>(f);
 }
 
-int ew_function_traverse(PyObject* self, visitproc visit, void* arg) {
-  EwFunction* f = reinterpret_cast<EwFunction*>(self);
+int computation_traverse(PyObject* self, visitproc visit, void* arg) {
+  Computation* f = reinterpret_cast<Computation*>(self);
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(f->make_function);
   Py_VISIT(f->checked);
   Py_VISIT(f->raise_pending);
   Py_VISIT(f->dtype_named);
   Py_VISIT(f->torch_results);
+  Py_VISIT(f->keywords);
+  Py_VISIT(f->api);
   Py_VISIT(f->dict);
   if (f->slots != nullptr) {
     for (const Slot& s : *f->slots) Py_VISIT(s.function);
@@ -336,13 +406,15 @@ int ew_function_traverse(PyObject* self, visitproc visit, void* arg) {
   return 0;
 }
 
-int ew_function_clear(PyObject* self) {
-  EwFunction* f = reinterpret_cast<EwFunction*>(self);
+int computation_clear(PyObject* self) {
+  Computation* f = reinterpret_cast<Computation*>(self);
   Py_CLEAR(f->make_function);
   Py_CLEAR(f->checked);
   Py_CLEAR(f->raise_pending);
   Py_CLEAR(f->dtype_named);
   Py_CLEAR(f->torch_results);
+  Py_CLEAR(f->keywords);
+  Py_CLEAR(f->api);
   Py_CLEAR(f->dict);
   if (f->slots != nullptr) {
     for (Slot& s : *f->slots) Py_CLEAR(s.function);
@@ -352,20 +424,20 @@ int ew_function_clear(PyObject* self) {
   return 0;
 }
 
-void ew_function_dealloc(PyObject* self) {
+void computation_dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  if (reinterpret_cast<EwFunction*>(self)->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
-  ew_function_clear(self);
+  if (reinterpret_cast<Computation*>(self)->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
+  computation_clear(self);
   type->tp_free(self);
   Py_DECREF(type);
 }
 
-PyObject* ew_function_repr(PyObject* self) {
+PyObject* computation_repr(PyObject* self) {
   PyObject* name = PyObject_GetAttrString(self, "__qualname__");
   if (name == nullptr) {
     PyErr_Clear();
-    return PyUnicode_FromString("<kjit.elementwise function>");
+    return PyUnicode_FromString("<kjit computation function>");
   }
   PyObject* repr = PyUnicode_FromFormat("<function %U>", name);
   Py_DECREF(name);
@@ -373,15 +445,15 @@ PyObject* ew_function_repr(PyObject* self) {
 }
 
 PyMemberDef kMembers[] = {
-    {"_direct_calls", T_PYSSIZET, offsetof(EwFunction, direct_calls), READONLY,
+    {"_direct_calls", T_PYSSIZET, offsetof(Computation, direct_calls), READONLY,
      "calls that ran through the call function's C ABI: NumPy, CPU torch (a debug counter)"},
-    {"_ffi_calls", T_PYSSIZET, offsetof(EwFunction, ffi_calls), READONLY,
+    {"_ffi_calls", T_PYSSIZET, offsetof(Computation, ffi_calls), READONLY,
      "torch calls that ran through tvm-ffi's Python call (a debug counter)"},
-    {"_checked_calls", T_PYSSIZET, offsetof(EwFunction, checked_calls), READONLY,
+    {"_checked_calls", T_PYSSIZET, offsetof(Computation, checked_calls), READONLY,
      "calls handed to the checked path in Python (a debug counter)"},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(EwFunction, vectorcall), READONLY, nullptr},
-    {"__dictoffset__", T_PYSSIZET, offsetof(EwFunction, dict), READONLY, nullptr},
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(EwFunction, weakrefs), READONLY, nullptr},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Computation, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(Computation, dict), READONLY, nullptr},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(Computation, weakrefs), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr},
 };
 
@@ -391,27 +463,28 @@ PyGetSetDef kGetSet[] = {
 };
 
 PyType_Slot kSlots[] = {
-    {Py_tp_new, reinterpret_cast<void*>(ew_function_new)},
-    {Py_tp_dealloc, reinterpret_cast<void*>(ew_function_dealloc)},
-    {Py_tp_traverse, reinterpret_cast<void*>(ew_function_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(ew_function_clear)},
-    {Py_tp_repr, reinterpret_cast<void*>(ew_function_repr)},
+    {Py_tp_new, reinterpret_cast<void*>(computation_new)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(computation_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(computation_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(computation_clear)},
+    {Py_tp_repr, reinterpret_cast<void*>(computation_repr)},
     {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
     {Py_tp_members, kMembers},
     {Py_tp_getset, kGetSet},
-    {Py_tp_doc, const_cast<char*>("A kjit.elementwise function: f(*inputs, out=None, **extras).")},
+    {Py_tp_doc, const_cast<char*>("A kjit.elementwise function, f(*inputs, out=None, **extras), or a kjit.reduction, "
+                                  "f(*inputs, axis=None, keepdims=False, dtype=None, out=None).")},
     {0, nullptr},
 };
 
-PyType_Spec kSpec = {"kjit._call.Elementwise", sizeof(EwFunction), 0,
+PyType_Spec kSpec = {"kjit._call.Computation", sizeof(Computation), 0,
                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, kSlots};
 
 }  // namespace
 
-int add_elementwise_type(PyObject* module) {
+int add_computation_type(PyObject* module) {
   if (import_numpy_api() < 0) return -1;
   PyObject* type = PyType_FromSpec(&kSpec);
-  if (type == nullptr || PyModule_AddObject(module, "Elementwise", type) < 0) {
+  if (type == nullptr || PyModule_AddObject(module, "Computation", type) < 0) {
     Py_XDECREF(type);
     return -1;
   }
