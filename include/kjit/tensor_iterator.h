@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kjit/detail/loop_layout.h"
 #include "kjit/kernel.h"
 #include "kjit/parallel.h"
 #include "kjit/small_vector.h"
@@ -23,9 +24,6 @@
 namespace kjit {
 
 class TensorIterator;
-
-/// Per-dim values of a loop nest, inline up to 6 dims.
-using DimVector = SmallVector<int64_t, 6>;
 
 /// One operand of an iterator (TensorIterator's OperandInfo): the tensor and its
 /// layout over the iterator's loop nest.
@@ -117,9 +115,8 @@ class TensorIterator {
 
  private:
   friend class TensorIteratorConfig;
-  void reorder_dims();
-  void coalesce_dims();
-  int compare_dims(int d0, int d1) const;
+  /// TensorIterator's layout steps (kjit/detail/loop_layout.h) on the operands.
+  void lay_out();
 
   SmallVector<OperandInfo, 4> ops_;
   DimVector shape_;
@@ -309,76 +306,19 @@ inline TensorIterator TensorIteratorConfig::build() const {
       }
     }
   }
-  it.reorder_dims();
-  it.coalesce_dims();
+  it.lay_out();
   return it;
 }
 
-/// TensorIterator's comparison of two dims, asking each operand in turn, outputs
-/// first: 1 when d0 should move outside d1, -1 when not, 0 when no operand cares.
-inline int TensorIterator::compare_dims(int d0, int d1) const {
-  for (const OperandInfo& op : ops_) {
-    const int64_t s0 = op.strides[d0], s1 = op.strides[d1];
-    if (reduction_ && op.is_output && (s0 == 0) != (s1 == 0)) return s1 == 0 ? 1 : -1;  // reduced dims innermost
-    if (s0 == 0 || s1 == 0) continue;
-    if (s0 != s1) return s0 < s1 ? -1 : 1;
-    if (shape_[d0] > shape_[d1]) return 1;  // equal strides: the smaller dim inside
-  }
-  return 0;
-}
-
-inline void TensorIterator::reorder_dims() {
-  const int nd = ndim();
-  SmallVector<int, 6> perm(nd);
-  for (int d = 0; d < nd; ++d) perm[d] = d;
-  // Insertion sort, stable where no operand cares.
-  for (int i = 1; i < nd; ++i) {
-    int d1 = i;
-    for (int d0 = i - 1; d0 >= 0; --d0) {
-      const int c = compare_dims(perm[d0], perm[d1]);
-      if (c > 0) {
-        std::swap(perm[d0], perm[d1]);
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
-  auto permute = [&](DimVector& v) {
-    const DimVector old = v;
-    for (int d = 0; d < nd; ++d) v[d] = old[perm[d]];
-  };
-  permute(shape_);
-  for (OperandInfo& op : ops_) permute(op.strides);
-}
-
-inline void TensorIterator::coalesce_dims() {
-  if (ndim() <= 1) return;
-  auto can_merge = [&](int d0, int d1) {
-    if (shape_[d0] == 1 || shape_[d1] == 1) return true;
-    for (const OperandInfo& op : ops_) {
-      if (op.strides[d0] * shape_[d0] != op.strides[d1]) return false;
-    }
-    return true;
-  };
-  int prev = 0;
-  for (int d = 1; d < ndim(); ++d) {
-    if (can_merge(prev, d)) {
-      // A size-1 dim takes the other's strides.
-      if (shape_[prev] == 1) {
-        for (OperandInfo& op : ops_) op.strides[prev] = op.strides[d];
-      }
-      shape_[prev] *= shape_[d];
-    } else {
-      ++prev;
-      if (prev != d) {
-        shape_[prev] = shape_[d];
-        for (OperandInfo& op : ops_) op.strides[prev] = op.strides[d];
-      }
-    }
-  }
-  shape_.resize(prev + 1);
-  for (OperandInfo& op : ops_) op.strides.resize(prev + 1);
+inline void TensorIterator::lay_out() {
+  detail::LoopLayout layout;
+  layout.shape = shape_;
+  for (const OperandInfo& op : ops_) layout.strides.push_back(op.strides);
+  layout.n_outputs = n_out_;
+  layout.reduction = reduction_;
+  detail::lay_out(&layout);
+  shape_ = layout.shape;
+  for (size_t i = 0; i < ops_.size(); ++i) ops_[i].strides = layout.strides[i];
 }
 
 inline bool TensorIterator::is_contiguous() const {

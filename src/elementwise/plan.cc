@@ -1,10 +1,12 @@
-// TensorIterator's layout steps (reorder, coalesce) on byte strides.
+// A call's loop: the broadcast, the layout steps every planner shares
+// (kjit/detail/loop_layout.h) and the small-inner-dim variants.
 #include "elementwise/plan.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <numeric>
+#include <utility>
 
+#include "kjit/detail/loop_layout.h"
 #include "kjit/kernel.h"
 
 namespace kjit {
@@ -17,69 +19,20 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 namespace {
 
-/// PyTorch's reorder comparator for dims a (faster candidate) and b: -1 if a
-/// should stay faster than b, 1 if they swap, 0 if no operand decides.
-int compare_dims(const Loop& loop, size_t first_input, int a, int b) {
-  for (size_t op = 0; op < loop.strides.size(); ++op) {
-    // By magnitude: a reversed view (negative strides) keeps its memory order.
-    int64_t sa = std::abs(loop.strides[op][a]), sb = std::abs(loop.strides[op][b]);
-    if (sa == 0 || sb == 0) continue;  // broadcast dims say nothing about layout
-    if (sa < sb) return -1;
-    if (sa > sb) return 1;
-    // Equal strides: the larger extent goes outside (only outputs' ties count).
-    if (op < first_input && loop.shape[a] > loop.shape[b]) return 1;
+/// The loop's dims as the layout steps take them: fastest first (a Loop's dims are
+/// slowest first until planned).
+detail::LoopLayout layout_of(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides,
+                             size_t n_outputs) {
+  detail::LoopLayout l;
+  const size_t nd = shape.size();
+  for (size_t d = nd; d-- > 0;) l.shape.push_back(shape[d]);
+  for (const std::vector<int64_t>& s : strides) {
+    DimVector fast;
+    for (size_t d = nd; d-- > 0;) fast.push_back(s[d]);
+    l.strides.push_back(std::move(fast));
   }
-  return 0;
-}
-
-void reorder_fastest_first(Loop* loop, size_t first_input) {
-  size_t n = loop->shape.size();
-  // Start from C order reversed (fastest first), then PyTorch's insertion sort.
-  std::vector<int> perm(n);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::reverse(perm.begin(), perm.end());
-  Loop original = *loop;
-  for (size_t i = 1; i < n; ++i) {
-    int dim1 = static_cast<int>(i);
-    for (int dim0 = static_cast<int>(i) - 1; dim0 >= 0; --dim0) {
-      int cmp = compare_dims(original, first_input, perm[dim0], perm[dim1]);
-      if (cmp > 0) {
-        std::swap(perm[dim0], perm[dim1]);
-        dim1 = dim0;
-      } else if (cmp < 0) {
-        break;
-      }
-    }
-  }
-  for (size_t d = 0; d < n; ++d) {
-    loop->shape[d] = original.shape[perm[d]];
-    for (size_t op = 0; op < loop->strides.size(); ++op) loop->strides[op][d] = original.strides[op][perm[d]];
-  }
-}
-
-void coalesce(Loop* loop) {
-  size_t n = loop->shape.size();
-  if (n <= 1) return;
-  size_t prev = 0;
-  for (size_t d = 1; d < n; ++d) {
-    bool can = loop->shape[prev] == 1 || loop->shape[d] == 1;
-    if (!can) {
-      can = true;
-      for (const auto& s : loop->strides) can = can && s[prev] * loop->shape[prev] == s[d];
-    }
-    if (can) {
-      for (auto& s : loop->strides) {
-        if (loop->shape[prev] == 1) s[prev] = s[d];
-      }
-      loop->shape[prev] *= loop->shape[d];
-    } else {
-      ++prev;
-      loop->shape[prev] = loop->shape[d];
-      for (auto& s : loop->strides) s[prev] = s[d];
-    }
-  }
-  loop->shape.resize(prev + 1);
-  for (auto& s : loop->strides) s.resize(prev + 1);
+  l.n_outputs = static_cast<int>(n_outputs);
+  return l;
 }
 
 }  // namespace
@@ -138,8 +91,12 @@ Loop make_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> opera
     for (auto& s : loop.strides) s = {0};
     return loop;
   }
-  reorder_fastest_first(&loop, first_input);
-  coalesce(&loop);
+  detail::LoopLayout layout = layout_of(loop.shape, loop.strides, first_input);
+  detail::lay_out(&layout);
+  loop.shape.assign(layout.shape.begin(), layout.shape.end());
+  for (size_t op = 0; op < loop.strides.size(); ++op) {
+    loop.strides[op].assign(layout.strides[op].begin(), layout.strides[op].end());
+  }
   return loop;
 }
 
@@ -165,27 +122,15 @@ bool tiles_small_inner_dim(const Loop& loop, const std::vector<int>& sizes, size
 }
 
 std::vector<int> output_order(const std::vector<int64_t>& shape, const std::vector<LoopOperand>& inputs) {
-  size_t n = shape.size();
-  Loop probe;
-  probe.shape = shape;
-  for (const LoopOperand& op : inputs) probe.strides.push_back(op.strides);
-  std::vector<int> fast(n);
-  std::iota(fast.begin(), fast.end(), 0);
-  std::reverse(fast.begin(), fast.end());
-  for (size_t i = 1; i < n; ++i) {
-    int dim1 = static_cast<int>(i);
-    for (int dim0 = static_cast<int>(i) - 1; dim0 >= 0; --dim0) {
-      int cmp = compare_dims(probe, 0, fast[dim0], fast[dim1]);
-      if (cmp > 0) {
-        std::swap(fast[dim0], fast[dim1]);
-        dim1 = dim0;
-      } else if (cmp < 0) {
-        break;
-      }
-    }
-  }
-  std::reverse(fast.begin(), fast.end());  // slowest first
-  return fast;
+  std::vector<std::vector<int64_t>> strides;
+  strides.reserve(inputs.size());
+  for (const LoopOperand& op : inputs) strides.push_back(op.strides);
+  const SmallVector<int, 6> fast = detail::fastest_first_order(layout_of(shape, strides, 0));
+  // The layout's dim k is the loop's dim n-1-k; the order wanted is slowest first.
+  const int n = static_cast<int>(shape.size());
+  std::vector<int> order;
+  for (size_t k = fast.size(); k-- > 0;) order.push_back(n - 1 - fast[k]);
+  return order;
 }
 
 Extent extent_of(const char* data, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,

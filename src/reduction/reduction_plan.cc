@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "elementwise/promotion.h"
+#include "kjit/detail/loop_layout.h"
 #include "kjit/detail/reduction_loop.h"
 #include "kjit/errors.h"
 
@@ -44,32 +45,6 @@ std::vector<bool> reduced_dims(const std::string& fn, const ReduceAxes& axes, si
   return reduced;
 }
 
-/// Dims `a` (outer) and `b` (inner, next to it) as one: every operand's stride
-/// along a is its stride along b times b's extent.
-bool mergeable(const std::vector<int64_t>& strides, size_t n_ops, size_t a, size_t b, int64_t b_extent) {
-  for (size_t op = 0; op < n_ops; ++op) {
-    if (strides[a * n_ops + op] != strides[b * n_ops + op] * b_extent) return false;
-  }
-  return true;
-}
-
-/// Coalesces adjacent dims of a group (slowest first) in place.
-void coalesce(std::vector<int64_t>* shape, std::vector<int64_t>* strides, size_t n_ops) {
-  size_t kept = 0;  // dims [0, kept) are the result so far
-  for (size_t d = 0; d < shape->size(); ++d) {
-    if (kept > 0 && mergeable(*strides, n_ops, kept - 1, d, (*shape)[d])) {
-      (*shape)[kept - 1] *= (*shape)[d];
-      for (size_t op = 0; op < n_ops; ++op) (*strides)[(kept - 1) * n_ops + op] = (*strides)[d * n_ops + op];
-      continue;
-    }
-    (*shape)[kept] = (*shape)[d];
-    for (size_t op = 0; op < n_ops; ++op) (*strides)[kept * n_ops + op] = (*strides)[d * n_ops + op];
-    ++kept;
-  }
-  shape->resize(kept);
-  strides->resize(kept * n_ops);
-}
-
 }  // namespace
 
 RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
@@ -106,28 +81,33 @@ RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, c
 
 RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
                   const std::vector<std::vector<int64_t>>& strides) {
-  const size_t n_ops = strides.size();
+  const size_t n_ops = strides.size(), nd = shape.size();
   RedDims dims;
-  std::vector<size_t> red;
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d = 0; d < nd; ++d) {
     if (!reduced[d]) dims.outputs *= shape[d];
-    if (shape[d] == 1) continue;  // adds nothing to either loop
-    if (reduced[d]) {
-      red.push_back(d);
-    } else {
-      dims.kept_shape.push_back(shape[d]);
-      for (size_t op = 0; op < n_ops; ++op) dims.kept_strides.push_back(strides[op][d]);
-    }
   }
-  // Innermost the smallest stride of the first input: its leaf loop runs along memory.
-  std::stable_sort(red.begin(), red.end(),
-                   [&](size_t a, size_t b) { return std::llabs(strides[1][a]) > std::llabs(strides[1][b]); });
-  for (size_t d : red) {
-    dims.reduced_shape.push_back(shape[d]);
-    for (size_t op = 0; op < n_ops; ++op) dims.reduced_strides.push_back(strides[op][d]);
+  // TensorIterator's layout of a reduction: the output's reduced dims (stride 0)
+  // innermost, ordered by the inputs' strides, the kept ones by the output's; then
+  // coalesced, which never merges a reduced dim with a kept one.
+  detail::LoopLayout layout;
+  layout.n_outputs = 1;
+  layout.reduction = true;
+  for (size_t d = nd; d-- > 0;) layout.shape.push_back(shape[d]);
+  for (const std::vector<int64_t>& s : strides) {
+    DimVector fast;
+    for (size_t d = nd; d-- > 0;) fast.push_back(s[d]);
+    layout.strides.push_back(std::move(fast));
   }
-  coalesce(&dims.kept_shape, &dims.kept_strides, n_ops);
-  coalesce(&dims.reduced_shape, &dims.reduced_strides, n_ops);
+  detail::lay_out(&layout);
+  // Slowest first into each group; size-1 dims add nothing to either loop.
+  for (size_t k = layout.shape.size(); k-- > 0;) {
+    if (layout.shape[k] == 1) continue;
+    const bool is_reduced = layout.strides[0][k] == 0;
+    std::vector<int64_t>& group_shape = is_reduced ? dims.reduced_shape : dims.kept_shape;
+    std::vector<int64_t>& group_strides = is_reduced ? dims.reduced_strides : dims.kept_strides;
+    group_shape.push_back(layout.shape[k]);
+    for (size_t op = 0; op < n_ops; ++op) group_strides.push_back(layout.strides[op][k]);
+  }
   if (dims.reduced_shape.empty()) {  // every element is its own reduction
     dims.reduced_shape.push_back(1);
     dims.reduced_strides.assign(n_ops, 0);

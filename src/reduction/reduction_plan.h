@@ -1,7 +1,7 @@
 // What a reduction call decides before its loop: the types (the elementwise
 // engine's promotion, then the accumulator and result types), the reduced axes
 // (NumPy's rules and errors), the output's shape, and the problem's dims: kept and
-// reduced, size-1 dims dropped, reduced dims innermost-last by stride, coalesced.
+// reduced, size-1 dims dropped, reduced dims innermost, each group coalesced.
 #ifndef KJIT_SRC_REDUCTION_REDUCTION_PLAN_H_
 #define KJIT_SRC_REDUCTION_REDUCTION_PLAN_H_
 
@@ -32,9 +32,11 @@ struct RedCall {
 RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                   std::optional<EwType> dtype, bool upcast_integers, Promotion p);
 
-/// The loop dims of a call: operands' byte strides [dim][operand] (the output
-/// first, 0 along reduced dims), kept dims in the output's order, reduced dims by
-/// the first input's stride, largest first; at least one reduced dim.
+/// The loop dims of a call, each group slowest first: operands' byte strides
+/// [dim][operand] (the output first, 0 along reduced dims), kept dims by the
+/// output's strides, reduced dims by the inputs' (TensorIterator's layout of a
+/// reduction, kjit/detail/loop_layout.h), size-1 dims dropped, each group
+/// coalesced; at least one reduced dim.
 struct RedDims {
   std::vector<int64_t> kept_shape, kept_strides;
   std::vector<int64_t> reduced_shape, reduced_strides;
