@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "elementwise/thread_pool.h"
+#include "cpu/thread_pool.h"
 #include "kjit/elementwise.h"
 
 namespace {

@@ -111,7 +111,7 @@ __attribute__((noinline)) int64_t contiguous_blocks(const F& op, int64_t n, R* _
 #if defined(__SSE2__)
 /// Bytes of a contiguous output run from which it is written past the caches, and
 /// the blocks that are computed locally, then streamed (as kjit.elementwise's
-/// kernels: src/elementwise/codegen_cpu.cc).
+/// kernels: src/cpu/codegen_cpu.cc).
 constexpr int64_t kStreamFrom = int64_t{1} << 22;
 constexpr int kStreamBlockBytes = 256;
 

@@ -9,9 +9,9 @@
 #include <exception>
 #include <stdexcept>
 
-#include "elementwise/cuda_launch.h"
-#include "elementwise/overlap.h"
-#include "elementwise/promotion.h"
+#include "cuda/cuda_launch.h"
+#include "iterator/overlap.h"
+#include "iterator/promotion.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
 #include "support/compiler_hints.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "elementwise/call_types.h"
-#include "elementwise/codegen_cpu.h"
-#include "elementwise/loop_driver.h"
+#include "cpu/codegen_cpu.h"
+#include "cpu/loop_driver.h"
+#include "iterator/call_types.h"
 #include "kjit/elementwise.h"
 
 namespace kjit {

@@ -9,14 +9,14 @@
 #include <mutex>
 #include <optional>
 
+#include "cpu/codegen_cpu.h"
+#include "cpu/kernel_library.h"
+#include "cpu/trap_guard.h"
+#include "cuda/cuda_launch.h"
 #include "declare/cpp_signature.h"
 #include "elementwise/call_plan.h"
-#include "elementwise/codegen_cpu.h"
-#include "elementwise/cuda_launch.h"
-#include "elementwise/entry_call.h"
-#include "elementwise/kernel_library.h"
-#include "elementwise/plan_cache.h"
-#include "elementwise/trap_guard.h"
+#include "iterator/entry_call.h"
+#include "iterator/plan_cache.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"

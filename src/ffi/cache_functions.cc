@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "elementwise/cuda_launch.h"
-#include "elementwise/nvrtc.h"
+#include "cuda/cuda_launch.h"
+#include "cuda/nvrtc.h"
 #include "ffi/boundary.h"
 #include "ffi/fields.h"
 #include "kjit/build.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "elementwise/thread_pool.h"
+#include "cpu/thread_pool.h"
 #include "ffi/boundary.h"
 #include "ffi/id_table.h"
 #include "ffi/new_outputs.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "elementwise/output_memory.h"
+#include "cpu/output_memory.h"
 #include "kjit/errors.h"
 
 namespace kjit {

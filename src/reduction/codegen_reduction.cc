@@ -5,9 +5,9 @@
 
 #include <sstream>
 
-#include "elementwise/codegen_cpu.h"
-#include "elementwise/entry_call.h"
-#include "elementwise/promotion.h"
+#include "cpu/codegen_cpu.h"
+#include "iterator/entry_call.h"
+#include "iterator/promotion.h"
 #include "support/embedded_headers.h"
 
 namespace kjit {

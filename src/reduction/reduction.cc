@@ -12,14 +12,14 @@
 #include <map>
 #include <mutex>
 
-#include "elementwise/entry_call.h"
-#include "elementwise/kernel_library.h"
-#include "elementwise/loop_driver.h"
-#include "elementwise/plan.h"
-#include "elementwise/plan_cache.h"
-#include "elementwise/promotion.h"
-#include "elementwise/thread_pool.h"
-#include "elementwise/trap_guard.h"
+#include "cpu/kernel_library.h"
+#include "cpu/loop_driver.h"
+#include "cpu/thread_pool.h"
+#include "cpu/trap_guard.h"
+#include "iterator/entry_call.h"
+#include "iterator/plan.h"
+#include "iterator/plan_cache.h"
+#include "iterator/promotion.h"
 #include "kjit/build.h"
 #include "kjit/detail/reduction_loop.h"
 #include "kjit/errors.h"

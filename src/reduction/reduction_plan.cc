@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "elementwise/promotion.h"
+#include "iterator/plan.h"
+#include "iterator/promotion.h"
 #include "kjit/detail/loop_layout.h"
 #include "kjit/detail/reduction_loop.h"
 #include "kjit/errors.h"
@@ -89,15 +90,8 @@ RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& re
   // TensorIterator's layout of a reduction: the output's reduced dims (stride 0)
   // innermost, ordered by the inputs' strides, the kept ones by the output's; then
   // coalesced, which never merges a reduced dim with a kept one.
-  detail::LoopLayout layout;
-  layout.n_outputs = 1;
+  detail::LoopLayout layout = ew::layout_of(shape, strides, 1);
   layout.reduction = true;
-  for (size_t d = nd; d-- > 0;) layout.shape.push_back(shape[d]);
-  for (const std::vector<int64_t>& s : strides) {
-    DimVector fast;
-    for (size_t d = nd; d-- > 0;) fast.push_back(s[d]);
-    layout.strides.push_back(std::move(fast));
-  }
   detail::lay_out(&layout);
   // Slowest first into each group; size-1 dims add nothing to either loop.
   for (size_t k = layout.shape.size(); k-- > 0;) {

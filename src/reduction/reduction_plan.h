@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "elementwise/call_types.h"
+#include "iterator/call_types.h"
 #include "kjit/reduction.h"
 
 namespace kjit {

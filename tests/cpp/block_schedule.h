@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "elementwise/thread_pool.h"
+#include "cpu/thread_pool.h"
 
 namespace kjit_test {
 

@@ -16,7 +16,7 @@
 #include <iterator>
 #include <string>
 
-#include "elementwise/cuda_cache.h"
+#include "cuda/cuda_cache.h"
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "test_dirs.h"

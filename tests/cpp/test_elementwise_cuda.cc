@@ -28,10 +28,10 @@
 #include <thread>
 #include <vector>
 
-#include "elementwise/codegen_cuda.h"
-#include "elementwise/cuda_cache.h"
-#include "elementwise/cuda_launch.h"
-#include "elementwise/nvrtc.h"
+#include "cuda/codegen_cuda.h"
+#include "cuda/cuda_cache.h"
+#include "cuda/cuda_launch.h"
+#include "cuda/nvrtc.h"
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"

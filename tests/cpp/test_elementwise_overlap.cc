@@ -1,4 +1,4 @@
-// The exact overlap test of elementwise outputs (src/elementwise/overlap.h)
+// The exact overlap test of elementwise outputs (src/iterator/overlap.h)
 // against brute force, in the manner of NumPy's test_mem_overlap.py: random
 // bounded equations and random strided views of one buffer.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "elementwise/overlap.h"
+#include "iterator/overlap.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "elementwise/codegen_cpu.h"
-#include "elementwise/promotion.h"
+#include "cpu/codegen_cpu.h"
+#include "iterator/promotion.h"
 #include "kjit/errors.h"
 
 namespace kjit {

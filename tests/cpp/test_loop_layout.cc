@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "elementwise/plan.h"
+#include "iterator/plan.h"
 #include "kjit/detail/loop_layout.h"
 #include "kjit/iterator.h"
 #include "reduction/reduction_plan.h"

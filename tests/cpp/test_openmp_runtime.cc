@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "block_schedule.h"
-#include "elementwise/openmp_runtime.h"
-#include "elementwise/thread_pool.h"
+#include "cpu/openmp_runtime.h"
+#include "cpu/thread_pool.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "elementwise/codegen_cpu.h"
-#include "elementwise/codegen_cuda.h"
+#include "cpu/codegen_cpu.h"
+#include "cuda/codegen_cuda.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
 

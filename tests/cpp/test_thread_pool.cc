@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "block_schedule.h"
-#include "elementwise/own_threads.h"
-#include "elementwise/thread_pool.h"
+#include "cpu/own_threads.h"
+#include "cpu/thread_pool.h"
 #include "kjit/elementwise.h"
 
 namespace {

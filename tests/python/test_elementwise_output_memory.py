@@ -1,4 +1,4 @@
-"""Host memory of kjit.elementwise's new CPU outputs (src/elementwise/output_memory.cc):
+"""Host memory of kjit.elementwise's new CPU outputs (src/cpu/output_memory.cc):
 blocks from 32 MiB are faulted in on the calling thread, and up to two freed ones
 are kept for the next output of their size. Page faults are counted with
 getrusage, so these tests see what the kernel did, not what kjit says it did."""

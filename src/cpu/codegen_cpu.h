@@ -1,0 +1,40 @@
+// The C++ source of one elementwise CPU kernel: the user's computation string and
+// a loop with casts on load and store, specialised for contiguous operands and
+// for one broadcast input.
+#ifndef KJIT_SRC_CPU_CODEGEN_CPU_H_
+#define KJIT_SRC_CPU_CODEGEN_CPU_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "iterator/kernel_types.h"
+#include "kjit/elementwise.h"
+
+namespace kjit {
+
+namespace ew {
+
+/// C++ expression loading one element of `t` from byte pointer `p` as the
+/// generated code's compute type `__C`; an input of another type than a half
+/// result `half` is first rounded to it (cast to the common dtype, then computed
+/// in float).
+std::string load_expr(EwType t, const std::string& p, const std::optional<EwType>& half);
+
+/// Statement storing value `v` as `t` at byte pointer `p`; into another type than
+/// a half result `half`, only after rounding to it.
+std::string store_stmt(EwType t, const std::string& p, std::string v, const std::optional<EwType>& half);
+
+/// The generated `__ld<T>(p)` and `__st<T>(p, v)`: unaligned loads and stores.
+std::string memory_access_text();
+
+}  // namespace ew
+
+/// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
+/// int64_t n, const void* extra)`, operands outputs first, strides in bytes, extra
+/// scalars in 16-byte slots.
+std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types);
+
+}  // namespace kjit
+
+#endif  // KJIT_SRC_CPU_CODEGEN_CPU_H_

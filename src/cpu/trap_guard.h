@@ -1,0 +1,32 @@
+// Integer traps in computation strings: `a / b` and `a % b` of integers with b == 0,
+// or of the most negative integer by -1, raise SIGFPE on x86, which would end the
+// process. Kernels whose types hold integers run under a guard that turns the trap
+// into a kjit::ZeroDivisionError for the caller.
+#ifndef KJIT_SRC_CPU_TRAP_GUARD_H_
+#define KJIT_SRC_CPU_TRAP_GUARD_H_
+
+#include <cstdint>
+
+namespace kjit {
+
+struct EwKernelTypes;
+
+namespace ew {
+
+/// Calls kernel(data, strides, n, extra); a SIGFPE raised inside it on this thread
+/// leaves the kernel at once (the outputs hold what it wrote so far) and throws a
+/// ZeroDivisionError. kjit's SIGFPE handler is installed on first use and hands a
+/// signal raised outside a guarded kernel to the handler that was there before
+/// (Python's faulthandler, the default action). A handler installed after kjit's
+/// replaces it, and then a trap ends the process as it would without kjit.
+void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const void*), char** data,
+                       const int64_t* strides, int64_t n, const void* extra);
+
+/// Whether a kernel of these types needs the guard: some type holds integers
+/// (or bools, which the entry's arithmetic may promote to int).
+bool needs_trap_guard(const EwKernelTypes& types);
+
+}  // namespace ew
+}  // namespace kjit
+
+#endif  // KJIT_SRC_CPU_TRAP_GUARD_H_
