@@ -38,16 +38,6 @@ struct HostAlloc {
   void FreeData(DLTensor*) { ew::release_output_memory(block); }
 };
 
-/// Up to 64 bytes of data inside the tensor object itself (tvm-ffi keeps the
-/// allocator as a member of the object, which never moves): one allocation
-/// instead of two for the small results whose call cost is all overhead.
-struct InlineHostAlloc {
-  static constexpr size_t kBytes = 64;
-  alignas(16) unsigned char bytes[kBytes];
-  void AllocData(DLTensor* t) { t->data = bytes; }
-  void FreeData(DLTensor*) {}
-};
-
 /// allocate_output for the layouts that are not a C-contiguous CPU tensor: other
 /// devices, and outputs that follow a permuted input layout.
 KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& layout, DLDevice device, const std::string& fn,
@@ -81,21 +71,14 @@ KJIT_COLD tvm::ffi::Tensor allocate_output_permuted(const EwOutput& layout, DLDe
 
 }  // namespace
 
-tvm::ffi::Tensor allocate_output(const EwOutput& layout, DLDevice device, const std::string& fn, const char* api) {
+tvm::ffi::Tensor allocate_large_output(const EwOutput& layout, DLDevice device, const std::string& fn,
+                                       const char* api) {
   const size_t nd = layout.shape.size();
   bool identity = device.device_type == kDLCPU;
-  int64_t numel = 1;
-  for (size_t i = 0; i < nd && identity; ++i) {
-    identity = layout.order[i] == static_cast<int>(i);
-    numel *= layout.shape[i];
-  }
+  for (size_t i = 0; i < nd && identity; ++i) identity = layout.order[i] == static_cast<int>(i);
   if (!identity) return allocate_output_permuted(layout, device, fn, api);
-  const DLDataType dtype = ew_dl_type(layout.type);
-  tvm::ffi::ShapeView shape(layout.shape.data(), nd);
-  if (tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype) <= InlineHostAlloc::kBytes) {
-    return tvm::ffi::Tensor::FromNDAlloc(InlineHostAlloc(), shape, dtype, device);
-  }
-  return tvm::ffi::Tensor::FromNDAlloc(HostAlloc{api, {}}, shape, dtype, device);
+  return tvm::ffi::Tensor::FromNDAlloc(HostAlloc{api, {}}, tvm::ffi::ShapeView(layout.shape.data(), nd),
+                                       ew_dl_type(layout.type), device);
 }
 
 tvm::ffi::Tensor empty_host_tensor(tvm::ffi::ShapeView shape, DLDataType dtype, const char* api) {

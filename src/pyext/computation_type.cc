@@ -19,6 +19,7 @@
 #include "direct_call.h"
 #include "frameworks.h"
 #include "numpy_tensors.h"
+#include "support/compiler_hints.h"
 #include "torch_tensors.h"
 
 namespace kjit::pyext {
@@ -299,6 +300,30 @@ PyObject* call_torch(Computation* f, const Slot& slot, const CallArguments& a, b
   return call_torch_through_ffi(f, slot, a, to_checked);
 }
 
+/// Runs a call of class `cls` with `run`'s arguments; the checked path, when it
+/// must, takes the call as it was made (`as_called`).
+KJIT_INLINE PyObject* call_class(Computation* f, int cls, const CallArguments& run, const CallArguments& as_called) {
+  Slot slot;
+  if (!slot_of(f, cls, &slot)) return nullptr;
+  bool to_checked = false;
+  PyObject* result = (cls & kTorch) ? call_torch(f, slot, run, &to_checked) : call_numpy(f, slot, run, &to_checked);
+  // DLPack refuses some tensors (BufferError): the checked path passes them another way.
+  if (result == nullptr && !to_checked && PyErr_ExceptionMatches(PyExc_BufferError)) {
+    PyErr_Clear();
+    to_checked = true;
+  }
+  if (to_checked) return call_checked(f, as_called);
+  if (result != nullptr && f->scalar_results && !(cls & kTorch) && run.out == nullptr) {
+    result = scalar_if_zero_dim(result);
+  }
+  // torch's in-place ops bump the version of what they write; so does out=.
+  if (result != nullptr && (cls & kTorch) && (cls & kInto) &&
+      !bump_torch_versions(run.outputs.data(), run.outputs.size())) {
+    Py_CLEAR(result);
+  }
+  return result;
+}
+
 PyObject* computation_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Computation* f = reinterpret_cast<Computation*>(self);
   CallArguments a;
@@ -309,36 +334,12 @@ PyObject* computation_call(PyObject* self, PyObject* const* args, size_t nargsf,
   if (cls < 0 || !split_outputs(&a, f->num_outputs) || a.extras.size() > kMaxExtras) {
     return call_checked(f, a);
   }
-  // The checked path reads the call as it was made: the extras as given.
-  CallArguments ordered;
-  if (f->keywords != nullptr) {
-    ordered = a;
-    const int bits = order_keywords(f->keywords, &ordered);
-    if (bits < 0) return call_checked(f, a);
-    cls += kPerExtra * bits + (a.out != nullptr ? kInto : 0);
-  } else {
-    cls += kPerExtra * static_cast<int>(a.extras.size()) + (a.out != nullptr ? kInto : 0);
-  }
-  const CallArguments& run = f->keywords != nullptr ? ordered : a;
-  Slot slot;
-  if (!slot_of(f, cls, &slot)) return nullptr;
-  bool to_checked = false;
-  PyObject* result = (cls & kTorch) ? call_torch(f, slot, run, &to_checked) : call_numpy(f, slot, run, &to_checked);
-  // DLPack refuses some tensors (BufferError): the checked path passes them another way.
-  if (result == nullptr && !to_checked && PyErr_ExceptionMatches(PyExc_BufferError)) {
-    PyErr_Clear();
-    to_checked = true;
-  }
-  if (to_checked) return call_checked(f, a);
-  if (result != nullptr && f->scalar_results && !(cls & kTorch) && a.out == nullptr) {
-    result = scalar_if_zero_dim(result);
-  }
-  // torch's in-place ops bump the version of what they write; so does out=.
-  if (result != nullptr && (cls & kTorch) && (cls & kInto) &&
-      !bump_torch_versions(a.outputs.data(), a.outputs.size())) {
-    Py_CLEAR(result);
-  }
-  return result;
+  cls += a.out != nullptr ? kInto : 0;
+  if (f->keywords == nullptr) return call_class(f, cls + kPerExtra * static_cast<int>(a.extras.size()), a, a);
+  CallArguments ordered = a;
+  const int bits = order_keywords(f->keywords, &ordered);
+  if (bits < 0) return call_checked(f, a);
+  return call_class(f, cls + kPerExtra * bits, ordered, a);
 }
 
 PyObject* computation_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
