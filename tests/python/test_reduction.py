@@ -271,6 +271,33 @@ def test_errors_from_the_c_path_are_the_checked_paths(rsum):
         rsum(x, axis=0, out=np.empty(3, np.int8))
 
 
+@pytest.mark.parametrize("axis", [-2**63, -2**62, -3, 2, 2**62, 2**63 - 1, 2**63, -2**63 - 1])
+def test_hostile_axes_are_value_errors_on_either_path(rsum, axis):
+    with pytest.raises(ValueError, match=rf"^rsum: axis {axis} is out of bounds"):
+        rsum(np.ones((2, 3), np.float32), axis=axis)
+
+
+def test_concurrent_calls_through_the_c_path(rsum):
+    xs = [np.full((64, 33), i, np.float32) for i in range(8)]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(200):
+                got = rsum(xs[i], axis=1 if i % 2 else None)
+                want = xs[i].sum(axis=1) if i % 2 else xs[i].sum()
+                np.testing.assert_array_equal(got, want)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
 @needs_torch
 def test_common_torch_calls_run_in_c(rsum):
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
