@@ -106,6 +106,29 @@ def check_values(rsum, torch, n: int, shape) -> None:
         assert torch.allclose(rsum(tm, axis=1), tm.sum(dim=1), rtol=1e-4)
 
 
+def size_sweep(what: str, kjit_fn, numpy_fn, torch_fn, rounds: int, smoke: bool) -> None:
+    """`what` of float32 from 1 element to 2^26: kjit on NumPy arrays against NumPy,
+    and on torch tensors against torch (torch_fn None: without torch)."""
+    print(f"{what}, size sweep (us per call; ratio > 1: kjit faster):")
+    print(f"  {'n':>9} {'kjit':>9} {'numpy':>9} {'np/kjit':>8} {'kjit(t)':>9} {'torch':>9} {'torch/kjit':>10}")
+    sweep = (0, 4, 8, 10, 12, 14) + tuple(range(15, 27))
+    for p in (sweep[:4] if smoke else sweep):
+        x = np.random.default_rng(p).random(2**p).astype(np.float32)
+        calls = max(2, min(20000, 2**26 // 2**p // 8)) if not smoke else 2
+        variants = {"kjit": lambda: kjit_fn(x), "numpy": lambda: numpy_fn(x)}
+        if torch_fn is not None:
+            import torch
+
+            tx = torch.from_numpy(x)
+            variants["kjit(t)"] = lambda: kjit_fn(tx)
+            variants["torch"] = lambda: torch_fn(tx)
+        t = rotate(variants, rounds, calls)
+        line = f"  2^{p:<7} {t['kjit'] * 1e6:9.2f} {t['numpy'] * 1e6:9.2f} {t['numpy'] / t['kjit']:8.2f}"
+        if torch_fn is not None:
+            line += f" {t['kjit(t)'] * 1e6:9.2f} {t['torch'] * 1e6:9.2f} {t['torch'] / t['kjit(t)']:10.2f}"
+        print(line)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -160,22 +183,9 @@ def main() -> int:
         t = rotate(variants, rounds, 5 if not args.smoke else 2)
         report(f"argmax of {n} float32:", t)
         ok &= t["numpy"] >= t["kjit"]
-    print("size sweep (us per call; ratio > 1: kjit faster):")
-    print(f"  {'n':>9} {'kjit':>9} {'numpy':>9} {'np/kjit':>8} {'kjit(t)':>9} {'torch':>9} {'torch/kjit':>10}")
-    sweep = (0, 4, 8, 10, 12, 14) + tuple(range(15, 27))
-    for p in (sweep[:4] if args.smoke else sweep):
-        x = np.random.default_rng(p).random(2**p).astype(np.float32)
-        calls = max(2, min(20000, 2**26 // 2**p // 8)) if not args.smoke else 2
-        variants = {"kjit": lambda: rsum(x), "numpy": lambda: np.sum(x)}
-        if torch is not None:
-            tx = torch.from_numpy(x)
-            variants["kjit(t)"] = lambda: rsum(tx)
-            variants["torch"] = lambda: torch.sum(tx)
-        t = rotate(variants, rounds, calls)
-        line = f"  2^{p:<7} {t['kjit'] * 1e6:9.2f} {t['numpy'] * 1e6:9.2f} {t['numpy'] / t['kjit']:8.2f}"
-        if torch is not None:
-            line += f" {t['kjit(t)'] * 1e6:9.2f} {t['torch'] * 1e6:9.2f} {t['torch'] / t['kjit(t)']:10.2f}"
-        print(line)
+    argmax = kjit.arg_reduction(ARGMAX)
+    size_sweep("sum", rsum, np.sum, torch and torch.sum, rounds, args.smoke)
+    size_sweep("argmax", argmax, np.argmax, torch and torch.argmax, rounds, args.smoke)
     if not args.sizes and not args.smoke:
         with tempfile.TemporaryDirectory() as cache:
             cold = child_first_call(cache)

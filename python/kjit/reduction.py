@@ -226,6 +226,8 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
     reduce = _call_object(red)
 
     def call(x, *, axis=None, keepdims=False, out=None):
+        if axis is None and not keepdims and getattr(x, "ndim", None) == 1:  # flat already
+            return reduce(x, axis=0, out=out)
         if axis is not None:
             if isinstance(axis, (tuple, list)):
                 raise TypeError(f"{red.name}: axis must be None or an int, got {type(axis).__name__}")
