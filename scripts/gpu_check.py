@@ -50,6 +50,7 @@ SECTIONS: List[Tuple[str, int, str]] = [
     ("env", 40, "run"),
     ("checked", 90, "run"),
     ("elementwise", 120, "run"),
+    ("reduction", 60, "run"),
     ("jax", 90, "run"),
     ("first_call", 45, "skip"),
     ("timing", 100, "skip"),
@@ -1288,6 +1289,113 @@ def cast_out_case(runner: EwRunner, add) -> Tuple[int, List[str]]:
 # ---- JAX ------------------------------------------------------------------------------
 
 
+def section_reduction(sec: Section) -> None:
+    """kjit.reduction and kjit.arg_reduction on CUDA tensors against torch on the
+    same data on the CPU (float64 sums for the float inputs), and one timing row."""
+    sec.init_torch_cuda()
+    torch = sec.torch
+    import kjit
+    fns = {}
+
+    def make_functions():
+        add = "template <typename T> T add(T a, T b) { return a + b; }"
+        fns["sum"] = kjit.reduction(add, identity=0)
+        fns["max"] = kjit.reduction("template <typename T> T mx(T a, T b) { return a > b ? a : b; }", identity=None,
+                                    upcast_integers=False)
+        fns["mean"] = kjit.reduction(add, identity=0, post_code="template <typename T> T mean(T s, int64_t n) "
+                                     "{ return s / static_cast<T>(n); }", name="mean")
+        fns["argmax"] = kjit.arg_reduction("template <typename T> bool gt(T a, T b) { return a > b || (a != a && "
+                                           "b == b); }")
+        return f"{len(fns)} functions"
+
+    sec.check("kjit.reduction functions", make_functions, gpu=False, min_s=1)
+    if not fns:
+        return
+
+    if sec.dry:
+        def no_driver():
+            a, out = FakeDLPack(device_type=2), FakeDLPack(device_type=2)
+            out._shape[0] = 1
+            try:
+                fns["sum"](a, axis=0, keepdims=True, out=out)
+            except RuntimeError as err:
+                if "CUDA driver not available" not in str(err):
+                    fail(f"unexpected error: {err}")
+                return "reaches the launch, then: " + clip(str(err), 100)
+            fail("a CUDA reduction without a driver raised nothing")
+
+        sec.check("CUDA path without a driver", no_driver, gpu=False)
+
+    def values(device):
+        gen = torch.Generator().manual_seed(7)
+        failures, count = [], 0
+
+        def case(label, got, want, rtol):
+            nonlocal count
+            count += 1
+            got = got.cpu()
+            if got.dtype != want.dtype or got.shape != want.shape:
+                failures.append(f"{label}: {got.dtype} {tuple(got.shape)} vs {want.dtype} {tuple(want.shape)}")
+                return
+            wide = torch.complex128 if got.is_complex() else torch.float64
+            g, w = got.to(wide), want.to(wide)
+            if not torch.allclose(g, w, rtol=rtol, atol=rtol):
+                failures.append(f"{label}: max error {(g - w).abs().max().item():.3g}")
+
+        for n in (1, 31, 1024, (1 << 20) + 3, 1 << 24):
+            x = torch.rand(n, generator=gen)
+            case(f"sum float32 n={n}", fns["sum"](x.to(device)), x.double().sum().float(), 1e-5)
+            case(f"argmax float32 n={n}", fns["argmax"](x.to(device)), x.argmax(), 0)
+        m = torch.rand(513, 1025, generator=gen)
+        for axis in (0, 1):
+            case(f"sum (513, 1025) axis={axis}", fns["sum"](m.to(device), axis=axis), m.double().sum(axis).float(), 1e-5)
+            case(f"max (513, 1025) axis={axis}", fns["max"](m.to(device), axis=axis), m.amax(axis), 0)
+            case(f"mean (513, 1025).T axis={axis}", fns["mean"](m.to(device).T, axis=axis),
+                 m.T.double().mean(axis).float(), 1e-5)
+            case(f"argmax (513, 1025) axis={axis}", fns["argmax"](m.to(device), axis=axis), m.argmax(axis), 0)
+        i8 = torch.randint(-128, 127, (100003,), dtype=torch.int8, generator=gen)
+        case("sum int8 -> int64", fns["sum"](i8.to(device)), i8.sum(), 0)
+        h = torch.rand(4099, generator=gen).half()
+        case("sum float16 (float32 accumulator)", fns["sum"](h.to(device)), h.float().sum().half(), 2e-3)
+        z = torch.randn(3001, dtype=torch.complex64, generator=gen)
+        case("sum complex64", fns["sum"](z.to(device)), z.cdouble().sum().to(torch.complex64), 1e-5)
+        out = torch.empty(1025, device=device)
+        fns["sum"](m.to(device), axis=0, out=out)
+        case("sum into out=", out, m.double().sum(0).float(), 1e-5)
+        t = torch.tensor([1.0, 3.0, 3.0, float("nan"), float("nan")])
+        case("argmax ties and NaN (NumPy's rule)", fns["argmax"](t.to(device)), torch.tensor(3), 0)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if failures:
+            fail(f"{len(failures)} of {count} cases: {failures[0]}\n" + "\n".join(failures))
+        return f"{count} cases on {device} against torch on the CPU"
+
+    if sec.dry:
+        sec.check("harness self-test on CPU", lambda: values("cpu"), gpu=False, min_s=5)
+    sec.check("values against torch", lambda: values("cuda"), min_s=10)
+
+    def timing():
+        x = torch.rand(1 << 24, device="cuda")
+        fns["sum"](x)
+        torch.sum(x)
+
+        def best(fn):
+            times = []
+            for _ in range(5):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    fn()
+                torch.cuda.synchronize()
+                times.append((time.perf_counter() - t0) / 20)
+            return min(times)
+
+        k, t = best(lambda: fns["sum"](x)), best(lambda: torch.sum(x))
+        return "INFO", f"sum of 2^24 float32: kjit {k * 1e3:.3f} ms, torch.sum {t * 1e3:.3f} ms ({t / k:.2f}x)"
+
+    sec.check("sum 2^24 float32 time", timing, min_s=5)
+
+
 def section_jax(sec: Section) -> None:
     import numpy as np
     state = {}
@@ -1973,7 +2081,8 @@ def section_selftest(sec: Section) -> None:
 
 
 SECTION_FUNCTIONS = {
-    "env": section_env, "checked": section_checked, "elementwise": section_elementwise, "jax": section_jax,
+    "env": section_env, "checked": section_checked, "elementwise": section_elementwise,
+    "reduction": section_reduction, "jax": section_jax,
     "first_call": section_first_call, "timing": section_timing, "sanitizer": section_sanitizer,
     "brainevent": section_brainevent, "simulation": section_simulation, "selftest": section_selftest,
 }

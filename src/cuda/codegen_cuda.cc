@@ -12,10 +12,10 @@
 #include "support/embedded_headers.h"
 
 namespace kjit {
-namespace {
+namespace ew {
 
 /// The device spelling of a type's storage (float16/bfloat16 are uint16_t bits).
-std::string device_type(EwType t) {
+std::string cuda_device_type(EwType t) {
   switch (t) {
     case EwType::kComplex64:
       return "kjit_complex<float>";
@@ -27,28 +27,28 @@ std::string device_type(EwType t) {
 }
 
 /// The type a stored value is widened to before any other conversion.
-EwType widened(EwType t) { return ew::is_half(t) ? EwType::kFloat32 : t; }
+EwType cuda_widened(EwType t) { return ew::is_half(t) ? EwType::kFloat32 : t; }
 
-std::string widen(EwType t, const std::string& raw) {
+std::string cuda_widen(EwType t, const std::string& raw) {
   if (t == EwType::kFloat16) return "kjit_half_to_float(" + raw + ")";
   if (t == EwType::kBFloat16) return "kjit_bfloat16_to_float(" + raw + ")";
   return raw;
 }
 
-std::string narrow(EwType t, const std::string& value) {
+std::string cuda_narrow(EwType t, const std::string& value) {
   if (t == EwType::kFloat16) return "kjit_float_to_half(" + value + ")";
   if (t == EwType::kBFloat16) return "kjit_float_to_bfloat16(" + value + ")";
   return value;
 }
 
 /// A float `v` rounded to float16 or bfloat16 and widened back.
-std::string round_to_half(EwType half, const std::string& v) { return widen(half, narrow(half, v)); }
+std::string cuda_round_to_half(EwType half, const std::string& v) { return cuda_widen(half, cuda_narrow(half, v)); }
 
 /// Converts between two non-half types; complex -> real keeps the real part
 /// (PyTorch's rule), complex -> bool tests both parts.
-std::string cast_value(EwType from, EwType to, const std::string& v) {
+std::string cuda_cast_value(EwType from, EwType to, const std::string& v) {
   if (from == to) return v;
-  std::string to_s = device_type(to);
+  std::string to_s = cuda_device_type(to);
   if (is_complex(to)) {
     std::string part = to == EwType::kComplex64 ? "float" : "double";
     return is_complex(from) ? to_s + "(" + v + ")" : to_s + "(static_cast<" + part + ">(" + v + "))";
@@ -59,12 +59,23 @@ std::string cast_value(EwType from, EwType to, const std::string& v) {
   return "static_cast<" + to_s + ">(" + v + ")";
 }
 
+}  // namespace ew
+
+namespace {
+
+using ew::cuda_cast_value;
+using ew::cuda_device_type;
+using ew::cuda_narrow;
+using ew::cuda_round_to_half;
+using ew::cuda_widen;
+using ew::cuda_widened;
+
 /// Device source of the kernels for one set of types and one variant. The entry is
 /// called through __kjit_apply (entry_call.h), qualified, so no name here hides it.
 class CudaKernelWriter {
  public:
   CudaKernelWriter(const EwKernelTypes& types, EwCudaVariant variant)
-      : t_(types), variant_(variant), c_(device_type(types.compute)) {
+      : t_(types), variant_(variant), c_(cuda_device_type(types.compute)) {
     n_out_ = t_.outputs.size();
     n_ops_ = n_out_ + t_.inputs.size();
   }
@@ -117,7 +128,7 @@ class CudaKernelWriter {
     if (any_by_value()) {
       o << "struct kjit_scalars {";
       for (size_t i = 0; i < t_.inputs.size(); ++i) {
-        if (by_value(i)) o << " " << device_type(t_.inputs[i]) << " s" << i << ";";
+        if (by_value(i)) o << " " << cuda_device_type(t_.inputs[i]) << " s" << i << ";";
       }
       o << " };\nstatic_assert(sizeof(kjit_scalars) == " << ew_cuda_scalars_layout(t_).back()
         << ", \"kjit_scalars must match the host's packing\");\n";
@@ -156,37 +167,37 @@ class CudaKernelWriter {
 
   std::string load(size_t op, const std::string& addr) const {
     EwType t = type_of(op);
-    std::string raw = "*reinterpret_cast<const " + device_type(t) + "*>(" + addr + ")";
-    return to_compute(t, widen(t, raw));
+    std::string raw = "*reinterpret_cast<const " + cuda_device_type(t) + "*>(" + addr + ")";
+    return to_compute(t, cuda_widen(t, raw));
   }
 
   /// A widened value of type `t` as the compute type; under a half result another
   /// type is rounded to it first (cast to the common dtype, then computed in float).
   std::string to_compute(EwType t, const std::string& widened_value) const {
-    std::string v = cast_value(widened(t), t_.compute, widened_value);
-    return t_.half_result && t != *t_.half_result ? round_to_half(*t_.half_result, v) : v;
+    std::string v = cuda_cast_value(cuda_widened(t), t_.compute, widened_value);
+    return t_.half_result && t != *t_.half_result ? cuda_round_to_half(*t_.half_result, v) : v;
   }
 
   /// Input i's value for the element at `i_expr`: from the parameters when by value.
   std::string load_input(size_t i, const std::string& i_expr) const {
     if (!by_value(i)) return load(n_out_ + i, address(n_out_ + i, i_expr));
     EwType t = t_.inputs[i];
-    return to_compute(t, widen(t, "sc.s" + std::to_string(i)));
+    return to_compute(t, cuda_widen(t, "sc.s" + std::to_string(i)));
   }
 
   std::string store(size_t op, const std::string& addr, std::string value) const {
     EwType t = type_of(op);
     // A half result goes into another type only after rounding to its own; a result
     // of the entry's own type is not the half result.
-    if (t_.half_result && t != *t_.half_result && !own_type(op)) value = round_to_half(*t_.half_result, value);
-    return "*reinterpret_cast<" + device_type(t) + "*>(" + addr +
-           ") = " + narrow(t, cast_value(t_.result(op), widened(t), value)) + ";";
+    if (t_.half_result && t != *t_.half_result && !own_type(op)) value = cuda_round_to_half(*t_.half_result, value);
+    return "*reinterpret_cast<" + cuda_device_type(t) + "*>(" + addr +
+           ") = " + cuda_narrow(t, cuda_cast_value(t_.result(op), cuda_widened(t), value)) + ";";
   }
 
   bool own_type(size_t k) const { return t_.result(k) != t_.compute; }
 
   /// Output k's type as the entry produces it (the compute type, or its own).
-  std::string result_spelling(size_t k) const { return device_type(t_.result(k)); }
+  std::string result_spelling(size_t k) const { return cuda_device_type(t_.result(k)); }
 
  public:
   std::vector<std::string> result_spellings() const {
@@ -202,7 +213,7 @@ class CudaKernelWriter {
     for (size_t i = 0; i < t_.inputs.size(); ++i)
       a += (a.empty() ? "" : ", ") + ("in" + std::to_string(i) + "[" + j + "]");
     for (size_t e = 0; e < t_.extra.size(); ++e) {
-      a += (a.empty() ? "" : ", ") + ("*reinterpret_cast<const " + device_type(t_.extra[e]) + "*>(ex.b + " +
+      a += (a.empty() ? "" : ", ") + ("*reinterpret_cast<const " + cuda_device_type(t_.extra[e]) + "*>(ex.b + " +
                                       std::to_string(kEwExtraSlotBytes * e) + ")");
     }
     std::string s = "{";
@@ -416,7 +427,7 @@ std::string emit_elementwise_cuda(const std::string& code, const std::string& en
     << ew_cuda_variant_name(variant) << "\n"
     << "#line 1 \"kjit_cuda_prelude\"\n"
     << detail::elementwise_cuda_prelude_text() << ew::wrap_user_code(code) << "#line 1 \"kjit_elementwise_cuda\"\n"
-    << ew::entry_apply(ew::entry_callee(code, entry, device_type(types.compute)),
+    << ew::entry_apply(ew::entry_callee(code, entry, cuda_device_type(types.compute)),
                        CudaKernelWriter(types, variant).result_spellings(), "__device__ __forceinline__", "__device__")
     << CudaKernelWriter(types, variant).text();
   return o.str();

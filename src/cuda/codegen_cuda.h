@@ -57,6 +57,23 @@ bool ew_cuda_by_value(const EwKernelTypes& types, size_t i);
 /// struct's size. The entries of tensor inputs are unused.
 std::vector<size_t> ew_cuda_scalars_layout(const EwKernelTypes& types);
 
+namespace ew {
+
+/// The device spelling of a type's storage (float16/bfloat16 are uint16_t bits).
+std::string cuda_device_type(EwType t);
+/// The type a stored value is widened to before any other conversion (float for halves).
+EwType cuda_widened(EwType t);
+/// A stored value (`raw`) of `t` widened; a widened value narrowed back to `t`'s storage.
+std::string cuda_widen(EwType t, const std::string& raw);
+std::string cuda_narrow(EwType t, const std::string& value);
+/// A float `v` rounded to float16 or bfloat16 and widened back.
+std::string cuda_round_to_half(EwType half, const std::string& v);
+/// Converts between two non-half types; complex -> real keeps the real part
+/// (PyTorch's rule), complex -> bool tests both parts.
+std::string cuda_cast_value(EwType from, EwType to, const std::string& v);
+
+}  // namespace ew
+
 /// The NVRTC source. Kernel parameters, in order: `int n` (elements), a struct of
 /// `char*` per operand (outputs first; unused for by-value inputs), for the
 /// strided variants the offset calculator (ew_cuda_offsets_bytes), with by-value

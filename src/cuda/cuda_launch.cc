@@ -314,7 +314,7 @@ std::string nvrtc_arch_for(int cc, const std::vector<int>& supported) {
 
 namespace {
 
-constexpr const char* kNoDriver = "kjit.elementwise: CUDA driver not available: ";
+constexpr const char* kNoDriver = "kjit: CUDA driver not available: ";
 
 template <typename Fn>
 void resolve(void* lib, const char* name, Fn* fn, std::string* missing) {
@@ -365,7 +365,7 @@ CudaDriver load_driver() {
 }
 
 void check(const CudaDriver& d, int rc, const char* what) {
-  if (rc != 0) throw RuntimeError(std::string("kjit.elementwise: ") + what + " failed: " + error_text(d, rc));
+  if (rc != 0) throw RuntimeError(std::string("kjit: ") + what + " failed: " + error_text(d, rc));
 }
 
 /// The device's primary context, retained once per process (as the runtime does).
@@ -382,34 +382,28 @@ void* primary_context(const CudaDriver& d, int device) {
   return ctx;
 }
 
-/// Makes a context of `device` current for the launch and restores the caller's.
-class ContextGuard {
- public:
-  ContextGuard(const CudaDriver& d, int device) : d_(d) {
-    check(d, d.ctx_get_current(&previous_), "cuCtxGetCurrent");
-    int current = -1;
-    if (previous_ != nullptr && d.ctx_get_device(&current) == 0 && current == device) {
-      context_ = previous_;
-      return;
-    }
-    context_ = primary_context(d, device);
-    check(d, d.ctx_set_current(context_), "cuCtxSetCurrent");
-    restore_ = true;
-  }
-  ~ContextGuard() {
-    if (restore_) d_.ctx_set_current(previous_);
-  }
-  ContextGuard(const ContextGuard&) = delete;
-  ContextGuard& operator=(const ContextGuard&) = delete;
+}  // namespace
 
- private:
-  const CudaDriver& d_;
-  void* previous_ = nullptr;
-  void* context_ = nullptr;
-  bool restore_ = false;
-};
+const CudaDriver& cuda_driver() {
+  static const CudaDriver d = load_driver();
+  if (!d.error.empty()) throw RuntimeError(d.error);
+  return d;
+}
 
-int compute_capability(const CudaDriver& d, int device) {
+CudaContextGuard::CudaContextGuard(int device) : d_(cuda_driver()) {
+  check(d_, d_.ctx_get_current(&previous_), "cuCtxGetCurrent");
+  int current = -1;
+  if (previous_ != nullptr && d_.ctx_get_device(&current) == 0 && current == device) return;
+  check(d_, d_.ctx_set_current(primary_context(d_, device)), "cuCtxSetCurrent");
+  restore_ = true;
+}
+
+CudaContextGuard::~CudaContextGuard() {
+  if (restore_) d_.ctx_set_current(previous_);
+}
+
+int cuda_compute_capability(int device) {
+  const CudaDriver& d = cuda_driver();
   constexpr int kMajor = 75, kMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR
   int handle = 0, major = 0, minor = 0;
   check(d, d.device_get(&handle, device), "cuDeviceGet");
@@ -418,13 +412,7 @@ int compute_capability(const CudaDriver& d, int device) {
   return major * 10 + minor;
 }
 
-}  // namespace
-
-const CudaDriver& cuda_driver() {
-  static const CudaDriver d = load_driver();
-  if (!d.error.empty()) throw RuntimeError(d.error);
-  return d;
-}
+void check_cuda(int rc, const char* what) { check(cuda_driver(), rc, what); }
 
 CudaElementwiseKernel::CudaElementwiseKernel(std::string code, std::string entry, EwKernelTypes types,
                                              std::vector<std::string> nvrtc_options)
@@ -463,8 +451,8 @@ void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const Loop& loop, co
   const CudaDriver& d = cuda_driver();  // first: no driver, no compile
   const EwKernelTypes& t = kernel.types();
   std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t), scalars);
-  ContextGuard guard(d, device);
-  const int cc = compute_capability(d, device);
+  CudaContextGuard guard(device);
+  const int cc = cuda_compute_capability(device);
   for (CudaLaunch& l : launches) {
     void* fn = kernel.function(l.variant, l.vec, cc);
     std::vector<void*> params = l.args.pointers();

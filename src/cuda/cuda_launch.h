@@ -126,8 +126,30 @@ struct CudaDriver {
 };
 
 /// libcuda.so.1, loaded and cuInit-ed once (thread-safe). Throws RuntimeError
-/// "kjit.elementwise: CUDA driver not available: ..." without a driver.
+/// "kjit: CUDA driver not available: ..." without a driver.
 const CudaDriver& cuda_driver();
+
+/// Makes a context of `device` current (the caller's if it is that device's, else
+/// the device's primary context, retained once per process) and restores the
+/// caller's at the end of the scope. Throws RuntimeError without a driver.
+class CudaContextGuard {
+ public:
+  explicit CudaContextGuard(int device);
+  ~CudaContextGuard();
+  CudaContextGuard(const CudaContextGuard&) = delete;
+  CudaContextGuard& operator=(const CudaContextGuard&) = delete;
+
+ private:
+  const CudaDriver& d_;
+  void* previous_ = nullptr;
+  bool restore_ = false;
+};
+
+/// The compute capability of `device` (80 for 8.0).
+int cuda_compute_capability(int device);
+
+/// Throws RuntimeError "kjit: <what> failed: <the driver's error>" unless rc is 0.
+void check_cuda(int rc, const char* what);
 
 /// A computation's CUDA kernels for one set of types: each variant compiled once
 /// per arch with NVRTC and loaded once per CUDA context, on first use.

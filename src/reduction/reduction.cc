@@ -5,6 +5,8 @@
 #include "kjit/reduction.h"
 
 #include <dlfcn.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/extra/c_env_api.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +26,7 @@
 #include "kjit/detail/reduction_loop.h"
 #include "kjit/errors.h"
 #include "reduction/codegen_reduction.h"
+#include "reduction/reduction_cuda.h"
 #include "reduction/reduction_plan.h"
 #include "signature/lexer.h"
 #include "signature/validate.h"
@@ -141,8 +144,9 @@ struct RedPlan {
   EwOutput output;  ///< the output's layout, C-contiguous (what run_allocating allocates)
   red::RedDims dims;
   RedKernelTypes types;
-  RedKernelFn kernel;         ///< none when the output is empty
-  bool guard = false;         ///< some type holds integers: the kernel may trap
+  RedKernelFn kernel;                              ///< CPU: none when the output is empty
+  std::shared_ptr<red::CudaReductionKernel> cuda;  ///< CUDA: compiled and loaded at the first launch
+  bool guard = false;                              ///< some type holds integers: the kernel may trap
   bool outer = false;         ///< one reduced dim, under an output dim the first input is contiguous along
   ew::ScalarSlot identity{};  ///< the identity as the accumulator
   /// Per operand (the output first), the bytes it spans from its data pointer:
@@ -182,7 +186,13 @@ struct Reduction::Impl {
   std::string name;
   ReductionOptions options;
   ew::KernelTable<RedKernelFn> kernels;  // by kernel types
+  std::mutex cuda_mu;
+  std::map<std::string, std::shared_ptr<red::CudaReductionKernel>> cuda_kernels;  // by kernel types
   ew::PlanCache<RedPlan> plans;
+
+  std::shared_ptr<red::CudaReductionKernel> cuda_kernel_for(const RedKernelTypes& types);
+  /// Launches on the output's device, on tvm-ffi's current stream for it (torch's).
+  void execute_cuda(const RedPlan& plan, const std::vector<char*>& data, const DLTensor* out) const;
 
   RedKernelFn kernel_for(const RedKernelTypes& types);
   red::RedCall plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
@@ -215,6 +225,13 @@ RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
     fn.acc_bytes = acc_bytes();
     return fn;
   });
+}
+
+std::shared_ptr<red::CudaReductionKernel> Reduction::Impl::cuda_kernel_for(const RedKernelTypes& types) {
+  std::lock_guard<std::mutex> lock(cuda_mu);
+  std::shared_ptr<red::CudaReductionKernel>& k = cuda_kernels[types.key()];
+  if (!k) k = std::make_shared<red::CudaReductionKernel>(code, entries, types);
+  return k;
 }
 
 red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
@@ -322,15 +339,39 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   const red::RedDims& dims = plan.dims;
   plan.outer = !dims.kept_shape.empty() && dims.reduced_shape.size() == 1 &&
                dims.kept_strides[(dims.kept_shape.size() - 1) * n_ops + 1] == ew::size_of(plan.types.inputs[0]);
-  if (plan.dims.outputs > 0) plan.kernel = kernel_for(plan.types);
+  if (c.call.device.device_type == kDLCUDA) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].tensor == nullptr) {
+        throw NotImplementedError(name + ": input #" + std::to_string(i) +
+                                  " is a scalar; a CUDA reduction takes tensors only so far (pass a 0-d tensor)");
+      }
+    }
+    plan.cuda = cuda_kernel_for(plan.types);
+  } else if (plan.dims.outputs > 0) {
+    plan.kernel = kernel_for(plan.types);
+  }
   for (EwType t : plan.types.inputs) plan.guard = plan.guard || is_integer(t) || t == EwType::kBool;
   plan.guard = plan.guard || is_integer(plan.types.acc) || is_integer(plan.types.output);
   return made;
 }
 
+void Reduction::Impl::execute_cuda(const RedPlan& plan, const std::vector<char*>& data, const DLTensor* out) const {
+  const int device = out->device.device_id;
+  std::vector<tvm::ffi::Tensor> scratch;  // alive until the launches are queued; the allocator orders reuse
+  auto allocate = [&](size_t bytes) -> char* {
+    if (TVMFFIEnvGetDLPackManagedTensorAllocator() == nullptr) return nullptr;
+    const int64_t n = static_cast<int64_t>(bytes);
+    scratch.push_back(tvm::ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, tvm::ffi::ShapeView(&n, 1),
+                                                     DLDataType{kDLUInt, 8, 1}, out->device));
+    return static_cast<char*>(scratch.back().data_ptr());
+  };
+  red::launch_reduction_cuda(*plan.cuda, plan.dims, plan.call.count, plan.outer, data, plan.identity.bytes, device,
+                             TVMFFIEnvGetStream(kDLCUDA, device), allocate);
+}
+
 void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>& inputs, const DLTensor* out,
                               Promotion p) const {
-  if (!plan.kernel) return;  // an empty output
+  if (!plan.kernel && !plan.cuda) return;  // an empty output
   const size_t n_ops = inputs.size() + 1;
   std::vector<char*> data(n_ops);
   std::vector<ew::ScalarSlot> slots(inputs.size());
@@ -349,6 +390,10 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
       ew::bind_scalar_input(name, inputs[i], plan.call.call, i, p, &slots[i]);
       data[i + 1] = reinterpret_cast<char*>(slots[i].bytes);
     }
+  }
+  if (plan.cuda) {
+    execute_cuda(plan, data, out);
+    return;
   }
   const red::RedDims& dims = plan.dims;
   kjit_red_problem problem{};

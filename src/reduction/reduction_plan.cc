@@ -52,8 +52,8 @@ RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, c
                   std::optional<EwType> dtype, bool upcast_integers, Promotion p) {
   RedCall c;
   c.call = ew::resolve_types(fn, inputs, p);
-  if (c.call.device.device_type != kDLCPU) {
-    throw TypeError(fn + ": kjit.reduction runs on CPU tensors only so far; these inputs are on device type " +
+  if (c.call.device.device_type != kDLCPU && c.call.device.device_type != kDLCUDA) {
+    throw TypeError(fn + ": kjit.reduction runs on CPU and CUDA tensors; these inputs are on device type " +
                     std::to_string(c.call.device.device_type));
   }
   if (dtype) {

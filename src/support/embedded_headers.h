@@ -15,6 +15,7 @@ const char* xla_elementwise_text();           ///< kjit/detail/xla_elementwise.h
 const char* cuda_host_prelude_text();         ///< kjit/detail/cuda_host_prelude.h
 const char* elementwise_cuda_prelude_text();  ///< kjit/detail/elementwise_cuda_prelude.h
 const char* reduction_loop_text();            ///< kjit/detail/reduction_loop.h
+const char* reduction_cuda_text();            ///< kjit/detail/reduction_cuda.h
 
 }  // namespace detail
 }  // namespace kjit

@@ -1203,7 +1203,7 @@ bool driver_installed() {
   return false;
 }
 
-const char* kNoDriverPrefix = "kjit.elementwise: CUDA driver not available: libcuda.so.1 could not be loaded (";
+const char* kNoDriverPrefix = "kjit: CUDA driver not available: libcuda.so.1 could not be loaded (";
 const char* kNoDriverSuffix = "); running on CUDA tensors needs an NVIDIA driver";
 
 TEST(ElementwiseCudaNoDriver, DriverLoaderThrowsRuntimeError) {

@@ -315,6 +315,29 @@ def test_common_torch_calls_run_in_c(rsum):
         rsum(torch.ones(3, requires_grad=True), axis=0)
 
 
+def _fake_cuda(n):
+    """A fake CUDA float32 tensor of n <= 4 elements (never dereferenced)."""
+    from test_elementwise import FakeDLPack
+
+    t = FakeDLPack(device_type=2)
+    t._shape[0] = n
+    return t
+
+
+def test_cuda_reductions_plan_and_reach_the_driver(rsum):
+    # The plan is made for CUDA and the kernel chosen; the launch fails because this
+    # machine has no CUDA driver (scripts/gpu_check runs them on a GPU).
+    with pytest.raises(RuntimeError, match=r"^kjit: CUDA driver not available"):
+        rsum(_fake_cuda(4), axis=0, keepdims=True, out=_fake_cuda(1))
+    with pytest.raises(ValueError, match=r"^rsum: an output is on cuda:0 but the call's tensors are on cpu; all "
+                                         r"tensors of a call must be on one device$"):
+        rsum(np.ones(4, np.float32), axis=0, keepdims=True, out=_fake_cuda(1))
+    sqmean = kjit.reduction(ADD, identity=0, map_code=SQDIFF, post_code=MEAN, name="sqmean")
+    with pytest.raises(NotImplementedError, match=r"^sqmean: input #1 is a scalar; a CUDA reduction takes tensors "
+                                                  r"only so far \(pass a 0-d tensor\)$"):
+        sqmean(_fake_cuda(4), 2.0, axis=0, keepdims=True, out=_fake_cuda(1))
+
+
 # -- accumulation rules (result_type compiles nothing) -----------------------------
 
 NUMPY_SUM = {"bool": "int64", "int8": "int64", "int16": "int64", "int32": "int64", "int64": "int64",
