@@ -1118,6 +1118,18 @@ class FakeDLPack:
         return new(ctypes.addressof(self._mt), b"dltensor", None)
 
 
+def reaches_the_launch(call) -> str:
+    """A CUDA call of fake tensors on a machine without a driver: it must get as far
+    as the launch and fail there, saying so."""
+    try:
+        call()
+    except RuntimeError as err:
+        if "CUDA driver not available" not in str(err):
+            fail(f"unexpected error: {err}")
+        return "reaches the launch, then: " + clip(str(err), 100)
+    fail("a CUDA call without a driver raised nothing")
+
+
 def section_elementwise(sec: Section) -> None:
     sec.init_torch_cuda()
     torch = sec.torch
@@ -1137,13 +1149,7 @@ def section_elementwise(sec: Section) -> None:
     if sec.dry:
         def no_driver():
             a, b, out = FakeDLPack(device_type=2), FakeDLPack(device_type=2), FakeDLPack(device_type=2)
-            try:
-                fns["add"](a, b, out=out)
-            except RuntimeError as err:
-                if "CUDA driver not available" not in str(err):
-                    fail(f"unexpected error: {err}")
-                return "reaches the launch, then: " + clip(str(err), 100)
-            fail("a CUDA call without a driver raised nothing")
+            return reaches_the_launch(lambda: fns["add"](a, b, out=out))
 
         sec.check("CUDA path without a driver", no_driver, gpu=False)
 
@@ -1316,13 +1322,7 @@ def section_reduction(sec: Section) -> None:
         def no_driver():
             a, out = FakeDLPack(device_type=2), FakeDLPack(device_type=2)
             out._shape[0] = 1
-            try:
-                fns["sum"](a, axis=0, keepdims=True, out=out)
-            except RuntimeError as err:
-                if "CUDA driver not available" not in str(err):
-                    fail(f"unexpected error: {err}")
-                return "reaches the launch, then: " + clip(str(err), 100)
-            fail("a CUDA reduction without a driver raised nothing")
+            return reaches_the_launch(lambda: fns["sum"](a, axis=0, keepdims=True, out=out))
 
         sec.check("CUDA path without a driver", no_driver, gpu=False)
 

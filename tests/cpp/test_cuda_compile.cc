@@ -33,11 +33,14 @@
 #include "kjit/declare.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
+#include "test_dirs.h"
 
 namespace kjit {
 namespace {
 
 namespace fs = std::filesystem;
+using kjit_test::TempDir;
+using kjit_test::write_file;
 
 // ---------------------------------------------------------------------------
 // Sample kernels. `device` is what NVRTC can compile alone (the __global__
@@ -145,32 +148,6 @@ std::string read_file(const fs::path& path) {
   s << f.rdbuf();
   return s.str();
 }
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
-
-/// A private directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kjit-cuda-compile-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 std::string join(const std::vector<std::string>& argv) {
   std::string out;

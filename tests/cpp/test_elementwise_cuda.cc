@@ -35,12 +35,15 @@
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
+#include "test_dirs.h"
 
 namespace kjit {
 namespace ew {
 namespace {
 
 namespace fs = std::filesystem;
+using kjit_test::TempDir;
+using kjit_test::write_file;
 using T = EwType;
 
 // ---------------------------------------------------------------------------
@@ -173,29 +176,6 @@ std::string ptxas_path() {
   } catch (const ToolchainError&) {
     return "";
   }
-}
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ =
-        fs::temp_directory_path() / ("kjit_ew_cuda_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f << bytes;
 }
 
 class ElementwiseCudaNvrtc : public ::testing::TestWithParam<CaseVariant> {

@@ -23,12 +23,15 @@
 #include "kjit/errors.h"
 #include "reduction/reduction_cuda.h"
 #include "reduction/reduction_plan.h"
+#include "test_dirs.h"
 
 namespace kjit {
 namespace red {
 namespace {
 
 namespace fs = std::filesystem;
+using kjit_test::TempDir;
+using kjit_test::write_file;
 using T = EwType;
 
 constexpr const char* kAdd = "template <typename T> T add(T a, T b) { return a + b; }";
@@ -68,29 +71,6 @@ std::string nvrtc_skip_reason() {
   } catch (const ToolchainError& e) {
     return e.what();
   }
-}
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ =
-        fs::temp_directory_path() / ("kjit_red_cuda_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f << bytes;
 }
 
 class ReductionCudaNvrtc : public ::testing::TestWithParam<Case> {
