@@ -1349,7 +1349,8 @@ def section_reduction(sec: Section) -> None:
         m = torch.rand(513, 1025, generator=gen)
         for axis in (0, 1):
             case(f"sum (513, 1025) axis={axis}", fns["sum"](m.to(device), axis=axis), m.double().sum(axis).float(), 1e-5)
-            case(f"max (513, 1025) axis={axis}", fns["max"](m.to(device), axis=axis), m.amax(axis), 0)
+            case(f"max of negatives (513, 1025) axis={axis}", fns["max"]((-m).to(device), axis=axis),
+                 (-m).amax(axis), 0)
             case(f"mean (513, 1025).T axis={axis}", fns["mean"](m.to(device).T, axis=axis),
                  m.T.double().mean(axis).float(), 1e-5)
             case(f"argmax (513, 1025) axis={axis}", fns["argmax"](m.to(device), axis=axis), m.argmax(axis), 0)

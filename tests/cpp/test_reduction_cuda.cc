@@ -35,6 +35,7 @@ using kjit_test::write_file;
 using T = EwType;
 
 constexpr const char* kAdd = "template <typename T> T add(T a, T b) { return a + b; }";
+constexpr const char* kMax = "template <typename T> T mx(T a, T b) { return a > b ? a : b; }";
 constexpr const char* kGreater = "template <typename T> bool gt(T a, T b) { return a > b || (a != a && b == b); }";
 constexpr const char* kMean =
     "template <typename T> T add(T a, T b) { return a + b; }\n"
@@ -61,6 +62,7 @@ std::vector<Case> cases() {
        {"add", "sqdiff", "mean", false},
        {{T::kFloat32, T::kFloat64}, T::kFloat64, T::kFloat64}},
       {"argmax_float32", kGreater, {"gt", "", "", true}, {{T::kFloat32}, T::kFloat32, T::kInt64}},
+      {"max_float64_without_identity", kMax, {"mx", "", "", false}, {{T::kFloat64}, T::kFloat64, T::kFloat64}},
   };
 }
 
@@ -359,6 +361,21 @@ TEST_F(ReductionCudaEmulated, ArgmaxTakesTheFirstOfEqualsAndTheFirstNan) {
   k.run({n}, {true}, {{0}, {4}}, {reinterpret_cast<char*>(&best), reinterpret_cast<char*>(x.data())}, 16, nullptr,
         false);
   EXPECT_EQ(best, 65000);
+}
+
+TEST_F(ReductionCudaEmulated, AMaxWithoutAnIdentityStartsFromTheFirstElement) {
+  EmulatedReduction k(cases()[6]);
+  ASSERT_TRUE(k.ok()) << k.log();
+  // All negative: starting from the (absent, zero-filled) identity would give 0.
+  for (int64_t n : {int64_t{1}, int64_t{33}, int64_t{5000}}) {
+    std::vector<double> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = -1.0 - static_cast<double>((i * 7919) % 1000);
+    x[static_cast<size_t>(n / 2)] = -0.5;
+    double best = 1;
+    k.run({n}, {true}, {{0}, {8}}, {reinterpret_cast<char*>(&best), reinterpret_cast<char*>(x.data())}, 8, nullptr,
+          false);
+    EXPECT_EQ(best, -0.5) << n;
+  }
 }
 
 }  // namespace

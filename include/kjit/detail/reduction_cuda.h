@@ -62,20 +62,20 @@ __device__ __forceinline__ void kjit_red_cuda_partial(const kjit_red_cuda_proble
   const int64_t part = p.outputs_fastest ? g / p.outputs : g % p.parts;
   char* base[KJIT_RED_OPS];
   kjit_red_cuda_output(p, o, base);
-  typename Ops::Acc acc = Ops::identity(p.identity);
-  char* at[KJIT_RED_OPS];
-  if (p.n_reduced == 1) {  // the common case: no division per element
-    for (int64_t r = part; r < p.count; r += p.parts) {
+  auto value_at = [&](int64_t r) {
+    char* at[KJIT_RED_OPS];
+    if (p.n_reduced == 1) {  // the common case: no division per element
       for (int op = 0; op < KJIT_RED_OPS; ++op) at[op] = base[op] + r * p.reduced_strides[0][op];
-      acc = Ops::combine(acc, Ops::map(at, r));
-    }
-  } else {
-    for (int64_t r = part; r < p.count; r += p.parts) {
+    } else {
       for (int op = 0; op < KJIT_RED_OPS; ++op) at[op] = base[op];
       kjit_red_cuda_locate(r, p.n_reduced, p.reduced_shape, p.reduced_strides, at);
-      acc = Ops::combine(acc, Ops::map(at, r));
     }
-  }
+    return Ops::map(at, r);
+  };
+  // From the part's first element: a combine without an identity (max) never sees
+  // one; only an empty reduction stores the identity.
+  typename Ops::Acc acc = part < p.count ? value_at(part) : Ops::identity(p.identity);
+  for (int64_t r = part + p.parts; r < p.count; r += p.parts) acc = Ops::combine(acc, value_at(r));
   if (p.parts == 1) {
     Ops::store(base[0], acc, p.count);
   } else {
