@@ -16,14 +16,19 @@ std::string operand_name(size_t i) { return "input #" + std::to_string(i); }
 
 std::vector<int64_t> shape_of(const DLTensor* t) { return std::vector<int64_t>(t->shape, t->shape + t->ndim); }
 
-std::vector<int64_t> strides_of(const DLTensor* t) {
-  std::vector<int64_t> s(t->ndim);
-  int64_t expected = 1;
-  for (int i = t->ndim - 1; i >= 0; --i) {
-    s[i] = t->strides != nullptr ? t->strides[i] : expected;
-    expected *= t->shape[i];
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t step = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = step;
+    step *= shape[i];
   }
   return s;
+}
+
+std::vector<int64_t> strides_of(const DLTensor* t) {
+  if (t->strides == nullptr) return contiguous_strides(shape_of(t));
+  return std::vector<int64_t>(t->strides, t->strides + t->ndim);
 }
 
 namespace {

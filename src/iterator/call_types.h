@@ -84,6 +84,8 @@ void bind_scalar_input(const std::string& fn, const EwOperand& input, const Call
 
 std::vector<int64_t> shape_of(const DLTensor* t);
 /// Element strides; C-contiguous ones when the tensor has none.
+/// C-contiguous strides (elements) of `shape`.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 std::vector<int64_t> strides_of(const DLTensor* t);
 /// "input #i", as messages name inputs.
 std::string operand_name(size_t i);

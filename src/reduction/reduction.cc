@@ -167,16 +167,18 @@ KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inpu
   ew::encode_call(sink, inputs, &out, out != nullptr ? 1 : 0, kNoExtra, p);
 }
 
-/// C-contiguous strides, in elements, of a new output of `shape`.
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t step = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<int64_t>(shape[d], 1);
-  }
-  return strides;
+namespace {
+
+/// A call's output: its shape and dtype, C-contiguous.
+EwOutput output_layout(const red::RedCall& c) {
+  EwOutput out;
+  out.shape = c.output_shape;
+  out.type = c.result;
+  for (size_t d = 0; d < out.shape.size(); ++d) out.order.push_back(static_cast<int>(d));
+  return out;
 }
+
+}  // namespace
 
 struct Reduction::Impl {
   std::string code;  // every part's definitions, in order reduce, map, post
@@ -302,9 +304,7 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   RedPlan& plan = *made;
   plan.call = this->plan(inputs, axes, keepdims, dtype, p);
   const red::RedCall& c = plan.call;
-  plan.output.shape = c.output_shape;
-  plan.output.type = c.result;
-  for (size_t d = 0; d < c.output_shape.size(); ++d) plan.output.order.push_back(static_cast<int>(d));
+  plan.output = output_layout(c);
   if (out != nullptr) check_out(c, out, p);
   const EwType out_type = out != nullptr ? *ew::from_dl(out->dtype) : c.result;
   plan.types = RedKernelTypes{c.call.inputs, c.acc, out_type};
@@ -312,7 +312,8 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   const std::vector<int64_t>& shape = c.call.shape;
   // Operand byte strides over the broadcast dims, the output's 0 along reduced ones.
   std::vector<std::vector<int64_t>> strides(n_ops, std::vector<int64_t>(shape.size(), 0));
-  const std::vector<int64_t> out_strides = out != nullptr ? ew::strides_of(out) : contiguous_strides(c.output_shape);
+  const std::vector<int64_t> out_strides =
+      out != nullptr ? ew::strides_of(out) : ew::contiguous_strides(c.output_shape);
   for (size_t d = 0, k = 0; d < shape.size(); ++d) {
     if (!c.reduced[d]) strides[0][d] = out_strides[k] * ew::size_of(out_type);
     if (!c.reduced[d] || keepdims) ++k;
@@ -453,12 +454,7 @@ const std::string& Reduction::name() const { return impl_->name; }
 
 EwOutput Reduction::output_for(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                                std::optional<EwType> dtype, Promotion promotion) const {
-  const red::RedCall c = impl_->plan(inputs, axes, keepdims, dtype, promotion);
-  EwOutput out;
-  out.shape = c.output_shape;
-  out.type = c.result;
-  for (size_t d = 0; d < out.shape.size(); ++d) out.order.push_back(static_cast<int>(d));
-  return out;
+  return output_layout(impl_->plan(inputs, axes, keepdims, dtype, promotion));
 }
 
 void Reduction::run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
