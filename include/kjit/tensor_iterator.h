@@ -25,17 +25,6 @@ namespace kjit {
 
 class TensorIterator;
 
-/// One operand of an iterator (TensorIterator's OperandInfo): the tensor and its
-/// layout over the iterator's loop nest.
-struct OperandInfo {
-  TensorView view;
-  char* data = nullptr;      ///< first element
-  DataType dtype{};          ///< one lane, whole bytes
-  int64_t element_size = 0;  ///< bytes
-  DimVector strides;         ///< bytes per step of each dim of the loop nest (0: broadcast)
-  bool is_output = false;
-};
-
 /// The operands and rules of an iterator; build() makes it. Outputs come first.
 class TensorIteratorConfig {
  public:
@@ -77,27 +66,27 @@ class TensorIteratorConfig {
 /// tensors: they must outlive it.
 class TensorIterator {
  public:
-  int ntensors() const { return static_cast<int>(ops_.size()); }
-  int noutputs() const { return n_out_; }
-  int ninputs() const { return ntensors() - n_out_; }
+  int ntensors() const { return static_cast<int>(nest_.operands.size()); }
+  int noutputs() const { return nest_.n_outputs; }
+  int ninputs() const { return ntensors() - noutputs(); }
   /// Dims of the loop nest (after coalescing), fastest first.
-  int ndim() const { return static_cast<int>(shape_.size()); }
-  const DimVector& shape() const { return shape_; }
+  int ndim() const { return static_cast<int>(nest_.shape.size()); }
+  const DimVector& shape() const { return nest_.shape; }
   int64_t numel() const { return numel_; }
-  bool is_reduction() const { return reduction_; }
+  bool is_reduction() const { return nest_.reduction; }
   /// Operand `arg` (outputs first); IndexError past the last.
   const OperandInfo& operand(int arg) const {
     if (arg < 0 || arg >= ntensors()) {
       throw IndexError("kjit::TensorIterator: operand " + std::to_string(arg) + " of " + std::to_string(ntensors()));
     }
-    return ops_[arg];
+    return nest_.operands[arg];
   }
-  const OperandInfo& output(int i = 0) const { return operand(i < n_out_ ? i : -1); }
-  const OperandInfo& input(int i = 0) const { return operand(i >= 0 ? n_out_ + i : -1); }
+  const OperandInfo& output(int i = 0) const { return operand(i < noutputs() ? i : -1); }
+  const OperandInfo& input(int i = 0) const { return operand(i >= 0 ? noutputs() + i : -1); }
   DataType dtype(int arg = 0) const { return operand(arg).dtype; }
   char* data_ptr(int arg) const { return operand(arg).data; }
   const int64_t* strides(int arg) const { return operand(arg).strides.data(); }
-  Device device() const { return ops_[0].view.device(); }
+  Device device() const { return nest_.operands[0].view.device(); }
   /// One dim at most, every operand's stride its element size.
   bool is_contiguous() const;
 
@@ -115,14 +104,9 @@ class TensorIterator {
 
  private:
   friend class TensorIteratorConfig;
-  /// TensorIterator's layout steps (kjit/detail/loop_layout.h) on the operands.
-  void lay_out();
 
-  SmallVector<OperandInfo, 4> ops_;
-  DimVector shape_;
+  detail::LoopLayout nest_;  ///< the loop nest: its dims and its operands
   int64_t numel_ = 0;
-  int n_out_ = 0;
-  bool reduction_ = false;
 };
 
 namespace detail {
@@ -257,8 +241,8 @@ inline TensorIterator TensorIteratorConfig::build() const {
     }
   }
   TensorIterator it;
-  it.n_out_ = n_out_;
-  it.reduction_ = reduction_;
+  it.nest_.n_outputs = n_out_;
+  it.nest_.reduction = reduction_;
   it.numel_ = 1;
   for (int64_t s : shape) {
     if (__builtin_mul_overflow(it.numel_, s, &it.numel_)) {
@@ -283,9 +267,9 @@ inline TensorIterator TensorIteratorConfig::build() const {
                        std::to_string(d) + " overflows in bytes");
       }
     }
-    it.ops_.push_back(std::move(op));
+    it.nest_.operands.push_back(std::move(op));
   }
-  for (int d = ndim - 1; d >= 0; --d) it.shape_.push_back(shape[d]);
+  for (int d = ndim - 1; d >= 0; --d) it.nest_.shape.push_back(shape[d]);
   // Overlap: an output never writes one location twice, nor part of another operand.
   for (int i = 0; check_overlap_ && i < n_out_ && it.numel_ > 0; ++i) {
     const TensorView& out = operands_[i];
@@ -306,25 +290,14 @@ inline TensorIterator TensorIteratorConfig::build() const {
       }
     }
   }
-  it.lay_out();
+  detail::lay_out(&it.nest_);
   return it;
-}
-
-inline void TensorIterator::lay_out() {
-  detail::LoopLayout layout;
-  layout.shape = shape_;
-  for (const OperandInfo& op : ops_) layout.strides.push_back(op.strides);
-  layout.n_outputs = n_out_;
-  layout.reduction = reduction_;
-  detail::lay_out(&layout);
-  shape_ = layout.shape;
-  for (size_t i = 0; i < ops_.size(); ++i) ops_[i].strides = layout.strides[i];
 }
 
 inline bool TensorIterator::is_contiguous() const {
   if (ndim() > 1) return false;
-  for (const OperandInfo& op : ops_) {
-    if (ndim() == 1 && shape_[0] > 1 && op.strides[0] != op.element_size) return false;
+  for (const OperandInfo& op : nest_.operands) {
+    if (ndim() == 1 && nest_.shape[0] > 1 && op.strides[0] != op.element_size) return false;
   }
   return true;
 }
@@ -335,13 +308,14 @@ void TensorIterator::serial_for_each(const Loop2d& loop, int64_t begin, int64_t 
   if (begin >= end) return;
   const int nt = ntensors();
   const int nd = std::max(ndim(), 1);
-  auto size_of = [&](int d) { return d < ndim() ? shape_[d] : int64_t{1}; };
+  const SmallVector<OperandInfo, 4>& ops = nest_.operands;
+  auto size_of = [&](int d) { return d < ndim() ? nest_.shape[d] : int64_t{1}; };
   auto stride_of = [&](const OperandInfo& op, int d) { return d < ndim() ? op.strides[d] : int64_t{0}; };
   DimVector index(nd), step(2 * nt);
   SmallVector<char*, 8> data(nt);
   for (int a = 0; a < nt; ++a) {
-    step[a] = stride_of(ops_[a], 0);
-    step[nt + a] = stride_of(ops_[a], 1);
+    step[a] = stride_of(ops[a], 0);
+    step[nt + a] = stride_of(ops[a], 1);
   }
   int64_t rest = begin;
   for (int d = 0; d < nd; ++d) {
@@ -350,8 +324,8 @@ void TensorIterator::serial_for_each(const Loop2d& loop, int64_t begin, int64_t 
   }
   for (int64_t at = begin; at < end;) {
     for (int a = 0; a < nt; ++a) {
-      char* p = ops_[a].data;
-      for (int d = 0; d < ndim(); ++d) p += index[d] * ops_[a].strides[d];
+      char* p = ops[a].data;
+      for (int d = 0; d < ndim(); ++d) p += index[d] * ops[a].strides[d];
       data[a] = p;
     }
     const int64_t size0 = std::min(size_of(0) - index[0], end - at);

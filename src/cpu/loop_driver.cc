@@ -15,24 +15,10 @@ namespace kjit {
 namespace ew {
 namespace {
 
-/// A vector that lives on the stack up to 16 elements (operands, dims).
+/// Per-operand and per-dim buffers of a call: inline up to 16, so a 1-element
+/// call pays for no heap allocation.
 template <typename T>
-class SmallVec {
- public:
-  SmallVec(size_t n, T value) : n_(n) {
-    if (n > kInline) heap_.assign(n, value);
-    std::fill(begin(), begin() + n, value);
-  }
-  T* begin() { return n_ > kInline ? heap_.data() : inline_; }
-  T* data() { return begin(); }
-  T& operator[](size_t i) { return begin()[i]; }
-
- private:
-  static constexpr size_t kInline = 16;
-  size_t n_;
-  T inline_[kInline] = {};
-  std::vector<T> heap_;
-};
+using CallVector = SmallVector<T, 16>;
 
 /// The last-level data cache's size in bytes from sysfs (cpu0's highest-level
 /// data or unified cache), 0 when unknown. sysfs, not sysconf: glibc's
@@ -69,13 +55,13 @@ int64_t last_level_cache_bytes() {
 /// runs stay shorter, so the output stays cached as NumPy's and torch's plain
 /// stores keep it (float32 add, 2^21, 24 MiB of operands in a 32 MiB L3: 316 us
 /// streamed, 201 us for torch). Unknown cache size: runs are not limited.
-int64_t longest_run(int64_t total, const std::vector<int>& sizes) {
+int64_t longest_run(int64_t total, const detail::Operands& operands) {
   const int64_t cache = last_level_cache_bytes();
-  if (cache == 0 || sizes.empty()) return total;
+  if (cache == 0 || operands.empty()) return total;
   int64_t element_bytes = 0;
-  for (int s : sizes) element_bytes += s;
+  for (const OperandInfo& op : operands) element_bytes += op.element_size;
   if (total > cache / std::max<int64_t>(element_bytes, 1)) return total;  // beyond the cache: stream
-  return std::max<int64_t>(1, (kStreamBytes - 1) / std::max(sizes[0], 1));
+  return std::max<int64_t>(1, (kStreamBytes - 1) / std::max<int64_t>(operands[0].element_size, 1));
 }
 
 /// Threads for a loop of `total` elements: one per started grain, as torch's
@@ -102,25 +88,26 @@ int chunks_for(int64_t total, int threads, int64_t out_elem_bytes, bool runs_lim
 
 /// Rows of the inner dim: elements [begin, end) of the loop's odometer order, at
 /// most `max_run` elements per kernel call.
-void run_range(const Kernel& kernel, const Loop& loop, char* const* data, const void* extra, int64_t begin, int64_t end,
-               int64_t max_run) {
-  const size_t n_ops = loop.data.size();
+void run_range(const Kernel& kernel, const detail::LoopLayout& loop, char* const* data, const void* extra,
+               int64_t begin, int64_t end, int64_t max_run) {
+  const size_t n_ops = loop.operands.size();
   const int64_t n0 = loop.shape[0];
   // Small fixed arrays: a 1-element call should not pay for heap allocations.
-  SmallVec<int64_t> idx(loop.shape.size(), 0);
+  CallVector<int64_t> idx(loop.shape.size(), 0);
   int64_t row = begin / n0, col = begin % n0;
   for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
     idx[d] = row % loop.shape[d];
     row /= loop.shape[d];
   }
-  SmallVec<char*> ptr(n_ops, nullptr);
-  SmallVec<int64_t> inner(n_ops, 0);
-  for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.strides[op][0];
+  CallVector<char*> ptr(n_ops, nullptr);
+  CallVector<int64_t> inner(n_ops, 0);
+  for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.operands[op].strides[0];
   int64_t pos = begin;
   while (pos < end) {
     for (size_t op = 0; op < n_ops; ++op) {
-      char* p = data[op] + col * loop.strides[op][0];
-      for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * loop.strides[op][d];
+      const int64_t* strides = loop.operands[op].strides.data();
+      char* p = data[op] + col * strides[0];
+      for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * strides[d];
       ptr[op] = p;
     }
     int64_t n = std::min({n0 - col, end - pos, max_run});
@@ -137,17 +124,16 @@ void run_range(const Kernel& kernel, const Loop& loop, char* const* data, const 
 }
 
 /// Rows of the inner dim, split across threads from the grain up.
-void execute_rows(const Kernel& kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
-                  const void* extra) {
+void execute_rows(const Kernel& kernel, const detail::LoopLayout& loop, char* const* data, const void* extra) {
   const int64_t total = loop.numel();
   if (total == 0) return;
   const int threads = threads_for(total);
-  const int64_t max_run = longest_run(total, sizes);
+  const int64_t max_run = longest_run(total, loop.operands);
   if (threads == 1) {
     run_range(kernel, loop, data, extra, 0, total, max_run);
     return;
   }
-  const int chunks = chunks_for(total, threads, sizes[0], max_run < total);
+  const int chunks = chunks_for(total, threads, loop.operands[0].element_size, max_run < total);
   parallel_for(chunks, threads, [&](int chunk) {
     run_range(kernel, loop, data, extra, total * chunk / chunks, total * (chunk + 1) / chunks, max_run);
   });
@@ -156,18 +142,18 @@ void execute_rows(const Kernel& kernel, const Loop& loop, const std::vector<int>
 /// The tiled layout (tiles_small_inner_dim): per index of the outer dims, the K*rows
 /// dense elements go through the kernel's contiguous path in runs of a tile's
 /// length, with each repeating operand's K values copied into a tile.
-void execute_tiled(const Kernel& kernel, const Loop& loop, const std::vector<int>& sizes, char* const* data,
-                   const void* extra) {
-  const size_t n_ops = loop.data.size();
+void execute_tiled(const Kernel& kernel, const detail::LoopLayout& loop, char* const* data, const void* extra) {
+  const size_t n_ops = loop.operands.size();
   const int64_t k = loop.shape[0], span = k * loop.shape[1];
   int64_t outer = 1;
   for (size_t d = 2; d < loop.shape.size(); ++d) outer *= loop.shape[d];
   const int64_t tile_len = std::max<int64_t>(k, 512 / k * k);  // a multiple of k: every run starts in phase
   std::vector<bool> repeat(n_ops);
   std::vector<int64_t> strides(n_ops);
+  std::vector<int64_t> sizes(n_ops);
   for (size_t op = 0; op < n_ops; ++op) {
-    repeat[op] = loop.strides[op][1] == 0;
-    strides[op] = sizes[op];
+    repeat[op] = loop.operands[op].strides[1] == 0;
+    strides[op] = sizes[op] = loop.operands[op].element_size;
   }
   auto run_outer = [&](int64_t begin, int64_t end) {
     std::vector<std::vector<char>> tiles(n_ops);
@@ -178,7 +164,7 @@ void execute_tiled(const Kernel& kernel, const Loop& loop, const std::vector<int
       for (size_t d = 2; d < loop.shape.size(); ++d) {
         int64_t i = rest % loop.shape[d];
         rest /= loop.shape[d];
-        for (size_t op = 0; op < n_ops; ++op) base[op] += i * loop.strides[op][d];
+        for (size_t op = 0; op < n_ops; ++op) base[op] += i * loop.operands[op].strides[d];
       }
       for (size_t op = 0; op < n_ops; ++op) {
         if (!repeat[op]) continue;
@@ -186,7 +172,7 @@ void execute_tiled(const Kernel& kernel, const Loop& loop, const std::vector<int
         const size_t period = static_cast<size_t>(k * sizes[op]), total = static_cast<size_t>(tile_len * sizes[op]);
         t.resize(total);
         for (int64_t e = 0; e < k; ++e) {
-          std::memcpy(t.data() + e * sizes[op], base[op] + e * loop.strides[op][0], sizes[op]);
+          std::memcpy(t.data() + e * sizes[op], base[op] + e * loop.operands[op].strides[0], sizes[op]);
         }
         for (size_t filled = period; filled < total; filled *= 2) {  // doubling copies
           std::memcpy(t.data() + filled, t.data(), std::min(filled, total - filled));
@@ -209,12 +195,10 @@ void execute_tiled(const Kernel& kernel, const Loop& loop, const std::vector<int
 
 }  // namespace
 
-LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t n_out,
-                   std::vector<int> sizes, bool cuda) {
+LoopPlan plan_loop(const std::vector<int64_t>& shape, detail::Operands operands, size_t n_out, bool cuda) {
   LoopPlan plan;
   plan.loop = make_loop(shape, std::move(operands), n_out);
-  plan.sizes = std::move(sizes);
-  const bool tiled = !cuda && tiles_small_inner_dim(plan.loop, plan.sizes, n_out);
+  const bool tiled = !cuda && tiles_small_inner_dim(plan.loop);
   if (!tiled) move_small_inner_dim_out(&plan.loop);
   const int64_t numel = plan.loop.numel();
   if (cuda) {
@@ -224,15 +208,15 @@ LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> o
   } else if (plan.loop.shape.size() == 1 && numel > 0 && numel <= kGrainSize) {
     plan.lane = Lane::kOneRow;
   }
-  for (const std::vector<int64_t>& s : plan.loop.strides) plan.inner_strides.push_back(s[0]);
+  for (const OperandInfo& op : plan.loop.operands) plan.inner_strides.push_back(op.strides[0]);
   return plan;
 }
 
 void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, const void* extra) {
   if (plan.lane == Lane::kTiled) {
-    execute_tiled(kernel, plan.loop, plan.sizes, data, extra);
+    execute_tiled(kernel, plan.loop, data, extra);
   } else {
-    execute_rows(kernel, plan.loop, plan.sizes, data, extra);
+    execute_rows(kernel, plan.loop, data, extra);
   }
 }
 

@@ -58,16 +58,14 @@ enum class Lane {
 
 /// A laid-out loop nest and how it runs.
 struct LoopPlan {
-  Loop loop;
+  detail::LoopLayout loop;
   Lane lane = Lane::kRows;
-  std::vector<int> sizes;              ///< element bytes per operand
-  std::vector<int64_t> inner_strides;  ///< byte stride of dim 0 per operand
+  std::vector<int64_t> inner_strides;  ///< byte stride of dim 0 per operand, as the kernel takes them
 };
 
 /// Lays out the loop over `shape` (make_loop, then tiles or a small inner dim moved
 /// out) and picks its lane. `operands`: outputs first (n_out of them).
-LoopPlan plan_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t n_out,
-                   std::vector<int> sizes, bool cuda);
+LoopPlan plan_loop(const std::vector<int64_t>& shape, detail::Operands operands, size_t n_out, bool cuda);
 
 /// Lane::kRows and Lane::kTiled.
 void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, const void* extra);

@@ -24,14 +24,21 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 size_t operand_count(const EwKernelTypes& t) { return t.outputs.size() + t.inputs.size(); }
 
+/// The operands' data pointers, outputs first (the kernel's kjit_ptrs).
+std::vector<char*> data_of(const detail::LoopLayout& loop) {
+  std::vector<char*> out;
+  for (const OperandInfo& op : loop.operands) out.push_back(op.data);
+  return out;
+}
+
 /// TensorIterator::get_dim_to_split, over dims that can still be halved.
-int dim_to_split(const Loop& loop) {
+int dim_to_split(const detail::LoopLayout& loop) {
   int best = -1;
   int64_t max_extent = -1;
   for (int d = static_cast<int>(loop.shape.size()) - 1; d >= 0; --d) {
     if (loop.shape[d] <= 1) continue;
-    for (const std::vector<int64_t>& s : loop.strides) {
-      int64_t extent = (loop.shape[d] - 1) * std::abs(s[d]);
+    for (const OperandInfo& op : loop.operands) {
+      int64_t extent = (loop.shape[d] - 1) * std::abs(op.strides[d]);
       if (extent > max_extent) {
         max_extent = extent;
         best = d;
@@ -42,14 +49,14 @@ int dim_to_split(const Loop& loop) {
 }
 
 /// The loop restricted to [begin, begin + size) along dim d.
-Loop narrow(const Loop& loop, int d, int64_t begin, int64_t size) {
-  Loop out = loop;
+detail::LoopLayout narrow(const detail::LoopLayout& loop, int d, int64_t begin, int64_t size) {
+  detail::LoopLayout out = loop;
   out.shape[d] = size;
-  for (size_t op = 0; op < out.data.size(); ++op) out.data[op] += begin * loop.strides[op][d];
+  for (OperandInfo& op : out.operands) op.data += begin * op.strides[d];
   return out;
 }
 
-void split_into(const Loop& loop, std::vector<Loop>* out) {
+void split_into(const detail::LoopLayout& loop, std::vector<detail::LoopLayout>* out) {
   if (fits_32bit_indexing(loop)) {
     out->push_back(loop);
     return;
@@ -138,34 +145,34 @@ int cuda_vector_width(const std::vector<char*>& data, int element_size) {
   return 1;
 }
 
-bool fits_32bit_indexing(const Loop& loop) {
+bool fits_32bit_indexing(const detail::LoopLayout& loop) {
   if (loop.numel() > kInt32Max) return false;
-  for (const std::vector<int64_t>& s : loop.strides) {
+  for (const OperandInfo& op : loop.operands) {
     int64_t max_offset = 1;
-    for (size_t d = 0; d < loop.shape.size(); ++d) max_offset += (loop.shape[d] - 1) * std::abs(s[d]);
+    for (size_t d = 0; d < loop.shape.size(); ++d) max_offset += (loop.shape[d] - 1) * std::abs(op.strides[d]);
     if (max_offset > kInt32Max) return false;
   }
   return true;
 }
 
-std::vector<Loop> split_for_32bit_indexing(const Loop& loop) {
-  std::vector<Loop> out;
+std::vector<detail::LoopLayout> split_for_32bit_indexing(const detail::LoopLayout& loop) {
+  std::vector<detail::LoopLayout> out;
   if (loop.numel() > 0) split_into(loop, &out);
   return out;
 }
 
-bool is_contiguous_loop(const Loop& loop, const EwKernelTypes& types) {
+bool is_contiguous_loop(const detail::LoopLayout& loop, const EwKernelTypes& types) {
   if (loop.numel() <= 1) return true;
   if (loop.shape.size() != 1) return false;
   const size_t n_out = types.outputs.size();
-  for (size_t op = 0; op < loop.strides.size(); ++op) {
+  for (size_t op = 0; op < loop.operands.size(); ++op) {
     if (op >= n_out && ew_cuda_by_value(types, op - n_out)) continue;
-    if (loop.strides[op][0] != ew_cuda_operand_size(types, op)) return false;
+    if (loop.operands[op].strides[0] != ew_cuda_operand_size(types, op)) return false;
   }
   return true;
 }
 
-EwCudaVariant choose_cuda_variant(const Loop& loop, const EwKernelTypes& types) {
+EwCudaVariant choose_cuda_variant(const detail::LoopLayout& loop, const EwKernelTypes& types) {
   const bool contiguous = is_contiguous_loop(loop, types);
   if (ew_cuda_needs_cast(types)) return contiguous ? EwCudaVariant::kCastContiguous : EwCudaVariant::kCastStrided;
   return contiguous ? EwCudaVariant::kVectorized : EwCudaVariant::kStrided;
@@ -185,7 +192,7 @@ uint32_t CudaDivider::div(uint32_t n) const {
   return (hi + n) >> shift;
 }
 
-std::vector<uint32_t> pack_offsets(const Loop& loop) {
+std::vector<uint32_t> pack_offsets(const detail::LoopLayout& loop) {
   internal_check(fits_32bit_indexing(loop), "packing offsets of a loop beyond 32-bit indexing");
   std::vector<size_t> dims;
   for (size_t d = 0; d < loop.shape.size(); ++d) {
@@ -195,7 +202,7 @@ std::vector<uint32_t> pack_offsets(const Loop& loop) {
     throw NotImplementedError("kjit.elementwise: the CUDA kernels handle up to " + std::to_string(kEwCudaMaxDims) +
                               " dims after coalescing; this loop has " + std::to_string(dims.size()));
   }
-  const size_t n_ops = loop.strides.size();
+  const size_t n_ops = loop.operands.size();
   std::vector<uint32_t> words(ew_cuda_offsets_bytes(n_ops) / 4, 0);
   words[0] = static_cast<uint32_t>(dims.size());
   for (int k = 0; k < kEwCudaMaxDims; ++k) {
@@ -207,7 +214,8 @@ std::vector<uint32_t> pack_offsets(const Loop& loop) {
   }
   const size_t strides_at = 1 + 3 * kEwCudaMaxDims;
   for (size_t k = 0; k < dims.size(); ++k) {
-    for (size_t op = 0; op < n_ops; ++op) words[strides_at + k * n_ops + op] = bits_of(loop.strides[op][dims[k]]);
+    for (size_t op = 0; op < n_ops; ++op)
+      words[strides_at + k * n_ops + op] = bits_of(loop.operands[op].strides[dims[k]]);
   }
   return words;
 }
@@ -246,23 +254,24 @@ std::vector<void*> CudaKernelArgs::pointers() {
   return p;
 }
 
-CudaKernelArgs pack_cuda_args(const Loop& loop, EwCudaVariant variant, std::vector<unsigned char> extra,
+CudaKernelArgs pack_cuda_args(const detail::LoopLayout& loop, EwCudaVariant variant, std::vector<unsigned char> extra,
                               std::vector<unsigned char> scalars) {
   internal_check(fits_32bit_indexing(loop), "packing CUDA arguments of a loop beyond 32-bit indexing");
   CudaKernelArgs a;
   a.n = static_cast<int32_t>(loop.numel());
-  a.data = loop.data;
+  a.data = data_of(loop);
   if (variant == EwCudaVariant::kStrided || variant == EwCudaVariant::kCastStrided) a.offsets = pack_offsets(loop);
   a.scalars = std::move(scalars);
   a.extra = std::move(extra);
   return a;
 }
 
-void check_cuda_alignment(const Loop& loop, const EwKernelTypes& types) {
-  for (size_t op = 0; op < loop.data.size(); ++op) {
+void check_cuda_alignment(const detail::LoopLayout& loop, const EwKernelTypes& types) {
+  for (size_t op = 0; op < loop.operands.size(); ++op) {
     const int64_t size = ew_cuda_operand_size(types, op);
-    bool ok = reinterpret_cast<uintptr_t>(loop.data[op]) % size == 0;
-    for (size_t d = 0; d < loop.shape.size(); ++d) ok = ok && (loop.shape[d] <= 1 || loop.strides[op][d] % size == 0);
+    bool ok = reinterpret_cast<uintptr_t>(loop.operands[op].data) % size == 0;
+    for (size_t d = 0; d < loop.shape.size(); ++d)
+      ok = ok && (loop.shape[d] <= 1 || loop.operands[op].strides[d] % size == 0);
     if (!ok) {
       throw ValueError("kjit.elementwise: CUDA operand #" + std::to_string(op) +
                        " (outputs first) is not aligned to its " + std::to_string(size) +
@@ -272,20 +281,21 @@ void check_cuda_alignment(const Loop& loop, const EwKernelTypes& types) {
   }
 }
 
-std::vector<CudaLaunch> plan_cuda_launches(const Loop& loop, const EwKernelTypes& types,
+std::vector<CudaLaunch> plan_cuda_launches(const detail::LoopLayout& loop, const EwKernelTypes& types,
                                            const std::vector<unsigned char>& extra,
                                            const std::vector<unsigned char>& scalars) {
-  internal_check(loop.data.size() == operand_count(types),
+  internal_check(loop.operands.size() == operand_count(types),
                  "a CUDA loop whose operands do not match the kernel's types");
   internal_check(extra.size() == types.extra.size() * kEwExtraSlotBytes, "extra scalars that do not match the kernel");
   internal_check(scalars.size() == (types.by_value.empty() ? 0 : ew_cuda_scalars_layout(types).back()),
                  "by-value inputs that do not match the kernel");
   check_cuda_alignment(loop, types);
   std::vector<CudaLaunch> launches;
-  for (const Loop& sub : split_for_32bit_indexing(loop)) {
+  for (const detail::LoopLayout& sub : split_for_32bit_indexing(loop)) {
     CudaLaunch l;
     l.variant = choose_cuda_variant(sub, types);
-    if (l.variant == EwCudaVariant::kVectorized) l.vec = cuda_vector_width(sub.data, ew_cuda_max_operand_size(types));
+    if (l.variant == EwCudaVariant::kVectorized)
+      l.vec = cuda_vector_width(data_of(sub), ew_cuda_max_operand_size(types));
     l.args = pack_cuda_args(sub, l.variant, extra, scalars);
     l.geometry = cuda_geometry(l.args.n, ew_cuda_work_per_thread(types));
     launches.push_back(std::move(l));
@@ -446,8 +456,9 @@ void* CudaElementwiseKernel::function(EwCudaVariant variant, int vec, int cc) {
   return functions_[{ctx, name}] = fn;
 }
 
-void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const Loop& loop, const std::vector<EwOperand>& extra,
-                             const std::vector<unsigned char>& scalars, int device, void* stream) {
+void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const detail::LoopLayout& loop,
+                             const std::vector<EwOperand>& extra, const std::vector<unsigned char>& scalars, int device,
+                             void* stream) {
   const CudaDriver& d = cuda_driver();  // first: no driver, no compile
   const EwKernelTypes& t = kernel.types();
   std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t), scalars);

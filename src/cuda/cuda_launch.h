@@ -33,19 +33,19 @@ CudaGeometry cuda_geometry(int64_t n, int work_per_thread);
 int cuda_vector_width(const std::vector<char*>& data, int element_size);
 
 /// Whether the loop's numel and every operand's largest byte offset fit in int32.
-bool fits_32bit_indexing(const Loop& loop);
+bool fits_32bit_indexing(const detail::LoopLayout& loop);
 
 /// Sub-loops that each fit 32-bit indexing and together cover every element once:
 /// the dim with the largest (size - 1) * |stride| is halved, recursively
 /// (TensorIterator::with_32bit_indexing).
-std::vector<Loop> split_for_32bit_indexing(const Loop& loop);
+std::vector<detail::LoopLayout> split_for_32bit_indexing(const detail::LoopLayout& loop);
 
 /// A 1-D (or 0-D) loop in which every operand advances by its element size
 /// (by-value inputs, which do not advance, aside).
-bool is_contiguous_loop(const Loop& loop, const EwKernelTypes& types);
+bool is_contiguous_loop(const detail::LoopLayout& loop, const EwKernelTypes& types);
 
 /// JITerator's choice: casts or not, contiguous or not.
-EwCudaVariant choose_cuda_variant(const Loop& loop, const EwKernelTypes& types);
+EwCudaVariant choose_cuda_variant(const detail::LoopLayout& loop, const EwKernelTypes& types);
 
 /// Division by a fixed divisor with mul-hi, add and shift (PyTorch's IntDivider);
 /// exact for n < 2^31. The device's kjit_div mirrors div().
@@ -58,7 +58,7 @@ struct CudaDivider {
 /// The words of the kernel's kjit_offsets for a loop that fits 32-bit indexing:
 /// ndim, {divisor, magic, shift} per dim, strides [dim][operand] in bytes; dims
 /// of size 1 are dropped. Throws NotImplementedError beyond kEwCudaMaxDims dims.
-std::vector<uint32_t> pack_offsets(const Loop& loop);
+std::vector<uint32_t> pack_offsets(const detail::LoopLayout& loop);
 
 /// The extra scalars laid out as the kernel's kjit_extra: each in its travel type
 /// (types.extra) in a slot of kEwExtraSlotBytes. Throws TypeError for a tensor.
@@ -78,7 +78,7 @@ struct CudaKernelArgs {
   std::vector<unsigned char> extra;    ///< kjit_extra (only with extra scalars)
   std::vector<void*> pointers();
 };
-CudaKernelArgs pack_cuda_args(const Loop& loop, EwCudaVariant variant, std::vector<unsigned char> extra,
+CudaKernelArgs pack_cuda_args(const detail::LoopLayout& loop, EwCudaVariant variant, std::vector<unsigned char> extra,
                               std::vector<unsigned char> scalars = {});
 
 /// One kernel launch: which kernel, its grid, its arguments.
@@ -93,13 +93,13 @@ struct CudaLaunch {
 /// by-value inputs have stride 0 and no pointer): one per 32-bit sub-loop, each
 /// with its variant and vector width; `extra` from pack_extra, `scalars` from
 /// pack_scalars. Throws ValueError for misaligned operands.
-std::vector<CudaLaunch> plan_cuda_launches(const Loop& loop, const EwKernelTypes& types,
+std::vector<CudaLaunch> plan_cuda_launches(const detail::LoopLayout& loop, const EwKernelTypes& types,
                                            const std::vector<unsigned char>& extra,
                                            const std::vector<unsigned char>& scalars = {});
 
 /// Throws ValueError unless every operand's pointer and strides are multiples of
 /// its element size (the kernels access elements with aligned loads).
-void check_cuda_alignment(const Loop& loop, const EwKernelTypes& types);
+void check_cuda_alignment(const detail::LoopLayout& loop, const EwKernelTypes& types);
 
 /// The NVRTC target for a device of compute capability `cc` (80 for 8.0): sm_<cc>
 /// when NVRTC supports it, else PTX for the newest arch it has below cc (the
@@ -180,8 +180,9 @@ class CudaElementwiseKernel {
 /// sub-loop, compiles and loads on first use, launches with cuLaunchKernel.
 /// Throws RuntimeError without a driver (before compiling anything) or when a
 /// driver call fails, ValueError for misaligned operands, CompileError.
-void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const Loop& loop, const std::vector<EwOperand>& extra,
-                             const std::vector<unsigned char>& scalars, int device, void* stream);
+void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const detail::LoopLayout& loop,
+                             const std::vector<EwOperand>& extra, const std::vector<unsigned char>& scalars, int device,
+                             void* stream);
 
 }  // namespace ew
 }  // namespace kjit

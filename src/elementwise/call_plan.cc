@@ -31,14 +31,25 @@ std::vector<int64_t> strides_in_order(const EwOutput& layout) {
   return strides;
 }
 
+/// An output's loop operand: its dtype and byte strides against the broadcast shape.
+OperandInfo output_operand(EwType type, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                           size_t ndim) {
+  OperandInfo op;
+  op.dtype = ew_dl_type(type);
+  op.element_size = size_of(type);
+  op.strides = loop_strides(shape, strides, op.element_size, ndim);
+  op.is_output = true;
+  return op;
+}
+
 /// The rest of a plan once its outputs are known (`outputs`: their loop operands,
-/// with plan->op_types holding their types): kernel types, extents, loop and lane.
-void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand> outputs,
-                 const std::vector<EwOperand>& inputs, const std::vector<EwOperand>& extra) {
+/// and plan->kernel_types.outputs their types): kernel types, loop and lane, and
+/// the overlap checks a call runs.
+void finish_plan(const std::string& fn, CallPlan* plan, detail::Operands outputs, const std::vector<EwOperand>& inputs,
+                 const std::vector<EwOperand>& extra) {
   const CallTypes& types = plan->types;
   const size_t n_out = outputs.size();
   plan->n_out = n_out;
-  plan->kernel_types.outputs = plan->op_types;
   plan->kernel_types.inputs = types.inputs;
   plan->kernel_types.compute = compute_type(types.result);
   for (size_t k = 0; k < n_out && k < types.own.size(); ++k) {
@@ -53,27 +64,27 @@ void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand>
   // and TensorIterator's loops): inputs of other types on load, the result before
   // a store into another type.
   if (plan->kernel_types.compute != types.result) plan->kernel_types.half_result = types.result;
-  plan->op_types.insert(plan->op_types.end(), types.inputs.begin(), types.inputs.end());
-  std::vector<LoopOperand> ops = std::move(outputs);
-  for (LoopOperand& op : input_operands(inputs, types)) ops.push_back(std::move(op));
-  std::vector<int> sizes;
-  for (size_t k = 0; k < ops.size(); ++k) {
-    sizes.push_back(size_of(plan->op_types[k]));
-    // Relative to the operand's data pointer (unsigned wrap-around keeps the sums right).
-    plan->extents.push_back(extent_of(nullptr, types.shape, ops[k].strides, sizes[k]));
-  }
-  for (const EwOperand& in : inputs) plan->is_scalar.push_back(in.tensor == nullptr ? 1 : 0);
+  detail::Operands ops = std::move(outputs);
+  for (OperandInfo& op : input_operands(inputs, types)) ops.push_back(std::move(op));
+  const bool cuda = types.device.device_type == kDLCUDA;
+  plan->loop = plan_loop(types.shape, std::move(ops), n_out, cuda);
+  const detail::LoopLayout& loop = plan->loop.loop;
+  // CUDA: Python scalars travel as kernel parameters (JITerator's CPU scalars).
+  std::vector<bool> by_value;
+  for (size_t i = 0; i < inputs.size(); ++i) by_value.push_back(loop.operands[n_out + i].is_scalar);
+  if (cuda && std::find(by_value.begin(), by_value.end(), true) != by_value.end())
+    plan->kernel_types.by_value = by_value;
+  // Spans relative to each operand's data pointer (unsigned wrap-around keeps the sums right).
+  auto extent = [&](const OperandInfo& op) {
+    return extent_of(nullptr, loop.shape.data(), op.strides.data(), loop.shape.size(), op.element_size);
+  };
   for (size_t k = 0; k < n_out; ++k) {
-    if (plan->extents[k].lo == plan->extents[k].hi) continue;  // empty: overlaps nothing
-    for (size_t j = 0; j < ops.size(); ++j) {
-      if (j != k && (j < n_out || !plan->is_scalar[j - n_out])) plan->overlap_pairs.push_back({k, j});
+    const Extent mine = extent(loop.operands[k]);
+    if (mine.lo == mine.hi) continue;  // empty: overlaps nothing
+    for (size_t j = 0; j < loop.operands.size(); ++j) {
+      if (j != k && !loop.operands[j].is_scalar) plan->overlap_pairs.push_back({k, j, mine, extent(loop.operands[j])});
     }
   }
-  const bool cuda = types.device.device_type == kDLCUDA;
-  const bool any_scalar = std::find(plan->is_scalar.begin(), plan->is_scalar.end(), 1) != plan->is_scalar.end();
-  // CUDA: Python scalars travel as kernel parameters (JITerator's CPU scalars).
-  if (cuda && any_scalar) plan->kernel_types.by_value.assign(plan->is_scalar.begin(), plan->is_scalar.end());
-  plan->loop = plan_loop(types.shape, std::move(ops), n_out, std::move(sizes), cuda);
 }
 
 /// TensorIterator's rule: an output may share memory with another operand only
@@ -94,20 +105,26 @@ void finish_plan(const std::string& fn, CallPlan* plan, std::vector<LoopOperand>
 /// Operands j and k, whose byte ranges intersect: whether they share a byte (the
 /// exact test, NumPy's may_share_memory). Cold: views of one array only.
 KJIT_NOINLINE Overlap operands_overlap(const CallPlan& p, char* const* data, size_t j, size_t k) {
-  const Loop& loop = p.loop.loop;
-  return may_share_memory(loop.shape, {data[j], loop.strides[j].data(), size_of(p.op_types[j])},
-                          {data[k], loop.strides[k].data(), size_of(p.op_types[k])});
+  const OperandInfo &a = p.operand(j), &b = p.operand(k);
+  const std::vector<int64_t> shape(p.loop.loop.shape.begin(), p.loop.loop.shape.end());
+  return may_share_memory(shape, {data[j], a.strides.data(), a.element_size},
+                          {data[k], b.strides.data(), b.element_size});
+}
+
+bool same_strides(const OperandInfo& a, const OperandInfo& b) {
+  return std::equal(a.strides.begin(), a.strides.end(), b.strides.begin(), b.strides.end());
 }
 
 void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_out) {
-  const Extent* extents = p.extents.data();
-  auto lo = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + extents[op].lo; };
-  auto hi = [&](size_t op) { return reinterpret_cast<uintptr_t>(data[op]) + extents[op].hi; };
-  const std::vector<std::vector<int64_t>>& strides = p.loop.loop.strides;
   for (const OverlapPair& pair : p.overlap_pairs) {
     const size_t k = pair.output, j = pair.other;
-    if (hi(j) <= lo(k) || hi(k) <= lo(j)) continue;
-    bool same = data[j] == data[k] && strides[j] == strides[k] && p.op_types[j] == p.op_types[k];
+    const uintptr_t k_lo = reinterpret_cast<uintptr_t>(data[k]) + pair.output_extent.lo;
+    const uintptr_t k_hi = reinterpret_cast<uintptr_t>(data[k]) + pair.output_extent.hi;
+    const uintptr_t j_lo = reinterpret_cast<uintptr_t>(data[j]) + pair.other_extent.lo;
+    const uintptr_t j_hi = reinterpret_cast<uintptr_t>(data[j]) + pair.other_extent.hi;
+    if (j_hi <= k_lo || k_hi <= j_lo) continue;
+    const OperandInfo &a = p.operand(j), &b = p.operand(k);
+    bool same = data[j] == data[k] && same_strides(a, b) && same_dtype(a.dtype, b.dtype);
     if (same && j >= n_out) continue;
     const Overlap how = operands_overlap(p, data, j, k);
     if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, n_out, how);
@@ -168,13 +185,13 @@ void run_kernel(const std::string& fn, const CallPlan& plan, char** ptrs, const 
 /// Lane::kCuda: the loop with this call's device pointers; scalar inputs go by value.
 KJIT_NOINLINE void launch_on_device(const CallPlan& plan, const CallData& data, size_t n_out, size_t n_in,
                                     const std::vector<EwOperand>& extra) {
-  Loop loop = plan.loop.loop;
-  loop.data.assign(data.ptrs, data.ptrs + n_out + n_in);
+  detail::LoopLayout loop = plan.loop.loop;
+  for (size_t k = 0; k < n_out + n_in; ++k) loop.operands[k].data = data.ptrs[k];
   std::vector<const void*> values(n_in, nullptr);
   for (size_t i = 0; i < n_in; ++i) {
-    if (plan.is_scalar[i]) {
+    if (loop.operands[n_out + i].is_scalar) {
       values[i] = data.slots[i].bytes;
-      loop.data[n_out + i] = nullptr;  // host memory: the kernel takes the value itself
+      loop.operands[n_out + i].data = nullptr;  // host memory: the kernel takes the value itself
     }
   }
   const int device = plan.types.device.device_id;
@@ -201,12 +218,12 @@ std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwO
   broadcast_to_outputs(outputs, n_out, &plan->types, p);
   for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
   check_self_overlap(fn, outputs, n_out);
-  std::vector<LoopOperand> ops;
+  detail::Operands ops;
   for (size_t k = 0; k < n_out; ++k) {
     const DLTensor* o = outputs[k];
     const EwType t = *from_dl(o->dtype);
-    plan->op_types.push_back(t);
-    ops.push_back({nullptr, broadcast_strides(shape_of(o), strides_of(o), size_of(t), plan->types.shape.size())});
+    plan->kernel_types.outputs.push_back(t);
+    ops.push_back(output_operand(t, shape_of(o), strides_of(o), plan->types.shape.size()));
   }
   finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
@@ -217,14 +234,14 @@ std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std:
                                                const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
   plan->types = resolve_types(fn, inputs, p, compute);
-  plan->outputs = output_layouts(plan->types, inputs, num_outputs);
-  std::vector<LoopOperand> ops;
-  for (const EwOutput& layout : plan->outputs) {
-    plan->output_strides.push_back(strides_in_order(layout));
-    plan->output_dtypes.push_back(ew_dl_type(layout.type));
-    plan->op_types.push_back(layout.type);
-    ops.push_back({nullptr, broadcast_strides(layout.shape, plan->output_strides.back(), size_of(layout.type),
-                                              layout.shape.size())});
+  detail::Operands ops;
+  for (EwOutput& layout : output_layouts(plan->types, inputs, num_outputs)) {
+    NewOutput out{std::move(layout), {}, {}};
+    out.strides = strides_in_order(out.layout);
+    out.dtype = ew_dl_type(out.layout.type);
+    plan->kernel_types.outputs.push_back(out.layout.type);
+    ops.push_back(output_operand(out.layout.type, out.layout.shape, out.strides, out.layout.shape.size()));
+    plan->outputs.push_back(std::move(out));
   }
   finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
@@ -234,8 +251,8 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
   const DLDevice want_device = plan.types.device;
   for (size_t k = 0; k < plan.outputs.size(); ++k) {
     const DLTensor* t = outputs[k];
-    const EwOutput& layout = plan.outputs[k];
-    const DLDataType want = plan.output_dtypes[k];
+    const EwOutput& layout = plan.outputs[k].layout;
+    const DLDataType want = plan.outputs[k].dtype;
     const bool host = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
     const DLDevice device = host ? DLDevice{kDLCPU, 0} : t->device;
     if (t->dtype.code != want.code || t->dtype.bits != want.bits || t->dtype.lanes != want.lanes ||
@@ -246,7 +263,7 @@ bool allocated_as_planned(const CallPlan& plan, const DLTensor* const* outputs) 
     int64_t contiguous = 1;  // the stride of dim d when the tensor has none
     for (int d = t->ndim - 1; d >= 0; --d) {
       const int64_t stride = t->strides != nullptr ? t->strides[d] : contiguous;
-      if (t->shape[d] != layout.shape[d] || (t->shape[d] > 1 && stride != plan.output_strides[k][d])) return false;
+      if (t->shape[d] != layout.shape[d] || (t->shape[d] > 1 && stride != plan.outputs[k].strides[d])) return false;
       contiguous *= t->shape[d];
     }
   }

@@ -19,29 +19,36 @@ namespace ew {
 class CudaElementwiseKernel;
 
 /// Operands whose memory a call must check for overlap: a non-empty output and
-/// another output or a tensor input.
+/// another output or a tensor input, with the bytes each spans relative to its
+/// data pointer.
 struct OverlapPair {
   size_t output;
   size_t other;
+  Extent output_extent, other_extent;
 };
 
+/// An output an allocating call makes: its layout, and its element strides and
+/// dtype when allocated as laid out (what the call's loop was planned for).
+struct NewOutput {
+  EwOutput layout;
+  std::vector<int64_t> strides;
+  DLDataType dtype{};
+};
+
+/// A call's plan. Its operands (outputs, then inputs: their types, element sizes,
+/// strides and which inputs are scalars) are its loop's.
 struct CallPlan {
   CallTypes types;
-  /// The output layouts a call allocates, and their element strides when
-  /// allocated as laid out (what an allocating call's loop was planned for).
-  std::vector<EwOutput> outputs;
-  std::vector<std::vector<int64_t>> output_strides;
-  std::vector<DLDataType> output_dtypes;  ///< of `outputs`, as an allocator's tensors carry them
+  std::vector<NewOutput> outputs;  ///< an allocating call's
   size_t n_out = 0;
   EwKernelTypes kernel_types;
   KernelFn kernel = nullptr;                    ///< CPU lanes
   bool guard_traps = false;                     ///< the kernel runs under trap_guard.h's guard
   std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
   LoopPlan loop;
-  std::vector<EwType> op_types;  ///< outputs, then inputs
-  std::vector<Extent> extents;   ///< byte span of each operand relative to its data
-  std::vector<char> is_scalar;   ///< per input
   std::vector<OverlapPair> overlap_pairs;
+
+  const OperandInfo& operand(size_t k) const { return loop.loop.operands[k]; }
 };
 
 /// The plan of a call into `outputs` (a caller's tensors): checks them against the

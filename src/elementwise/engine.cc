@@ -302,7 +302,7 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
   const size_t n_out = plan->outputs.size();
   NewOutputs outputs(n_out);
   for (size_t k = 0; k < n_out; ++k) {
-    outputs.data()[k] = allocate(k, plan->outputs[k], plan->types.device);
+    outputs.data()[k] = allocate(k, plan->outputs[k].layout, plan->types.device);
     internal_check(outputs.data()[k] != nullptr, "an elementwise output allocator returned no tensor");
   }
   if (allocation == EwAllocation::kFreshContiguous) {

@@ -303,13 +303,17 @@ void bind_scalar_input(const std::string& fn, const EwOperand& input, const Call
   write_scalar(value, types.inputs[i], slot);
 }
 
-std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types) {
-  std::vector<LoopOperand> out(inputs.size());
+detail::Operands input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types) {
+  detail::Operands out(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
+    OperandInfo& op = out[i];
+    op.dtype = ew_dl_type(types.inputs[i]);
+    op.element_size = size_of(types.inputs[i]);
     if (const DLTensor* t = inputs[i].tensor) {
-      out[i].strides = broadcast_strides(shape_of(t), strides_of(t), size_of(types.inputs[i]), types.shape.size());
+      op.strides = loop_strides(shape_of(t), strides_of(t), op.element_size, types.shape.size());
     } else {
-      out[i].strides.assign(types.shape.size(), 0);
+      op.strides = DimVector(types.shape.size(), 0);
+      op.is_scalar = true;
     }
   }
   return out;

@@ -40,9 +40,10 @@ CallTypes resolve_types(const std::string& fn, const std::vector<EwOperand>& inp
 /// shape (check_output then checks every output against it).
 void broadcast_to_outputs(const DLTensor* const* outputs, size_t n_out, CallTypes* types, Promotion p);
 
-/// The inputs as loop operands: byte strides against the broadcast shape (0 for
-/// broadcast dims and scalars); no data, which each call binds.
-std::vector<LoopOperand> input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types);
+/// The inputs as loop operands: their load types, byte strides against the
+/// broadcast shape, fastest first (0 for broadcast dims and scalars); no data,
+/// which each call binds.
+detail::Operands input_operands(const std::vector<EwOperand>& inputs, const CallTypes& types);
 
 /// Throws ValueError naming the shape when the broadcast shape's size in bits, at
 /// `element_size` bytes an element (the call's widest), overflows int64: every

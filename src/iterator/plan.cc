@@ -17,12 +17,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + (s.size() == 1 ? ",)" : ")");
 }
 
-int64_t Loop::numel() const {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
 std::vector<int64_t> broadcast_shapes(const std::string& fn, const std::vector<std::vector<int64_t>>& shapes,
                                       const std::vector<size_t>& inputs) {
   auto name = [&](size_t k) { return "input #" + std::to_string(inputs[k]); };
@@ -49,77 +43,57 @@ std::vector<int64_t> broadcast_shapes(const std::string& fn, const std::vector<s
   return out;
 }
 
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
-                                       int64_t element_size, size_t ndim) {
-  std::vector<int64_t> out(ndim, 0);
+DimVector loop_strides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t element_size,
+                       size_t ndim) {
+  DimVector out(ndim, 0);
   for (size_t i = 0; i < shape.size(); ++i) {
-    size_t d = ndim - shape.size() + i;
-    out[d] = shape[i] == 1 ? 0 : strides[i] * element_size;
+    if (shape[i] != 1) out[shape.size() - 1 - i] = strides[i] * element_size;
   }
   return out;
 }
 
-detail::LoopLayout layout_of(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides,
-                             size_t n_outputs) {
+detail::LoopLayout loop_nest(const std::vector<int64_t>& shape, detail::Operands operands, size_t n_outputs) {
   detail::LoopLayout l;
-  const size_t nd = shape.size();
-  for (size_t d = nd; d-- > 0;) l.shape.push_back(shape[d]);
-  for (const std::vector<int64_t>& s : strides) {
-    DimVector fast;
-    for (size_t d = nd; d-- > 0;) fast.push_back(s[d]);
-    l.strides.push_back(std::move(fast));
-  }
+  for (size_t d = shape.size(); d-- > 0;) l.shape.push_back(shape[d]);
+  l.operands = std::move(operands);
   l.n_outputs = static_cast<int>(n_outputs);
   return l;
 }
 
-Loop make_loop(const std::vector<int64_t>& shape, std::vector<LoopOperand> operands, size_t first_input) {
-  Loop loop;
-  loop.shape = shape;
-  for (LoopOperand& op : operands) {
-    loop.data.push_back(op.data);
-    loop.strides.push_back(std::move(op.strides));
-  }
+detail::LoopLayout make_loop(const std::vector<int64_t>& shape, detail::Operands operands, size_t n_outputs) {
+  detail::LoopLayout loop = loop_nest(shape, std::move(operands), n_outputs);
   if (loop.shape.empty()) {  // 0-d: one element
-    loop.shape = {1};
-    for (auto& s : loop.strides) s = {0};
+    loop.shape.push_back(1);
+    for (OperandInfo& op : loop.operands) op.strides = DimVector(1, 0);
     return loop;
   }
-  detail::LoopLayout layout = layout_of(loop.shape, loop.strides, first_input);
-  detail::lay_out(&layout);
-  loop.shape.assign(layout.shape.begin(), layout.shape.end());
-  for (size_t op = 0; op < loop.strides.size(); ++op) {
-    loop.strides[op].assign(layout.strides[op].begin(), layout.strides[op].end());
-  }
+  detail::lay_out(&loop);
   return loop;
 }
 
-void move_small_inner_dim_out(Loop* loop) {
+void move_small_inner_dim_out(detail::LoopLayout* loop) {
   if (loop->shape.size() >= 2 && loop->shape[0] < 16 && loop->shape[1] > loop->shape[0]) {
     std::swap(loop->shape[0], loop->shape[1]);
-    for (auto& s : loop->strides) std::swap(s[0], s[1]);
+    for (OperandInfo& op : loop->operands) std::swap(op.strides[0], op.strides[1]);
   }
 }
 
-bool tiles_small_inner_dim(const Loop& loop, const std::vector<int>& sizes, size_t n_out) {
+bool tiles_small_inner_dim(const detail::LoopLayout& loop) {
   if (loop.shape.size() < 2 || loop.shape[0] < 2 || loop.shape[0] > 16 || loop.shape[1] < 2) return false;
   const int64_t k = loop.shape[0];
   bool repeats = false;
-  for (size_t op = 0; op < loop.strides.size(); ++op) {
-    int64_t s0 = loop.strides[op][0], s1 = loop.strides[op][1];
-    bool dense = s0 == sizes[op] && s1 == k * sizes[op];
-    bool repeat = s1 == 0 && (s0 == sizes[op] || s0 == 0);
-    if (!dense && !(repeat && op >= n_out)) return false;
+  for (const OperandInfo& op : loop.operands) {
+    const int64_t s0 = op.strides[0], s1 = op.strides[1], size = op.element_size;
+    const bool dense = s0 == size && s1 == k * size;
+    const bool repeat = s1 == 0 && (s0 == size || s0 == 0);
+    if (!dense && !(repeat && !op.is_output)) return false;
     repeats = repeats || !dense;
   }
   return repeats;
 }
 
-std::vector<int> output_order(const std::vector<int64_t>& shape, const std::vector<LoopOperand>& inputs) {
-  std::vector<std::vector<int64_t>> strides;
-  strides.reserve(inputs.size());
-  for (const LoopOperand& op : inputs) strides.push_back(op.strides);
-  const SmallVector<int, 6> fast = detail::fastest_first_order(layout_of(shape, strides, 0));
+std::vector<int> output_order(const std::vector<int64_t>& shape, const detail::Operands& inputs) {
+  const SmallVector<int, 6> fast = detail::fastest_first_order(loop_nest(shape, inputs, 0));
   // The layout's dim k is the loop's dim n-1-k; the order wanted is slowest first.
   const int n = static_cast<int>(shape.size());
   std::vector<int> order;
@@ -127,10 +101,9 @@ std::vector<int> output_order(const std::vector<int64_t>& shape, const std::vect
   return order;
 }
 
-Extent extent_of(const char* data, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
-                 int64_t element_size) {
+Extent extent_of(const char* data, const int64_t* shape, const int64_t* strides, size_t ndim, int64_t element_size) {
   intptr_t lo = 0, hi = 0;
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < ndim; ++i) {
     if (shape[i] == 0) return Extent{};
     intptr_t span = static_cast<intptr_t>((shape[i] - 1) * strides[i]);
     if (span < 0)

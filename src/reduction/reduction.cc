@@ -310,32 +310,34 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   plan.types = RedKernelTypes{c.call.inputs, c.acc, out_type};
   const size_t n_ops = inputs.size() + 1;
   const std::vector<int64_t>& shape = c.call.shape;
-  // Operand byte strides over the broadcast dims, the output's 0 along reduced ones.
-  std::vector<std::vector<int64_t>> strides(n_ops, std::vector<int64_t>(shape.size(), 0));
+  // The output's byte strides over the broadcast dims: 0 along reduced ones.
   const std::vector<int64_t> out_strides =
       out != nullptr ? ew::strides_of(out) : ew::contiguous_strides(c.output_shape);
+  OperandInfo output;
+  output.dtype = ew_dl_type(out_type);
+  output.element_size = ew::size_of(out_type);
+  output.is_output = true;
+  output.strides = DimVector(shape.size(), 0);
   for (size_t d = 0, k = 0; d < shape.size(); ++d) {
-    if (!c.reduced[d]) strides[0][d] = out_strides[k] * ew::size_of(out_type);
+    if (!c.reduced[d]) output.strides[shape.size() - 1 - d] = out_strides[k] * output.element_size;
     if (!c.reduced[d] || keepdims) ++k;
   }
-  std::vector<ew::LoopOperand> in = ew::input_operands(inputs, c.call);
   plan.spans.assign(n_ops, {0, 0});
   auto span_of = [](const std::vector<int64_t>& shape, std::vector<int64_t> strides,
                     int element_size) -> std::pair<int64_t, int64_t> {
     for (int64_t& b : strides) b *= element_size;
-    const ew::Extent e = ew::extent_of(nullptr, shape, strides, element_size);
+    const ew::Extent e = ew::extent_of(nullptr, shape.data(), strides.data(), shape.size(), element_size);
     return {static_cast<int64_t>(e.lo), static_cast<int64_t>(e.hi)};
-  };
-  auto span_of_tensor = [&](const DLTensor* t, int element_size) {
-    return span_of(ew::shape_of(t), ew::strides_of(t), element_size);
   };
   plan.spans[0] = span_of(c.output_shape, out_strides, ew::size_of(out_type));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    strides[i + 1] = in[i].strides;
     if (const DLTensor* t = inputs[i].tensor)
-      plan.spans[i + 1] = span_of_tensor(t, ew::size_of(*ew::from_dl(t->dtype)));
+      plan.spans[i + 1] = span_of(ew::shape_of(t), ew::strides_of(t), ew::size_of(*ew::from_dl(t->dtype)));
   }
-  plan.dims = red::plan_dims(shape, c.reduced, strides);
+  detail::Operands operands;
+  operands.push_back(std::move(output));
+  for (OperandInfo& in : ew::input_operands(inputs, c.call)) operands.push_back(std::move(in));
+  plan.dims = red::plan_dims(shape, c.reduced, std::move(operands));
   if (identity) write_identity(name, *identity, c.acc, &plan.identity);
   const red::RedDims& dims = plan.dims;
   plan.outer = !dims.kept_shape.empty() && dims.reduced_shape.size() == 1 &&

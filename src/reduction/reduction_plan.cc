@@ -80,9 +80,8 @@ RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, c
   return c;
 }
 
-RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
-                  const std::vector<std::vector<int64_t>>& strides) {
-  const size_t n_ops = strides.size(), nd = shape.size();
+RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& reduced, detail::Operands operands) {
+  const size_t n_ops = operands.size(), nd = shape.size();
   RedDims dims;
   for (size_t d = 0; d < nd; ++d) {
     if (!reduced[d]) dims.outputs *= shape[d];
@@ -90,17 +89,17 @@ RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& re
   // TensorIterator's layout of a reduction: the output's reduced dims (stride 0)
   // innermost, ordered by the inputs' strides, the kept ones by the output's; then
   // coalesced, which never merges a reduced dim with a kept one.
-  detail::LoopLayout layout = ew::layout_of(shape, strides, 1);
+  detail::LoopLayout layout = ew::loop_nest(shape, std::move(operands), 1);
   layout.reduction = true;
   detail::lay_out(&layout);
   // Slowest first into each group; size-1 dims add nothing to either loop.
   for (size_t k = layout.shape.size(); k-- > 0;) {
     if (layout.shape[k] == 1) continue;
-    const bool is_reduced = layout.strides[0][k] == 0;
+    const bool is_reduced = layout.operands[0].strides[k] == 0;
     std::vector<int64_t>& group_shape = is_reduced ? dims.reduced_shape : dims.kept_shape;
     std::vector<int64_t>& group_strides = is_reduced ? dims.reduced_strides : dims.kept_strides;
     group_shape.push_back(layout.shape[k]);
-    for (size_t op = 0; op < n_ops; ++op) group_strides.push_back(layout.strides[op][k]);
+    for (const OperandInfo& op : layout.operands) group_strides.push_back(op.strides[k]);
   }
   if (dims.reduced_shape.empty()) {  // every element is its own reduction
     dims.reduced_shape.push_back(1);

@@ -43,9 +43,9 @@ struct RedDims {
   int64_t outputs = 1;  ///< elements of the output
 };
 
-/// `strides[op][d]`: operand op's byte strides against the broadcast `shape`.
-RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
-                  const std::vector<std::vector<int64_t>>& strides);
+/// `operands`: the output, then the inputs, with byte strides against the
+/// broadcast `shape` (fastest first, as input_operands gives them).
+RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& reduced, detail::Operands operands);
 
 }  // namespace red
 }  // namespace kjit

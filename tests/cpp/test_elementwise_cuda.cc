@@ -35,6 +35,7 @@
 #include "kjit/build.h"
 #include "kjit/errors.h"
 #include "kjit/kernel.h"
+#include "loop_operands.h"
 #include "test_dirs.h"
 
 namespace kjit {
@@ -45,6 +46,25 @@ namespace fs = std::filesystem;
 using kjit_test::TempDir;
 using kjit_test::write_file;
 using T = EwType;
+using detail::LoopLayout;
+
+using kjit_test::dims;
+
+/// Gives the loop one operand per entry, with these byte strides (fastest first).
+void set_strides(LoopLayout* loop, const std::vector<std::vector<int64_t>>& strides) {
+  loop->operands = kjit_test::operands_fastest_first(strides);
+}
+
+void set_data(LoopLayout* loop, const std::vector<char*>& data) {
+  loop->operands.resize(data.size());
+  for (size_t op = 0; op < data.size(); ++op) loop->operands[op].data = data[op];
+}
+
+std::vector<std::vector<int64_t>> strides_of(const LoopLayout& loop) {
+  std::vector<std::vector<int64_t>> out;
+  for (const OperandInfo& op : loop.operands) out.emplace_back(op.strides.begin(), op.strides.end());
+  return out;
+}
 
 // ---------------------------------------------------------------------------
 // Kernels and the type combinations they are compiled for.
@@ -456,32 +476,32 @@ TEST(ElementwiseCudaGeometry, VectorWidthFromAlignmentAndSixteenBytes) {
 }
 
 TEST(ElementwiseCudaGeometry, MisalignedOperandIsAValueError) {
-  Loop loop;
-  loop.shape = {10};
-  loop.strides = {{4}, {4}};
-  loop.data = {at(0x1000), at(0x1002)};
+  LoopLayout loop;
+  loop.shape = dims({10});
+  set_strides(&loop, {{4}, {4}});
+  set_data(&loop, {at(0x1000), at(0x1002)});
   EwKernelTypes t = types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32);
   EXPECT_THROW(check_cuda_alignment(loop, t), ValueError);
-  loop.data[1] = at(0x1004);
+  loop.operands[1].data = at(0x1004);
   EXPECT_NO_THROW(check_cuda_alignment(loop, t));
-  loop.strides[1] = {6};
+  loop.operands[1].strides = dims({6});
   EXPECT_THROW(check_cuda_alignment(loop, t), ValueError);
 }
 
 TEST(ElementwiseCudaGeometry, VariantChoice) {
   EwKernelTypes same = types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32);
   EwKernelTypes cast = types_of({T::kFloat32}, {T::kInt32, T::kFloat32}, T::kFloat32);
-  Loop contiguous;
-  contiguous.shape = {100};
-  contiguous.strides = {{4}, {4}, {4}};
-  contiguous.data = {at(0x1000), at(0x2000), at(0x3000)};
-  Loop broadcast = contiguous;
-  broadcast.strides[2] = {0};
-  Loop two_d = contiguous;
-  two_d.shape = {10, 10};
-  two_d.strides = {{4, 40}, {4, 40}, {4, 40}};
-  Loop single = broadcast;
-  single.shape = {1};
+  LoopLayout contiguous;
+  contiguous.shape = dims({100});
+  set_strides(&contiguous, {{4}, {4}, {4}});
+  set_data(&contiguous, {at(0x1000), at(0x2000), at(0x3000)});
+  LoopLayout broadcast = contiguous;
+  broadcast.operands[2].strides = dims({0});
+  LoopLayout two_d = contiguous;
+  two_d.shape = dims({10, 10});
+  set_strides(&two_d, {{4, 40}, {4, 40}, {4, 40}});
+  LoopLayout single = broadcast;
+  single.shape = dims({1});
   EXPECT_EQ(choose_cuda_variant(contiguous, same), EwCudaVariant::kVectorized);
   EXPECT_EQ(choose_cuda_variant(broadcast, same), EwCudaVariant::kStrided);
   EXPECT_EQ(choose_cuda_variant(two_d, same), EwCudaVariant::kStrided);
@@ -530,10 +550,10 @@ TEST(ElementwiseCudaPacking, MagicDivisionIsExactBelowTwoToThe31) {
 int32_t word(const std::vector<uint32_t>& words, size_t w) { return static_cast<int32_t>(words.at(w)); }
 
 TEST(ElementwiseCudaPacking, StridedArgumentsLayout) {
-  Loop loop;
-  loop.shape = {5, 1, 3};  // the size-1 dim is dropped
-  loop.strides = {{4, 999, 20}, {8, 0, -40}, {0, 0, 2}};
-  loop.data = {at(0x1000), at(0x2000 + 80), at(0x3000)};
+  LoopLayout loop;
+  loop.shape = dims({5, 1, 3});  // the size-1 dim is dropped
+  set_strides(&loop, {{4, 999, 20}, {8, 0, -40}, {0, 0, 2}});
+  set_data(&loop, {at(0x1000), at(0x2000 + 80), at(0x3000)});
   CudaKernelArgs a = pack_cuda_args(loop, EwCudaVariant::kCastStrided, {});
   ASSERT_EQ(a.offsets.size() * 4, ew_cuda_offsets_bytes(3));
   EXPECT_EQ(word(a.offsets, 0), 2);  // ndim
@@ -553,16 +573,16 @@ TEST(ElementwiseCudaPacking, StridedArgumentsLayout) {
   std::vector<void*> p = a.pointers();
   ASSERT_EQ(p.size(), 3u);  // n, data, offsets
   EXPECT_EQ(*static_cast<int32_t*>(p[0]), 15);
-  EXPECT_EQ(static_cast<char**>(p[1])[1], loop.data[1]);
-  EXPECT_EQ(static_cast<char**>(p[1])[2], loop.data[2]);
+  EXPECT_EQ(static_cast<char**>(p[1])[1], loop.operands[1].data);
+  EXPECT_EQ(static_cast<char**>(p[1])[2], loop.operands[2].data);
   EXPECT_EQ(p[2], a.offsets.data());
 }
 
 TEST(ElementwiseCudaPacking, ContiguousArgumentsWithExtraScalars) {
-  Loop loop;
-  loop.shape = {1000};
-  loop.strides = {{8}, {8}};
-  loop.data = {at(0x1000), at(0x9000)};
+  LoopLayout loop;
+  loop.shape = dims({1000});
+  set_strides(&loop, {{8}, {8}});
+  set_data(&loop, {at(0x1000), at(0x9000)});
   std::vector<unsigned char> extra = pack_extra({EwOperand::of_float(2.5), EwOperand::of_float(-3)},
                                                 types_of({}, {}, T::kFloat64, {T::kFloat64, T::kFloat64}));
   CudaKernelArgs a = pack_cuda_args(loop, EwCudaVariant::kVectorized, extra);
@@ -627,10 +647,10 @@ TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
   EXPECT_THROW(pack_scalars(t, {nullptr, nullptr, &f, &c, &b}), InternalError);  // a by-value input needs its value
 
   // The kernel's kjit_scalars comes after the offsets and before the extra scalars.
-  Loop loop;
-  loop.shape = {10};
-  loop.strides = {{8}, {0}, {8}, {0}, {0}, {0}};
-  loop.data = {at(0x1000), nullptr, at(0x2000), nullptr, nullptr, nullptr};
+  LoopLayout loop;
+  loop.shape = dims({10});
+  set_strides(&loop, {{8}, {0}, {8}, {0}, {0}, {0}});
+  set_data(&loop, {at(0x1000), nullptr, at(0x2000), nullptr, nullptr, nullptr});
   CudaKernelArgs a =
       pack_cuda_args(loop, EwCudaVariant::kCastStrided,
                      pack_extra({EwOperand::of_float(1)}, types_of({}, {}, T::kFloat64, {T::kFloat64})), packed);
@@ -655,10 +675,10 @@ TEST(ElementwiseCudaSource, ScalarsStructSizeIsPinnedInTheSource) {
 
 TEST(ElementwiseCudaGeometry, ByValueInputsDoNotBreakContiguity) {
   EwKernelTypes t = by_value(types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32), {false, true});
-  Loop loop;
-  loop.shape = {4096};
-  loop.strides = {{4}, {4}, {0}};
-  loop.data = {at(0x1000), at(0x2000), nullptr};
+  LoopLayout loop;
+  loop.shape = dims({4096});
+  set_strides(&loop, {{4}, {4}, {0}});
+  set_data(&loop, {at(0x1000), at(0x2000), nullptr});
   EXPECT_TRUE(is_contiguous_loop(loop, t));
   EXPECT_EQ(choose_cuda_variant(loop, t), EwCudaVariant::kVectorized);
   t.by_value = {};  // the same operand as a broadcast tensor: strided
@@ -670,13 +690,13 @@ TEST(ElementwiseCudaGeometry, ByValueInputsDoNotBreakContiguity) {
 
 /// Every element's byte offset in operand 0 (a non-overlapping output) over the
 /// sub-loops, relative to `base`.
-std::multiset<int64_t> output_offsets(const std::vector<Loop>& subs, const char* base) {
+std::multiset<int64_t> output_offsets(const std::vector<LoopLayout>& subs, const char* base) {
   std::multiset<int64_t> out;
-  for (const Loop& l : subs) {
+  for (const LoopLayout& l : subs) {
     std::vector<int64_t> idx(l.shape.size(), 0);
     for (int64_t e = 0; e < l.numel(); ++e) {
-      int64_t off = l.data[0] - base;
-      for (size_t d = 0; d < l.shape.size(); ++d) off += idx[d] * l.strides[0][d];
+      int64_t off = l.operands[0].data - base;
+      for (size_t d = 0; d < l.shape.size(); ++d) off += idx[d] * l.operands[0].strides[d];
       out.insert(off);
       for (size_t d = 0; d < l.shape.size() && ++idx[d] == l.shape[d]; ++d) idx[d] = 0;
     }
@@ -685,51 +705,51 @@ std::multiset<int64_t> output_offsets(const std::vector<Loop>& subs, const char*
 }
 
 TEST(ElementwiseCudaSplit, SmallLoopWithHugeStridesIsCoveredExactlyOnce) {
-  Loop loop;
-  loop.shape = {3, 5, 7};
-  loop.strides = {{4, int64_t{1} << 29, int64_t{3} << 30},  // output: 6 * 3 GiB offsets
-                  {0, 8, -(int64_t{1} << 31)},              // input with a negative stride
-                  {2, 0, 0}};                               // broadcast input
+  LoopLayout loop;
+  loop.shape = dims({3, 5, 7});
+  set_strides(&loop, {{4, int64_t{1} << 29, int64_t{3} << 30},  // output: 6 * 3 GiB offsets
+                      {0, 8, -(int64_t{1} << 31)},              // input with a negative stride
+                      {2, 0, 0}});                              // broadcast input
   const uintptr_t base = uintptr_t{1} << 40;
-  loop.data = {at(base), at(base + (uintptr_t{6} << 31)), at(base)};
+  set_data(&loop, {at(base), at(base + (uintptr_t{6} << 31)), at(base)});
   ASSERT_FALSE(fits_32bit_indexing(loop));
-  std::vector<Loop> subs = split_for_32bit_indexing(loop);
+  std::vector<LoopLayout> subs = split_for_32bit_indexing(loop);
   EXPECT_GT(subs.size(), 1u);
   int64_t total = 0;
-  for (const Loop& l : subs) {
+  for (const LoopLayout& l : subs) {
     EXPECT_TRUE(fits_32bit_indexing(l));
     total += l.numel();
-    EXPECT_EQ(l.strides, loop.strides);
+    EXPECT_EQ(strides_of(l), strides_of(loop));
   }
   EXPECT_EQ(total, loop.numel());
-  std::multiset<int64_t> want = output_offsets({loop}, loop.data[0]);
-  EXPECT_EQ(output_offsets(subs, loop.data[0]), want);
+  std::multiset<int64_t> want = output_offsets({loop}, loop.operands[0].data);
+  EXPECT_EQ(output_offsets(subs, loop.operands[0].data), want);
   EXPECT_EQ(std::set<int64_t>(want.begin(), want.end()).size(), want.size());  // each exactly once
 }
 
 TEST(ElementwiseCudaSplit, LargeLoopSplitsIntoFittingBoxes) {
   // 2^20 x 2^11 float32 output (8 GiB of offsets), an input broadcast along dim 1
   // and a transposed float64 input.
-  Loop loop;
-  loop.shape = {int64_t{1} << 20, int64_t{1} << 11};
-  loop.strides = {{4, int64_t{4} << 20}, {2, 0}, {int64_t{8} << 11, 8}};
+  LoopLayout loop;
+  loop.shape = dims({int64_t{1} << 20, int64_t{1} << 11});
+  set_strides(&loop, {{4, int64_t{4} << 20}, {2, 0}, {int64_t{8} << 11, 8}});
   const uintptr_t base = uintptr_t{1} << 40;
-  loop.data = {at(base), at(base), at(base)};
+  set_data(&loop, {at(base), at(base), at(base)});
   ASSERT_FALSE(fits_32bit_indexing(loop));
-  std::vector<Loop> subs = split_for_32bit_indexing(loop);
+  std::vector<LoopLayout> subs = split_for_32bit_indexing(loop);
   // Boxes in index space, decoded from the output's offset (row-major in dim 1).
   struct Box {
     int64_t lo0, lo1, n0, n1;
   };
   std::vector<Box> boxes;
   int64_t total = 0;
-  for (const Loop& l : subs) {
+  for (const LoopLayout& l : subs) {
     ASSERT_TRUE(fits_32bit_indexing(l));
     ASSERT_LE(l.numel(), std::numeric_limits<int32_t>::max());
-    int64_t off = l.data[0] - loop.data[0];
+    int64_t off = l.operands[0].data - loop.operands[0].data;
     Box b{(off % (int64_t{4} << 20)) / 4, off / (int64_t{4} << 20), l.shape[0], l.shape[1]};
-    EXPECT_EQ(l.data[1] - loop.data[1], b.lo0 * 2);
-    EXPECT_EQ(l.data[2] - loop.data[2], b.lo0 * (int64_t{8} << 11) + b.lo1 * 8);
+    EXPECT_EQ(l.operands[1].data - loop.operands[1].data, b.lo0 * 2);
+    EXPECT_EQ(l.operands[2].data - loop.operands[2].data, b.lo0 * (int64_t{8} << 11) + b.lo1 * 8);
     EXPECT_LE(b.lo0 + b.n0, loop.shape[0]);
     EXPECT_LE(b.lo1 + b.n1, loop.shape[1]);
     boxes.push_back(b);
@@ -746,34 +766,34 @@ TEST(ElementwiseCudaSplit, LargeLoopSplitsIntoFittingBoxes) {
 }
 
 TEST(ElementwiseCudaSplit, ContiguousLoopSplitsIntoContiguousHalves) {
-  Loop loop;
-  loop.shape = {(int64_t{1} << 31) + 5};
-  loop.strides = {{4}, {4}};
-  loop.data = {at(uintptr_t{1} << 40), at(uintptr_t{2} << 40)};
+  LoopLayout loop;
+  loop.shape = dims({(int64_t{1} << 31) + 5});
+  set_strides(&loop, {{4}, {4}});
+  set_data(&loop, {at(uintptr_t{1} << 40), at(uintptr_t{2} << 40)});
   EwKernelTypes t = types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32);
-  std::vector<Loop> subs = split_for_32bit_indexing(loop);
+  std::vector<LoopLayout> subs = split_for_32bit_indexing(loop);
   int64_t next = 0;
-  for (const Loop& l : subs) {
+  for (const LoopLayout& l : subs) {
     EXPECT_TRUE(fits_32bit_indexing(l));
     EXPECT_TRUE(is_contiguous_loop(l, t));
-    EXPECT_EQ(l.data[0] - loop.data[0], next * 4);  // in order, no gap, no overlap
-    EXPECT_EQ(l.data[1] - loop.data[1], next * 4);
+    EXPECT_EQ(l.operands[0].data - loop.operands[0].data, next * 4);  // in order, no gap, no overlap
+    EXPECT_EQ(l.operands[1].data - loop.operands[1].data, next * 4);
     next += l.shape[0];
   }
   EXPECT_EQ(next, loop.numel());
 }
 
 TEST(ElementwiseCudaSplit, FittingAndEmptyLoops) {
-  Loop loop;
-  loop.shape = {1000};
-  loop.strides = {{4}};
-  loop.data = {at(0x1000)};
+  LoopLayout loop;
+  loop.shape = dims({1000});
+  set_strides(&loop, {{4}});
+  set_data(&loop, {at(0x1000)});
   EXPECT_EQ(split_for_32bit_indexing(loop).size(), 1u);
-  loop.shape = {0};
+  loop.shape = dims({0});
   EXPECT_TRUE(split_for_32bit_indexing(loop).empty());
-  loop.shape = {(int64_t{1} << 29) - 1};  // the largest offset is just below 2^31
+  loop.shape = dims({(int64_t{1} << 29) - 1});  // the largest offset is just below 2^31
   EXPECT_TRUE(fits_32bit_indexing(loop));
-  loop.shape = {(int64_t{1} << 29) + 1};
+  loop.shape = dims({(int64_t{1} << 29) + 1});
   EXPECT_FALSE(fits_32bit_indexing(loop));
 }
 
@@ -850,8 +870,8 @@ class Buffer {
 };
 
 /// Plans the launches of `loop` and runs each in the emulator; returns the plan.
-std::vector<CudaLaunch> run_emulated(const char* code, const char* entry, const EwKernelTypes& t, const Loop& loop,
-                                     const std::vector<EwOperand>& extra = {},
+std::vector<CudaLaunch> run_emulated(const char* code, const char* entry, const EwKernelTypes& t,
+                                     const LoopLayout& loop, const std::vector<EwOperand>& extra = {},
                                      const std::vector<const void*>& scalar_values = {}) {
   std::vector<unsigned char> scalars =
       scalar_values.empty() ? std::vector<unsigned char>{} : pack_scalars(t, scalar_values);
@@ -871,11 +891,11 @@ std::vector<CudaLaunch> run_emulated(const char* code, const char* entry, const 
   return launches;
 }
 
-Loop contiguous_loop(int64_t n, const std::vector<char*>& data, const std::vector<int>& sizes) {
-  Loop loop;
-  loop.shape = {n};
-  for (int s : sizes) loop.strides.push_back({s});
-  loop.data = data;
+LoopLayout contiguous_loop(int64_t n, const std::vector<char*>& data, const std::vector<int>& sizes) {
+  LoopLayout loop;
+  loop.shape = dims({n});
+  for (int s : sizes) loop.operands.push_back(kjit_test::operands_fastest_first({{s}})[0]);
+  set_data(&loop, data);
   return loop;
 }
 
@@ -950,10 +970,10 @@ TEST_F(ElementwiseCudaEmulated, VectorizedWithAScalarOnEitherSide) {
   for (bool scalar_first : {false, true}) {
     EwKernelTypes t =
         by_value(types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32), {scalar_first, !scalar_first});
-    Loop loop = contiguous_loop(n, {out.data(), a.data(), nullptr}, {4, 4, 0});
+    LoopLayout loop = contiguous_loop(n, {out.data(), a.data(), nullptr}, {4, 4, 0});
     if (scalar_first) {
-      std::swap(loop.data[1], loop.data[2]);
-      std::swap(loop.strides[1], loop.strides[2]);
+      std::swap(loop.operands[1].data, loop.operands[2].data);
+      std::swap(loop.operands[1].strides, loop.operands[2].strides);
     }
     std::vector<const void*> values =
         scalar_first ? std::vector<const void*>{&s, nullptr} : std::vector<const void*>{nullptr, &s};
@@ -975,10 +995,10 @@ TEST_F(ElementwiseCudaEmulated, CastStridedWithScalarsOfMixedWidthAndExtra) {
   const int64_t rows = 19, cols = 23, n = rows * cols;
   Buffer out(n * 8), a(n * 4);
   for (int64_t i = 0; i < n; ++i) a.as<int32_t>()[i] = static_cast<int32_t>(i % 37) - 18;
-  Loop loop;
-  loop.shape = {cols, rows};
-  loop.strides = {{8, 8 * cols}, {4 * rows, 4}, {0, 0}, {0, 0}};
-  loop.data = {out.data(), a.data(), nullptr, nullptr};
+  LoopLayout loop;
+  loop.shape = dims({cols, rows});
+  set_strides(&loop, {{8, 8 * cols}, {4 * rows, 4}, {0, 0}, {0, 0}});
+  set_data(&loop, {out.data(), a.data(), nullptr, nullptr});
   EwKernelTypes t = by_value(types_of({T::kFloat64}, {T::kInt32, T::kFloat64, T::kInt8}, T::kFloat64, {T::kFloat64}),
                              {false, true, true});
   const double s = 1.5;
@@ -1001,12 +1021,12 @@ TEST_F(ElementwiseCudaEmulated, StridedThreeDimsWithBroadcastAndPermutation) {
   Buffer out(n * 8), a(n * 8), b(d0 * d2 * 8);
   for (int64_t i = 0; i < n; ++i) a.as<double>()[i] = static_cast<double>(i);
   for (int64_t i = 0; i < d0 * d2; ++i) b.as<double>()[i] = 1000.0 * static_cast<double>(i);
-  Loop loop;
-  loop.shape = {d0, d1, d2};
-  loop.strides = {{8, 8 * d0, 8 * d0 * d1},  // out[i2][i1][i0]
-                  {8 * d2 * d1, 8, 8 * d1},  // a[i0][i2][i1]
-                  {8, 0, 8 * d0}};           // b[i2][i0]
-  loop.data = {out.data(), a.data(), b.data()};
+  LoopLayout loop;
+  loop.shape = dims({d0, d1, d2});
+  set_strides(&loop, {{8, 8 * d0, 8 * d0 * d1},  // out[i2][i1][i0]
+                      {8 * d2 * d1, 8, 8 * d1},  // a[i0][i2][i1]
+                      {8, 0, 8 * d0}});          // b[i2][i0]
+  set_data(&loop, {out.data(), a.data(), b.data()});
   const char* code = "template <typename T> T f(T a, T b) { return a * 2 + b; }";
   EwKernelTypes t = types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64);
   auto launches = run_emulated(code, "f", t, loop);
@@ -1028,10 +1048,10 @@ TEST_F(ElementwiseCudaEmulated, CastStridedMultiOutputWithExtra) {
   Buffer x(n * 8), y(n * 2), a(n * 4), b(cols * 4);
   for (int64_t i = 0; i < n; ++i) a.as<int32_t>()[i] = static_cast<int32_t>(i % 101) - 50;
   for (int64_t j = 0; j < cols; ++j) b.as<float>()[j] = 0.25f * static_cast<float>(j);
-  Loop loop;  // outputs (rows, cols) C-order; a stored transposed (cols, rows); b one row, broadcast
-  loop.shape = {cols, rows};
-  loop.strides = {{8, 8 * cols}, {2, 2 * cols}, {4 * rows, 4}, {4, 0}};
-  loop.data = {x.data(), y.data(), a.data(), b.data()};
+  LoopLayout loop;  // outputs (rows, cols) C-order; a stored transposed (cols, rows); b one row, broadcast
+  loop.shape = dims({cols, rows});
+  set_strides(&loop, {{8, 8 * cols}, {2, 2 * cols}, {4 * rows, 4}, {4, 0}});
+  set_data(&loop, {x.data(), y.data(), a.data(), b.data()});
   EwKernelTypes t = types_of({T::kFloat64, T::kInt16}, {T::kInt32, T::kFloat32}, T::kFloat32, {T::kFloat64});
   auto launches = run_emulated(code, "f", t, loop, {EwOperand::of_float(2.5)});
   ASSERT_EQ(launches.size(), 1u);
@@ -1156,10 +1176,10 @@ TEST_F(ElementwiseCudaEmulated, ComplexVectorizedAndCastStrided) {
   // float64 and complex64 inputs, complex128 output, every other element.
   Buffer out2(n * 16 * 2), r(n * 8);
   for (int64_t i = 0; i < n; ++i) r.as<double>()[i] = 0.25 * static_cast<double>(i);
-  Loop loop;
-  loop.shape = {n};
-  loop.strides = {{32}, {8}, {8}};
-  loop.data = {out2.data(), r.data(), b.data()};
+  LoopLayout loop;
+  loop.shape = dims({n});
+  set_strides(&loop, {{32}, {8}, {8}});
+  set_data(&loop, {out2.data(), r.data(), b.data()});
   EwKernelTypes t2 = types_of({T::kComplex128}, {T::kFloat64, T::kComplex64}, T::kComplex128);
   launches = run_emulated("template <typename T> T g(T a, T b) { return a * b - std::abs(b); }", "g", t2, loop);
   EXPECT_EQ(launches[0].variant, EwCudaVariant::kCastStrided);
@@ -1224,10 +1244,10 @@ TEST(ElementwiseCudaNoDriver, LaunchFailsBeforeCompiling) {
   // Broken code: a compile would raise CompileError, so RuntimeError shows none ran.
   CudaElementwiseKernel kernel("template <typename T> T f(T a) { return a +; }", "f",
                                types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32));
-  Loop loop;
-  loop.shape = {16};
-  loop.strides = {{4}, {4}};
-  loop.data = {at(0x1000), at(0x2000)};
+  LoopLayout loop;
+  loop.shape = dims({16});
+  set_strides(&loop, {{4}, {4}});
+  set_data(&loop, {at(0x1000), at(0x2000)});
   try {
     launch_elementwise_cuda(kernel, loop, {}, {}, 0, nullptr);
     FAIL() << "launched without a driver";

@@ -9,6 +9,7 @@
 #include "iterator/plan.h"
 #include "kjit/detail/loop_layout.h"
 #include "kjit/iterator.h"
+#include "loop_operands.h"
 #include "reduction/reduction_plan.h"
 
 namespace {
@@ -16,17 +17,11 @@ namespace {
 using kjit::DimVector;
 using kjit::detail::LoopLayout;
 
-DimVector dims(const std::vector<int64_t>& v) {
-  DimVector out;
-  for (int64_t x : v) out.push_back(x);
-  return out;
-}
-
 LoopLayout layout(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides,
                   int n_outputs = 1, bool reduction = false) {
   LoopLayout l;
-  l.shape = dims(shape);
-  for (const std::vector<int64_t>& s : strides) l.strides.push_back(dims(s));
+  l.shape = kjit_test::dims(shape);
+  l.operands = kjit_test::operands_fastest_first(strides);
   l.n_outputs = n_outputs;
   l.reduction = reduction;
   return l;
@@ -43,7 +38,7 @@ TEST(LoopLayout, OutputsDecideTheOrderThenInputs) {
   l = layout({4, 3}, {{0, 4}, {12, 4}});
   kjit::detail::reorder_fastest_first(&l);
   EXPECT_EQ(vec(l.shape), (std::vector<int64_t>{3, 4}));
-  EXPECT_EQ(vec(l.strides[1]), (std::vector<int64_t>{4, 12}));
+  EXPECT_EQ(vec(l.operands[1].strides), (std::vector<int64_t>{4, 12}));
 }
 
 TEST(LoopLayout, StridesCompareByMagnitude) {
@@ -51,7 +46,7 @@ TEST(LoopLayout, StridesCompareByMagnitude) {
   LoopLayout l = layout({3, 4}, {{-16, -4}}, 0);
   kjit::detail::reorder_fastest_first(&l);
   EXPECT_EQ(vec(l.shape), (std::vector<int64_t>{4, 3}));
-  EXPECT_EQ(vec(l.strides[0]), (std::vector<int64_t>{-4, -16}));
+  EXPECT_EQ(vec(l.operands[0].strides), (std::vector<int64_t>{-4, -16}));
 }
 
 TEST(LoopLayout, AReductionsReducedDimsGoInnermost) {
@@ -59,19 +54,19 @@ TEST(LoopLayout, AReductionsReducedDimsGoInnermost) {
   LoopLayout l = layout({8, 4}, {{4, 0}, {4, 32}}, 1, true);
   kjit::detail::lay_out(&l);
   EXPECT_EQ(vec(l.shape), (std::vector<int64_t>{4, 8}));
-  EXPECT_EQ(vec(l.strides[0]), (std::vector<int64_t>{0, 4}));
-  EXPECT_EQ(vec(l.strides[1]), (std::vector<int64_t>{32, 4}));
+  EXPECT_EQ(vec(l.operands[0].strides), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(vec(l.operands[1].strides), (std::vector<int64_t>{32, 4}));
 }
 
 TEST(LoopLayout, CoalesceMergesContiguousDimsAndSizeOneDims) {
   LoopLayout l = layout({4, 1, 3}, {{4, 0, 16}, {4, 0, 16}});
   kjit::detail::coalesce(&l);
   EXPECT_EQ(vec(l.shape), (std::vector<int64_t>{12}));
-  EXPECT_EQ(vec(l.strides[1]), (std::vector<int64_t>{4}));
+  EXPECT_EQ(vec(l.operands[1].strides), (std::vector<int64_t>{4}));
   l = layout({1, 5}, {{0, 8}});  // a size-1 dim takes the other's strides
   kjit::detail::coalesce(&l);
   EXPECT_EQ(vec(l.shape), (std::vector<int64_t>{5}));
-  EXPECT_EQ(vec(l.strides[0]), (std::vector<int64_t>{8}));
+  EXPECT_EQ(vec(l.operands[0].strides), (std::vector<int64_t>{8}));
   l = layout({4, 3}, {{4, 32}});  // a gap: two dims
   kjit::detail::coalesce(&l);
   EXPECT_EQ(vec(l.shape), (std::vector<int64_t>{4, 3}));
@@ -98,25 +93,23 @@ TEST(LoopLayout, TheIteratorAndTheElementwisePlannerLayOneProblemOutAlike) {
                                       .add_input(kjit::TensorView(&a))
                                       .add_input(kjit::TensorView(&b))
                                       .build();
-  std::vector<kjit::ew::LoopOperand> ops(3);
-  ops[0].data = static_cast<char*>(o.data);
-  ops[0].strides = kjit::ew::broadcast_strides(shape, out_strides, 4, 3);
-  ops[1].data = static_cast<char*>(a.data);
-  ops[1].strides = kjit::ew::broadcast_strides(shape, a_strides, 4, 3);
-  ops[2].data = static_cast<char*>(b.data);
-  ops[2].strides = kjit::ew::broadcast_strides(b_shape, b_strides, 4, 3);
-  const kjit::ew::Loop loop = kjit::ew::make_loop(shape, ops, 1);
-  EXPECT_EQ(loop.shape, vec(it.shape()));
+  kjit::detail::Operands ops(3);
+  ops[0].strides = kjit::ew::loop_strides(shape, out_strides, 4, 3);
+  ops[1].strides = kjit::ew::loop_strides(shape, a_strides, 4, 3);
+  ops[2].strides = kjit::ew::loop_strides(b_shape, b_strides, 4, 3);
+  const LoopLayout loop = kjit::ew::make_loop(shape, ops, 1);
+  EXPECT_EQ(vec(loop.shape), vec(it.shape()));
   for (int op = 0; op < 3; ++op) {
-    EXPECT_EQ(loop.strides[op], std::vector<int64_t>(it.strides(op), it.strides(op) + it.ndim())) << "operand " << op;
+    EXPECT_EQ(vec(loop.operands[op].strides), std::vector<int64_t>(it.strides(op), it.strides(op) + it.ndim()))
+        << "operand " << op;
   }
 }
 
 TEST(LoopLayout, TheReductionPlannerSplitsTheSharedLayoutIntoKeptAndReduced) {
   // (5, 6, 7) float input, C-contiguous, reduced over axes 0 and 2 into a (6,) output.
   const std::vector<int64_t> shape{5, 6, 7};
-  const std::vector<std::vector<int64_t>> strides{{0, 4, 0}, {168, 28, 4}};
-  const kjit::red::RedDims d = kjit::red::plan_dims(shape, {true, false, true}, strides);
+  const kjit::red::RedDims d =
+      kjit::red::plan_dims(shape, {true, false, true}, kjit_test::operands_slowest_first({{0, 4, 0}, {168, 28, 4}}));
   EXPECT_EQ(d.kept_shape, (std::vector<int64_t>{6}));
   EXPECT_EQ(d.kept_strides, (std::vector<int64_t>{4, 28}));
   EXPECT_EQ(d.reduced_shape, (std::vector<int64_t>{5, 7}));

@@ -9,6 +9,7 @@
 #include "kjit/detail/reduction_loop.h"
 #include "kjit/errors.h"
 #include "kjit/reduction.h"
+#include "loop_operands.h"
 #include "reduction/reduction_plan.h"
 
 namespace {
@@ -91,19 +92,19 @@ TEST(ReductionPlan, DimsDropOnesSortAndCoalesce) {
   // (2, 3, 4) float32, C-contiguous: reducing axis 2 keeps (2, 3) as one dim of 6.
   const std::vector<int64_t> shape{2, 3, 4};
   std::vector<std::vector<int64_t>> strides{{12, 4, 0}, {48, 16, 4}};
-  kjit::red::RedDims d = kjit::red::plan_dims(shape, {false, false, true}, strides);
+  kjit::red::RedDims d = kjit::red::plan_dims(shape, {false, false, true}, kjit_test::operands_slowest_first(strides));
   EXPECT_EQ(d.kept_shape, (std::vector<int64_t>{6}));
   EXPECT_EQ(d.kept_strides, (std::vector<int64_t>{4, 16}));
   EXPECT_EQ(d.reduced_shape, (std::vector<int64_t>{4}));
   EXPECT_EQ(d.outputs, 6);
   // Every axis of the transposed (4, 3, 2) view: reduced innermost-smallest-stride, then one run of 24.
   strides = {{0, 0, 0}, {4, 16, 48}};
-  d = kjit::red::plan_dims({4, 3, 2}, {true, true, true}, strides);
+  d = kjit::red::plan_dims({4, 3, 2}, {true, true, true}, kjit_test::operands_slowest_first(strides));
   EXPECT_EQ(d.reduced_shape, (std::vector<int64_t>{24}));
   EXPECT_EQ(d.reduced_strides, (std::vector<int64_t>{0, 4}));
   EXPECT_TRUE(d.kept_shape.empty());
   // Nothing reduced (size-1 axis): one reduced dim of 1 remains for the loops.
-  d = kjit::red::plan_dims({5, 1}, {false, true}, {{8, 0}, {4, 4}});
+  d = kjit::red::plan_dims({5, 1}, {false, true}, kjit_test::operands_slowest_first({{8, 0}, {4, 4}}));
   EXPECT_EQ(d.reduced_shape, (std::vector<int64_t>{1}));
   EXPECT_EQ(d.kept_shape, (std::vector<int64_t>{5}));
 }

@@ -21,6 +21,7 @@
 #include "cuda/nvrtc.h"
 #include "kjit/build.h"
 #include "kjit/errors.h"
+#include "loop_operands.h"
 #include "reduction/reduction_cuda.h"
 #include "reduction/reduction_plan.h"
 #include "test_dirs.h"
@@ -213,7 +214,7 @@ class EmulatedReduction {
   void run(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
            const std::vector<std::vector<int64_t>>& strides, const std::vector<char*>& data, int64_t acc_bytes,
            const void* identity, bool outer, bool partials_allowed = true) {
-    const RedDims dims = plan_dims(shape, reduced, strides);
+    const RedDims dims = plan_dims(shape, reduced, kjit_test::operands_slowest_first(strides));
     int64_t count = 1;
     for (size_t d = 0; d < shape.size(); ++d) count *= reduced[d] ? shape[d] : 1;
     CudaProblem p;
