@@ -1,5 +1,6 @@
-"""kjit.elementwise on a busy machine: float32 add against NumPy and torch while
-other processes hold the cores.
+"""kjit.elementwise and kjit.reduction on a busy machine: float32 add (or, with
+--op sum, the sum over all axes) against NumPy and torch while other processes
+hold the cores.
 
 Competitors (all started in their own process group and killed on exit, also on
 Ctrl-C or an error): `busy1`/`busy2` run one/two busy-loop processes, `compile`
@@ -7,10 +8,11 @@ runs a loop of g++ compiles, `quiet` none. For each, every size from 2^10 to 2^2
 (every second power by default) runs add with out= and with new outputs, the
 variants interleaved in rounds:
 
-  kjit      kjit.elementwise add at kjit's thread count
+  kjit      kjit.elementwise add at kjit's thread count (--op sum: kjit.reduction's
+            sum; its out= is a 0-d array)
   kjit1     the same with kjit.set_num_threads(1)
-  numpy     np.add
-  torch     torch.add (engine `omp` only)
+  numpy     np.add (np.sum)
+  torch     torch.add (torch.sum) (engine `omp` only)
 
 Two engines, each in its own child process: `pool` (no torch imported: kjit's own
 thread pool) and `omp` (torch imported: kjit runs its regions on torch's libgomp).
@@ -28,7 +30,7 @@ milliseconds (kjit1 rounds between kjit rounds), and the first regions after eac
 change meet the pool and the governor afresh, which shows in their p99.
 
 Run: .venv/bin/python bench/bench_contention.py [--loads quiet,busy1,busy2,compile]
-     [--engines pool,omp] [--sizes 10,12,...,26] [--seconds 0.4] [--steady]
+     [--engines pool,omp] [--sizes 10,12,...,26] [--seconds 0.4] [--steady] [--op add|sum]
      (--smoke: tiny sizes, short, no competitors: checks it runs)
 """
 
@@ -51,7 +53,37 @@ BUSY = "while True:\n    pass\n"
 COMPILE_SRC = "#include <map>\n#include <string>\n#include <vector>\nstd::map<std::string, std::vector<int>> m;\n"
 
 
-def child(engine: str, sizes: list[int], seconds: float, only: str = "") -> None:
+def variants_for(op: str, kjit, np, torch, a, b) -> dict:
+    """The timed calls of `op` on float32 arrays `a` and `b`, out= and new outputs,
+    keyed (variant, kind); checks kjit's result first."""
+    if op == "add":
+        f = kjit.elementwise(ADD)
+        out = np.empty_like(a)
+        kjit_out, kjit_new = (lambda: f(a, b, out=out)), (lambda: f(a, b))
+        variants = {("numpy", "out"): lambda: np.add(a, b, out=out), ("numpy", "new"): lambda: np.add(a, b)}
+        assert np.array_equal(f(a, b), a + b)
+    elif op == "sum":
+        f = kjit.reduction(ADD, identity=0)
+        out = np.empty((), np.float32)
+        kjit_out, kjit_new = (lambda: f(a, out=out)), (lambda: f(a))
+        variants = {("numpy", "out"): lambda: np.sum(a, out=out), ("numpy", "new"): lambda: np.sum(a)}
+        assert abs(float(f(a)) - float(a.sum(dtype=np.float64))) <= 1e-4 * max(1.0, a.size)
+    else:
+        raise SystemExit(f"bench_contention: unknown op {op!r} (add, sum)")
+    variants.update({("kjit", "out"): kjit_out, ("kjit", "new"): kjit_new,
+                     ("kjit1", "out"): kjit_out, ("kjit1", "new"): kjit_new})
+    if torch is not None:
+        ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
+        if op == "add":
+            variants[("torch", "out")] = lambda: torch.add(ta, tb, out=tout)
+            variants[("torch", "new")] = lambda: torch.add(ta, tb)
+        else:
+            variants[("torch", "out")] = lambda: torch.sum(ta, dim=0, out=tout)
+            variants[("torch", "new")] = lambda: torch.sum(ta)
+    return variants
+
+
+def child(engine: str, sizes: list[int], seconds: float, only: str = "", op: str = "add") -> None:
     """Times every variant at every size; prints one JSON line of results. With
     `only` (--steady), that variant alone, back to back, its thread count set once
     by the environment (KJIT_NUM_THREADS for kjit1)."""
@@ -62,31 +94,17 @@ def child(engine: str, sizes: list[int], seconds: float, only: str = "") -> None
         import torch  # noqa: F811  (loads libgomp: kjit then runs its regions on it)
     import kjit
 
-    add = kjit.elementwise(ADD)
     rng = random.Random(1)
     results = []
     for p in sizes:
         n = 1 << p
         a = np.random.default_rng(p).random(n, dtype=np.float32)
         b = np.random.default_rng(p + 1).random(n, dtype=np.float32)
-        out = np.empty_like(a)
-        variants = {
-            ("kjit", "out"): lambda: add(a, b, out=out),
-            ("kjit", "new"): lambda: add(a, b),
-            ("kjit1", "out"): lambda: add(a, b, out=out),
-            ("kjit1", "new"): lambda: add(a, b),
-            ("numpy", "out"): lambda: np.add(a, b, out=out),
-            ("numpy", "new"): lambda: np.add(a, b),
-        }
-        if torch is not None:
-            ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
-            variants[("torch", "out")] = lambda: torch.add(ta, tb, out=tout)
-            variants[("torch", "new")] = lambda: torch.add(ta, tb)
+        variants = variants_for(op, kjit, np, torch, a, b)
         if only:
             variants = {k: f for k, f in variants.items() if k[0] == only}
         for f in variants.values():  # compile, fault the pages in
             f()
-        assert np.array_equal(add(a, b), a + b)
         samples: dict = {k: [] for k in variants}
         rounds = 8
         deadline_per = seconds / rounds / len(variants)
@@ -153,34 +171,34 @@ class Competitors:
         self.procs = []
 
 
-def run_child(engine, sizes, seconds, env, only=""):
+def run_child(engine, sizes, seconds, env, only="", op="add"):
     argv = [sys.executable, __file__, "--child", engine, "--sizes", ",".join(map(str, sizes)),
-            "--seconds", str(seconds)] + (["--only", only] if only else [])
+            "--seconds", str(seconds), "--op", op] + (["--only", only] if only else [])
     r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"bench_contention: the {engine} child failed:\n{r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run_steady(engine, sizes, seconds, env):
+def run_steady(engine, sizes, seconds, env, op="add"):
     """Each variant in its own process, back to back: a loop that keeps calling, as a
     user's does, with no thread-count changes between calls (the interleaved rounds
     flip kjit's thread count every few ms, and each flip meets the pool afresh)."""
     results = []
     for name in ("kjit", "kjit1", "numpy"):
         child_env = dict(env, KJIT_NUM_THREADS="1") if name == "kjit1" else env
-        data = run_child(engine, sizes, seconds, child_env, only=name)
+        data = run_child(engine, sizes, seconds, child_env, only=name, op=op)
         results += data["results"]
         if name == "kjit":
             threads = data["threads"]
     return {"engine": engine + ", steady", "threads": threads, "results": results}
 
 
-def report(load, data):
+def report(load, data, op="add"):
     rows = {}
     for r in data["results"]:
         rows.setdefault((r["size"], r["kind"]), {})[r["variant"]] = r
-    print(f"\n== load {load}, engine {data['engine']} (kjit threads {data['threads']}) ==")
+    print(f"\n== {op}, load {load}, engine {data['engine']} (kjit threads {data['threads']}) ==")
     head = f"{'size':>5} {'kind':>4} | {'kjit med':>9} {'p99':>9} | {'kjit1':>9} {'p99':>9} | {'numpy':>9}" \
            f" {'p99':>9} | {'torch':>9} | {'/numpy':>7} {'/kjit1':>7} {'p99/k1':>7}  targets"
     print(head)
@@ -208,13 +226,14 @@ def main():
     ap.add_argument("--seconds", type=float, default=0.4, help="time per variant and size")
     ap.add_argument("--steady", action="store_true",
                     help="each variant in its own process calling back to back (no interleaving)")
+    ap.add_argument("--op", default="add", choices=("add", "sum"), help="the call timed: add, or the sum over all axes")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--only", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
-        child(args.child, sizes, args.seconds, args.only)
+        child(args.child, sizes, args.seconds, args.only, args.op)
         return
     loads, engines = args.loads.split(","), args.engines.split(",")
     if args.smoke:
@@ -227,7 +246,7 @@ def main():
             with Competitors(load, work):
                 for engine in engines:
                     run = run_steady if args.steady else run_child
-                    misses += report(load, run(engine, sizes, args.seconds, env))
+                    misses += report(load, run(engine, sizes, args.seconds, env, op=args.op), args.op)
     print(f"\n{misses} row(s) miss a contention target" if misses else "\nevery contention target met")
 
 

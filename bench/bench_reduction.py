@@ -4,7 +4,7 @@ Targets (issue: reductions), every comparison in the same run:
   * sum of 2^24 float32, all axes: at least numpy.sum's and torch.sum's speed, and
     at least 85% of a C OpenMP `reduction(+:s)` loop compiled here;
   * sum over the last and over the first axis of (4096, 4096) float32: at least
-    NumPy's and torch's speed each;
+    NumPy's and torch's speed each, new outputs and out= each;
   * sum of float32 from 1 element to 2^26 (every fourth power to 2^8, every second
     to 2^14, every one after): the ratios, NumPy and torch inputs;
   * argmax of 2^22 float32 (kjit.arg_reduction with NumPy's NaN rule): at least
@@ -68,10 +68,12 @@ def rotate(variants: dict, rounds: int, calls: int) -> dict:
 
 
 def report(title: str, t: dict) -> None:
-    """One case's times and kjit's speed relative to each."""
+    """One case's times and kjit's speed relative to each (an out= variant's to
+    kjit's out=)."""
     print(title)
     for k, v in t.items():
-        print(f"  {k:>6}: {v * 1e3:8.3f} ms   kjit speed {v / t['kjit']:.2f}x of it")
+        mine = t["kjit out="] if k.endswith("out=") else t["kjit"]
+        print(f"  {k:>11}: {v * 1e3:8.3f} ms   kjit speed {v / mine:.2f}x of it")
 
 
 def compile_c_loop(work: str):
@@ -163,14 +165,18 @@ def main() -> int:
             ok &= t["numpy"] >= t["kjit"] and t["kjit"] <= t["C omp"] / 0.85
             ok &= torch is None or t["torch"] >= t["kjit"]
             m = np.random.default_rng(3).random((side, side)).astype(np.float32)
+            o = np.empty(side, np.float32)
             for axis in (1, 0):
-                variants = {"kjit": lambda: rsum(m, axis=axis), "numpy": lambda: m.sum(axis=axis)}
+                variants = {"kjit": lambda: rsum(m, axis=axis), "numpy": lambda: m.sum(axis=axis),
+                            "kjit out=": lambda: rsum(m, axis=axis, out=o),
+                            "numpy out=": lambda: np.sum(m, axis=axis, out=o)}
                 if torch is not None:
-                    tm = torch.from_numpy(m)
+                    tm, to = torch.from_numpy(m), torch.from_numpy(o)
                     variants["torch"] = lambda: tm.sum(dim=axis)
+                    variants["torch out="] = lambda: torch.sum(tm, dim=axis, out=to)
                 t = rotate(variants, rounds, 5 if not args.smoke else 2)
                 report(f"sum over axis {axis} of ({side}, {side}) float32:", t)
-                ok &= all(v >= t["kjit"] for v in t.values())
+                ok &= all(v >= t["kjit out=" if k.endswith("out=") else "kjit"] for k, v in t.items())
     if not args.sizes:
         argmax = kjit.arg_reduction(ARGMAX)
         n = 2**12 if args.smoke else 2**22
@@ -195,7 +201,7 @@ def main() -> int:
         print("smoke run: every case ran and computed the right values")
         return 0
     print("targets " + ("met" if ok else "MISSED") + " (sum 2^24 >= numpy, torch, 85% of C omp; both axes of "
-          "(4096, 4096) >= numpy, torch; argmax 2^22 >= numpy)")
+          "(4096, 4096) >= numpy, torch, new and out=; argmax 2^22 >= numpy)")
     return 0
 
 

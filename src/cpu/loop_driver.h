@@ -58,9 +58,10 @@ enum class Lane {
 
 /// A laid-out loop nest and how it runs.
 struct LoopPlan {
-  detail::LoopLayout loop;
+  // What a 1-element call reads first, ahead of the (large) loop nest.
   Lane lane = Lane::kRows;
   std::vector<int64_t> inner_strides;  ///< byte stride of dim 0 per operand, as the kernel takes them
+  detail::LoopLayout loop;
 };
 
 /// Lays out the loop over `shape` (make_loop, then tiles or a small inner dim moved

@@ -102,32 +102,30 @@ void finish_plan(const std::string& fn, CallPlan* plan, detail::Operands outputs
                    " refer to a single memory location (exact in-place use is allowed; else pass a copy)");
 }
 
-/// Operands j and k, whose byte ranges intersect: whether they share a byte (the
-/// exact test, NumPy's may_share_memory). Cold: views of one array only.
-KJIT_NOINLINE Overlap operands_overlap(const CallPlan& p, char* const* data, size_t j, size_t k) {
-  const OperandInfo &a = p.operand(j), &b = p.operand(k);
-  const std::vector<int64_t> shape(p.loop.loop.shape.begin(), p.loop.loop.shape.end());
-  return may_share_memory(shape, {data[j], a.strides.data(), a.element_size},
-                          {data[k], b.strides.data(), b.element_size});
-}
-
 bool same_strides(const OperandInfo& a, const OperandInfo& b) {
   return std::equal(a.strides.begin(), a.strides.end(), b.strides.begin(), b.strides.end());
 }
 
-void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data, size_t n_out) {
+/// Output k and operand j, whose byte ranges intersect: exactly the same elements
+/// of an input pass (in place); else they must share no byte (the exact test,
+/// NumPy's may_share_memory). Out of line: the common call has no overlap.
+KJIT_NOINLINE void check_intersecting(const std::string& fn, const CallPlan& p, char* const* data, size_t k, size_t j) {
+  const OperandInfo &a = p.operand(j), &b = p.operand(k);
+  if (j >= p.n_out && data[j] == data[k] && same_strides(a, b) && same_dtype(a.dtype, b.dtype)) return;
+  const std::vector<int64_t> shape(p.loop.loop.shape.begin(), p.loop.loop.shape.end());
+  const Overlap how =
+      may_share_memory(shape, {data[j], a.strides.data(), a.element_size}, {data[k], b.strides.data(), b.element_size});
+  if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, p.n_out, how);
+}
+
+void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data) {
   for (const OverlapPair& pair : p.overlap_pairs) {
     const size_t k = pair.output, j = pair.other;
     const uintptr_t k_lo = reinterpret_cast<uintptr_t>(data[k]) + pair.output_extent.lo;
     const uintptr_t k_hi = reinterpret_cast<uintptr_t>(data[k]) + pair.output_extent.hi;
     const uintptr_t j_lo = reinterpret_cast<uintptr_t>(data[j]) + pair.other_extent.lo;
     const uintptr_t j_hi = reinterpret_cast<uintptr_t>(data[j]) + pair.other_extent.hi;
-    if (j_hi <= k_lo || k_hi <= j_lo) continue;
-    const OperandInfo &a = p.operand(j), &b = p.operand(k);
-    bool same = data[j] == data[k] && same_strides(a, b) && same_dtype(a.dtype, b.dtype);
-    if (same && j >= n_out) continue;
-    const Overlap how = operands_overlap(p, data, j, k);
-    if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, n_out, how);
+    if (j_hi > k_lo && k_hi > j_lo) check_intersecting(fn, p, data, k, j);
   }
 }
 
@@ -283,7 +281,7 @@ void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwO
       data.ptrs[n_out + i] = reinterpret_cast<char*>(data.slots[i].bytes);
     }
   }
-  if (!fresh_outputs) check_data_overlap(fn, plan, data.ptrs, n_out);
+  if (!fresh_outputs) check_data_overlap(fn, plan, data.ptrs);
   if (plan.loop.lane == Lane::kCuda) {
     launch_on_device(plan, data, n_out, n_in, extra);
     return;

@@ -38,15 +38,16 @@ struct NewOutput {
 /// A call's plan. Its operands (outputs, then inputs: their types, element sizes,
 /// strides and which inputs are scalars) are its loop's.
 struct CallPlan {
+  // What every call reads comes first, so that a 1-element call touches few cache lines.
+  size_t n_out = 0;
+  KernelFn kernel = nullptr;  ///< CPU lanes
+  bool guard_traps = false;   ///< the kernel runs under trap_guard.h's guard
+  std::vector<OverlapPair> overlap_pairs;
+  LoopPlan loop;
   CallTypes types;
   std::vector<NewOutput> outputs;  ///< an allocating call's
-  size_t n_out = 0;
   EwKernelTypes kernel_types;
-  KernelFn kernel = nullptr;                    ///< CPU lanes
-  bool guard_traps = false;                     ///< the kernel runs under trap_guard.h's guard
   std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
-  LoopPlan loop;
-  std::vector<OverlapPair> overlap_pairs;
 
   const OperandInfo& operand(size_t k) const { return loop.loop.operands[k]; }
 };

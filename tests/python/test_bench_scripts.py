@@ -70,11 +70,12 @@ def test_bench_jax_smoke(tmp_path):
     assert "cold compile of a 2-function module" in out, out
 
 
-@pytest.mark.parametrize("mode", [(), ("--steady",)])
+@pytest.mark.parametrize("mode", [(), ("--steady",), ("--op", "sum")])
 def test_bench_contention_smoke(tmp_path, mode):
     out = _run("bench_contention.py", "--smoke", "--engines", "pool", *mode, tmp_path=tmp_path)
-    assert "== load quiet, engine pool" in out and "2^16   out |" in out, out
-    assert ("steady" in out) == bool(mode), out
+    op = "sum" if "sum" in mode else "add"
+    assert f"== {op}, load quiet, engine pool" in out and "2^16   out |" in out, out
+    assert ("steady" in out) == ("--steady" in mode), out
 
 
 def test_ab_trees_call_smoke(tmp_path):
