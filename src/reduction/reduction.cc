@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 
+#include "cpu/codegen_reduction.h"
 #include "cpu/kernel_library.h"
 #include "cpu/loop_driver.h"
 #include "cpu/thread_pool.h"
@@ -25,7 +26,6 @@
 #include "kjit/build.h"
 #include "kjit/detail/reduction_loop.h"
 #include "kjit/errors.h"
-#include "reduction/codegen_reduction.h"
 #include "reduction/reduction_cuda.h"
 #include "reduction/reduction_plan.h"
 #include "signature/lexer.h"

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "kjit/errors.h"
-#include "reduction/codegen_reduction.h"
 #include "reduction/reduction_plan.h"
+#include "reduction/reduction_types.h"
 
 namespace kjit {
 

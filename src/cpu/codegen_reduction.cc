@@ -1,7 +1,7 @@
 // Inputs are loaded in their own types and converted to the accumulator type on
 // load, as the elementwise loops convert to their compute type; the finished
 // value is converted to the output's type on store.
-#include "reduction/codegen_reduction.h"
+#include "cpu/codegen_reduction.h"
 
 #include <sstream>
 
@@ -80,21 +80,6 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
 }
 
 }  // namespace
-
-std::string RedKernelTypes::text() const {
-  std::string s;
-  for (EwType t : inputs) s += (s.empty() ? "" : ", ") + std::string(ew_type_name(t));
-  return "(" + s + ") -> " + ew_type_name(output) + ", accumulating in " + ew_type_name(acc);
-}
-
-std::string RedKernelTypes::key() const {
-  std::string k;
-  for (EwType t : inputs) k += static_cast<char>('A' + static_cast<int>(t));
-  k += '|';
-  k += static_cast<char>('A' + static_cast<int>(acc));
-  k += static_cast<char>('A' + static_cast<int>(output));
-  return k;
-}
 
 std::string emit_reduction_cpu(const std::string& code, const RedEntries& entries, const RedKernelTypes& types) {
   std::ostringstream o;
