@@ -123,6 +123,28 @@ TEST(Iterator, ReordersToTheOutputsLayoutAndCoalesces) {
   EXPECT_EQ(it2.strides(1)[0], 0);
 }
 
+TEST(Iterator, OperandRecordsDescribeEachOperand) {
+  // out (3, 4) float32 = in (3, 1) int16 broadcast: one OperandInfo per operand.
+  Tensor<float> out({3, 4});
+  Tensor<int16_t> in({3, 1});
+  auto iter = TensorIteratorConfig().check_all_same_dtype(false).add_output(out.view()).add_input(in.view()).build();
+  const kjit::OperandInfo& o = iter.output();
+  const kjit::OperandInfo& i = iter.input();
+  EXPECT_TRUE(o.is_output);
+  EXPECT_FALSE(i.is_output);
+  EXPECT_FALSE(o.is_scalar || i.is_scalar);  // only the engines' Python scalars are
+  EXPECT_EQ(o.data, reinterpret_cast<char*>(out.storage.data()));
+  EXPECT_EQ(i.view.dltensor(), &in.dl);
+  EXPECT_TRUE(kjit::same_dtype(i.dtype, kjit::dtype_of<int16_t>()));
+  EXPECT_EQ(o.element_size, 4);
+  EXPECT_EQ(i.element_size, 2);
+  // Fastest dim first: (4, 3); the input steps 0 along the broadcast dim.
+  ASSERT_EQ(iter.ndim(), 2);
+  EXPECT_EQ(std::vector<int64_t>(o.strides.begin(), o.strides.end()), (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(std::vector<int64_t>(i.strides.begin(), i.strides.end()), (std::vector<int64_t>{0, 2}));
+  EXPECT_THROW(iter.operand(2), kjit::IndexError);
+}
+
 TEST(Iterator, InPlaceIsAllowed) {
   Tensor<int32_t> x({1000});
   iota(x, int32_t{0});

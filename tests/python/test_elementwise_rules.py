@@ -590,3 +590,34 @@ def test_the_template_parameter_and_auto_keep_the_computed_type():
     assert same(np.ones(2, np.int16)).dtype == np.int16
     declared = kjit.elementwise("float half_of(double x) { return x / 2; }")
     assert declared(np.array([3], np.int64)).dtype == np.float32  # its declared float, computed in float64
+
+
+def test_many_operands_and_dims_outgrow_the_inline_operand_records():
+    """Plans keep four operands and six dims inline (OperandInfo, DimVector):
+    eight operands over nine reversed and transposed dims, a 30-d broadcast, and a
+    five-input reduction spill to the heap and still agree with NumPy."""
+    rng = np.random.default_rng(0)
+    f = kjit.elementwise("template <typename T> void f(T a, T b, T c, T d, T e, T g, T& x, T& y) "
+                         "{ x = a + b * c - d; y = e * g + a; }", num_outputs=2)
+    shape = (2, 3, 1, 2, 3, 2, 1, 2, 3)
+    a, b, c = (rng.random(shape)[..., ::-1].transpose(8, 1, 2, 3, 4, 5, 6, 7, 0) for _ in range(3))
+    d, e, g = rng.random(a.shape[1:]), np.ones((1,) * 9), rng.random(a.shape).astype(np.float32)
+    x, y = f(a, b, c, d, e, g)
+    np.testing.assert_allclose(x, a + b * c - d)
+    np.testing.assert_allclose(y, e * g + a)
+    xo, yo = np.empty(x.shape), np.empty(x.shape[::-1]).T
+    f(a, b, c, d, e, g, out=(xo, yo))
+    np.testing.assert_allclose(xo, x)
+    np.testing.assert_allclose(yo, y)
+    v = a.copy()
+    f(v, b, c, d, e, g, out=(v, yo))  # in place
+    np.testing.assert_allclose(v, x)
+    big = rng.random((1,) * 20 + (2,) * 10)
+    add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }")
+    np.testing.assert_allclose(add(big, big.T), big + big.T)
+    r = kjit.reduction("template <typename T> T add(T a, T b) { return a + b; }", identity=0,
+                       map_code="template <typename T> T m(T a, T b, T c, T d, T e) { return a * b + c - d * e; }")
+    ins = [rng.random(shape)[::-1, :, :, ::-1] for _ in range(5)]
+    want = ins[0] * ins[1] + ins[2] - ins[3] * ins[4]
+    for axis in (None, 0, (1, 4, 8), (0, 2, 3, 5, 6, 7)):
+        np.testing.assert_allclose(r(*ins, axis=axis), want.sum(axis=axis), err_msg=f"axis={axis}")
