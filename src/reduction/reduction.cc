@@ -138,7 +138,7 @@ void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t coun
 }  // namespace
 
 /// What a call's metadata decides, kept in the plan cache: its types and shapes,
-/// its loop dims, its kernel, and the byte spans the overlap check needs.
+/// its loop dims, its kernel, and the byte extents the overlap check needs.
 struct RedPlan {
   red::RedCall call;
   EwOutput output;  ///< the output's layout, C-contiguous (what run_allocating allocates)
@@ -149,9 +149,9 @@ struct RedPlan {
   bool guard = false;                              ///< some type holds integers: the kernel may trap
   bool outer = false;         ///< one reduced dim, under an output dim the first input is contiguous along
   ew::ScalarSlot identity{};  ///< the identity as the accumulator
-  /// Per operand (the output first), the bytes it spans from its data pointer:
-  /// [lo, hi), both 0 for a scalar or an empty tensor.
-  std::vector<std::pair<int64_t, int64_t>> spans;
+  /// Per operand (the output first), the bytes it spans relative to its data
+  /// pointer (ew::extent_of); empty for a scalar or an empty tensor.
+  std::vector<ew::Extent> extents;
 };
 
 /// What a reduction call's plan depends on: the axes, keepdims, dtype= and the
@@ -322,17 +322,15 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
     if (!c.reduced[d]) output.strides[shape.size() - 1 - d] = out_strides[k] * output.element_size;
     if (!c.reduced[d] || keepdims) ++k;
   }
-  plan.spans.assign(n_ops, {0, 0});
-  auto span_of = [](const std::vector<int64_t>& shape, std::vector<int64_t> strides,
-                    int element_size) -> std::pair<int64_t, int64_t> {
+  plan.extents.assign(n_ops, ew::Extent{});
+  auto extent_in_bytes = [](const std::vector<int64_t>& shape, std::vector<int64_t> strides, int element_size) {
     for (int64_t& b : strides) b *= element_size;
-    const ew::Extent e = ew::extent_of(nullptr, shape.data(), strides.data(), shape.size(), element_size);
-    return {static_cast<int64_t>(e.lo), static_cast<int64_t>(e.hi)};
+    return ew::extent_of(nullptr, shape.data(), strides.data(), shape.size(), element_size);
   };
-  plan.spans[0] = span_of(c.output_shape, out_strides, ew::size_of(out_type));
+  plan.extents[0] = extent_in_bytes(c.output_shape, out_strides, ew::size_of(out_type));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (const DLTensor* t = inputs[i].tensor)
-      plan.spans[i + 1] = span_of(ew::shape_of(t), ew::strides_of(t), ew::size_of(*ew::from_dl(t->dtype)));
+      plan.extents[i + 1] = extent_in_bytes(ew::shape_of(t), ew::strides_of(t), ew::size_of(*ew::from_dl(t->dtype)));
   }
   detail::Operands operands;
   operands.push_back(std::move(output));
@@ -379,13 +377,15 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   std::vector<char*> data(n_ops);
   std::vector<ew::ScalarSlot> slots(inputs.size());
   data[0] = static_cast<char*>(out->data) + out->byte_offset;
-  const auto o = reinterpret_cast<intptr_t>(data[0]);
+  // Unsigned sums: an extent below its data pointer wraps around to the right address.
+  const uintptr_t o = reinterpret_cast<uintptr_t>(data[0]);
+  const ew::Extent& mine = plan.extents[0];
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (const DLTensor* t = inputs[i].tensor) {
       data[i + 1] = static_cast<char*>(t->data) + t->byte_offset;
-      const auto at = reinterpret_cast<intptr_t>(data[i + 1]);
-      const auto& [lo, hi] = plan.spans[i + 1];
-      if (lo != hi && at + lo < o + plan.spans[0].second && o + plan.spans[0].first < at + hi) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(data[i + 1]);
+      const ew::Extent& theirs = plan.extents[i + 1];
+      if (theirs.lo != theirs.hi && at + theirs.lo < o + mine.hi && o + mine.lo < at + theirs.hi) {
         throw ValueError(name + ": out overlaps input #" + std::to_string(i) +
                          " in memory; the reduction would read what it wrote; pass a separate out");
       }
