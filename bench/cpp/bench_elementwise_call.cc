@@ -118,7 +118,7 @@ void BM_FfiFloor(benchmark::State& state) {
 void BM_ParallelRegion(benchmark::State& state) {
   int sink = 0;
   for (auto _ : state) {
-    kjit::ew::parallel_for(2, 2, [&](int chunk) { benchmark::DoNotOptimize(sink += chunk); });
+    kjit::cpu::parallel_for(2, 2, [&](int chunk) { benchmark::DoNotOptimize(sink += chunk); });
   }
 }
 

@@ -13,7 +13,7 @@
 
 namespace kjit {
 
-namespace ew {
+namespace cpu {
 
 /// C++ expression loading one element of `t` from byte pointer `p` as the
 /// generated code's compute type `__C`; an input of another type than a half
@@ -28,7 +28,7 @@ std::string store_stmt(EwType t, const std::string& p, std::string v, const std:
 /// The generated `__ld<T>(p)` and `__st<T>(p, v)`: unaligned loads and stores.
 std::string memory_access_text();
 
-}  // namespace ew
+}  // namespace cpu
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
 /// int64_t n, const void* extra)`, operands outputs first, strides in bytes, extra

@@ -5,7 +5,7 @@
 #include "kjit/build.h"
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 
 void* open_cpu_kernel(const CpuKernelBuild& build) {
   BuildRequest req;
@@ -28,5 +28,5 @@ void* open_cpu_kernel(const CpuKernelBuild& build) {
   return lib;
 }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit

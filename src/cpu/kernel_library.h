@@ -12,7 +12,7 @@
 #include "kjit/errors.h"
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 
 /// One generated CPU kernel library to build.
 struct CpuKernelBuild {
@@ -57,7 +57,7 @@ class KernelTable {
   std::map<std::string, CompileError> failed_;
 };
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_KERNEL_LIBRARY_H_

@@ -12,7 +12,7 @@
 #include "kjit/elementwise.h"
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 namespace {
 
 /// Per-operand and per-dim buffers of a call: inline up to 16, so a 1-element
@@ -197,9 +197,9 @@ void execute_tiled(const Kernel& kernel, const detail::LoopLayout& loop, char* c
 
 LoopPlan plan_loop(const std::vector<int64_t>& shape, detail::Operands operands, size_t n_out, bool cuda) {
   LoopPlan plan;
-  plan.loop = make_loop(shape, std::move(operands), n_out);
-  const bool tiled = !cuda && tiles_small_inner_dim(plan.loop);
-  if (!tiled) move_small_inner_dim_out(&plan.loop);
+  plan.loop = iterator::make_loop(shape, std::move(operands), n_out);
+  const bool tiled = !cuda && iterator::tiles_small_inner_dim(plan.loop);
+  if (!tiled) iterator::move_small_inner_dim_out(&plan.loop);
   const int64_t numel = plan.loop.numel();
   if (cuda) {
     plan.lane = Lane::kCuda;
@@ -220,5 +220,5 @@ void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, 
   }
 }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit

@@ -15,7 +15,7 @@ namespace kjit {
 /// `void kjit_ew_kernel(char** data, const int64_t* strides, int64_t n, const void* extra)`.
 using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
 
-namespace ew {
+namespace cpu {
 
 /// A compiled CPU kernel and whether its calls run under the integer-trap guard.
 struct Kernel {
@@ -80,7 +80,7 @@ inline void execute(const Kernel& kernel, const LoopPlan& plan, char** data, con
   execute_loop_nest(kernel, plan, data, extra);
 }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_LOOP_DRIVER_H_

@@ -17,7 +17,7 @@
 #include <string>
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 namespace {
 
 OpenMpRuntime g_runtime;  // written once, before g_found points at it
@@ -86,5 +86,5 @@ const OpenMpRuntime* loaded_openmp_runtime() {
   return found;
 }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit

@@ -5,7 +5,7 @@
 #define KJIT_SRC_CPU_OPENMP_RUNTIME_H_
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 
 /// GOMP_parallel of libgomp's stable ABI: runs fn(data) on the caller and
 /// num_threads - 1 team threads, and returns after all of them finished.
@@ -22,7 +22,7 @@ struct OpenMpRuntime {
 /// KJIT_OPENMP=0. Looks again only after new objects were loaded.
 const OpenMpRuntime* loaded_openmp_runtime();
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_OPENMP_RUNTIME_H_

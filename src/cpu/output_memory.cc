@@ -14,7 +14,7 @@
 #include <mutex>
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 namespace {
 
 constexpr size_t kAlignFrom = size_t{1} << 20, kHugeFrom = size_t{1} << 22, kPage = 4096;
@@ -141,5 +141,5 @@ void release_output_memory(OutputBlock block) {
   }
 }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit

@@ -6,7 +6,7 @@
 #include <cstddef>
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 
 /// A block of host memory and the size it was allocated with, which release()
 /// needs back.
@@ -33,7 +33,7 @@ constexpr size_t kKeepUpTo = size_t{1} << 30;
 /// How many freed blocks are kept at once.
 constexpr int kKeptBlocks = 2;
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_OUTPUT_MEMORY_H_

@@ -12,7 +12,7 @@
 #include <cstring>
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 namespace {
 
 constexpr int kMaxOwnThreads = 64;
@@ -61,5 +61,5 @@ int runnable_own_threads() {
   return n;
 }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit

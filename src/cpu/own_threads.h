@@ -7,7 +7,7 @@
 #define KJIT_SRC_CPU_OWN_THREADS_H_
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 
 /// Records the calling thread as one of ours (once per thread; at most 64 are
 /// kept, the rest are not counted). Cheap after the first call on a thread.
@@ -17,7 +17,7 @@ void note_own_thread();
 /// /proc/self/task/<tid>/stat); threads that exited count as none.
 int runnable_own_threads();
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_OWN_THREADS_H_

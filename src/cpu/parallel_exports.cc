@@ -21,10 +21,10 @@ extern "C" __attribute__((visibility("default"))) void kjit_parallel_for(int64_t
   }
   // Each chunk at least a grain; a few per thread, so a late thread's share goes to the others.
   const int chunks = static_cast<int>(
-      std::max<int64_t>(threads, std::min<int64_t>(int64_t{threads} * kjit::ew::kChunksPerThread, n / grain)));
+      std::max<int64_t>(threads, std::min<int64_t>(int64_t{threads} * kjit::cpu::kChunksPerThread, n / grain)));
   // Chunk c starts at c * n / chunks, without forming c * n.
   auto start = [&](int c) { return begin + n / chunks * c + std::min<int64_t>(c, n % chunks); };
-  kjit::ew::parallel_for(chunks, threads, [&](int c) { body(ctx, start(c), start(c + 1)); });
+  kjit::cpu::parallel_for(chunks, threads, [&](int c) { body(ctx, start(c), start(c + 1)); });
 }
 
 extern "C" __attribute__((visibility("default"))) int kjit_get_num_threads(void) { return kjit::get_num_threads(); }

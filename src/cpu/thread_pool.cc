@@ -39,7 +39,7 @@
 #include "kjit/errors.h"
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -585,11 +585,11 @@ void set_runnable_reader(int (*reader)()) {
   g_runnable_reader.store(reader != nullptr ? reader : &runnable_threads_from_proc);
 }
 
-}  // namespace ew
+}  // namespace cpu
 
 int get_num_threads() {
-  int n = ew::g_requested.load(std::memory_order_relaxed);
-  return n > 0 ? n : ew::default_threads();
+  int n = cpu::g_requested.load(std::memory_order_relaxed);
+  return n > 0 ? n : cpu::default_threads();
 }
 
 void set_num_threads(int64_t n) {
@@ -597,7 +597,7 @@ void set_num_threads(int64_t n) {
     throw ValueError("kjit.set_num_threads: n must be a thread count in [1, " + std::to_string(kMaxThreads) +
                      "], or 0 for the default, got " + std::to_string(n));
   }
-  ew::g_requested.store(static_cast<int>(n));
+  cpu::g_requested.store(static_cast<int>(n));
 }
 
 }  // namespace kjit

@@ -7,7 +7,7 @@
 #define KJIT_SRC_CPU_THREAD_POOL_H_
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 
 /// A borrowed callable taking a chunk index: what a parallel region runs, without
 /// std::function's heap allocation for captures. The callable must outlive it.
@@ -49,7 +49,7 @@ void set_runnable_reader(int (*reader)());
 /// and in a forked child until its first one): for tests.
 int pool_worker_count();
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_THREAD_POOL_H_

@@ -12,7 +12,7 @@
 #include "kjit/errors.h"
 
 namespace kjit {
-namespace ew {
+namespace cpu {
 namespace {
 
 thread_local sigjmp_buf* t_armed = nullptr;
@@ -69,5 +69,5 @@ void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const voi
 
 bool needs_trap_guard(const EwKernelTypes& types) { return any_kernel_type(types, holds_integers); }
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit

@@ -11,7 +11,7 @@ namespace kjit {
 
 struct EwKernelTypes;
 
-namespace ew {
+namespace cpu {
 
 /// Calls kernel(data, strides, n, extra); a SIGFPE raised inside it on this thread
 /// leaves the kernel at once (the outputs hold what it wrote so far) and throws a
@@ -26,7 +26,7 @@ void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const voi
 /// (or bools, which the entry's arithmetic may promote to int).
 bool needs_trap_guard(const EwKernelTypes& types);
 
-}  // namespace ew
+}  // namespace cpu
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CPU_TRAP_GUARD_H_

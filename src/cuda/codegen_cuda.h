@@ -57,7 +57,7 @@ bool ew_cuda_by_value(const EwKernelTypes& types, size_t i);
 /// struct's size. The entries of tensor inputs are unused.
 std::vector<size_t> ew_cuda_scalars_layout(const EwKernelTypes& types);
 
-namespace ew {
+namespace cuda {
 
 /// The device spelling of a type's storage (float16/bfloat16 are uint16_t bits).
 std::string cuda_device_type(EwType t);
@@ -72,7 +72,7 @@ std::string cuda_round_to_half(EwType half, const std::string& v);
 /// (PyTorch's rule), complex -> bool tests both parts.
 std::string cuda_cast_value(EwType from, EwType to, const std::string& v);
 
-}  // namespace ew
+}  // namespace cuda
 
 /// The NVRTC source. Kernel parameters, in order: `int n` (elements), a struct of
 /// `char*` per operand (outputs first; unused for by-value inputs), for the

@@ -14,7 +14,7 @@
 #include "toolchain/cache_files.h"
 
 namespace kjit {
-namespace ew {
+namespace cuda {
 namespace fs = std::filesystem;
 namespace {
 
@@ -67,5 +67,5 @@ NvrtcResult cached_elementwise_cuda(const std::string& code, const std::string& 
   return result;
 }
 
-}  // namespace ew
+}  // namespace cuda
 }  // namespace kjit

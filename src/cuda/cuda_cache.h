@@ -9,7 +9,7 @@
 #include "cuda/nvrtc.h"
 
 namespace kjit {
-namespace ew {
+namespace cuda {
 
 /// compile_elementwise_cuda through the cache under `cache_dir` (empty:
 /// default_cache_dir()): a hit reads the image and checks the checksum sealed
@@ -21,7 +21,7 @@ NvrtcResult cached_elementwise_cuda(const std::string& code, const std::string& 
                                     const std::vector<std::string>& options, const std::string& cache_dir,
                                     bool* hit = nullptr);
 
-}  // namespace ew
+}  // namespace cuda
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CUDA_CUDA_CACHE_H_

@@ -17,7 +17,7 @@
 #include "kjit/kernel.h"
 
 namespace kjit {
-namespace ew {
+namespace cuda {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -241,7 +241,7 @@ std::vector<unsigned char> pack_scalars(const EwKernelTypes& types, const std::v
   for (size_t i = 0; i < types.inputs.size(); ++i) {
     if (!ew_cuda_by_value(types, i)) continue;
     internal_check(values[i] != nullptr, "a by-value input without a value");
-    std::memcpy(out.data() + layout[i], values[i], size_of(types.inputs[i]));
+    std::memcpy(out.data() + layout[i], values[i], iterator::size_of(types.inputs[i]));
   }
   return out;
 }
@@ -472,5 +472,5 @@ void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const detail::LoopLa
   }
 }
 
-}  // namespace ew
+}  // namespace cuda
 }  // namespace kjit

@@ -16,7 +16,7 @@
 #include "kjit/errors.h"
 
 namespace kjit {
-namespace ew {
+namespace cuda {
 
 /// Grid and block of one launch over n elements.
 struct CudaGeometry {
@@ -184,7 +184,7 @@ void launch_elementwise_cuda(CudaElementwiseKernel& kernel, const detail::LoopLa
                              const std::vector<EwOperand>& extra, const std::vector<unsigned char>& scalars, int device,
                              void* stream);
 
-}  // namespace ew
+}  // namespace cuda
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CUDA_CUDA_LAUNCH_H_

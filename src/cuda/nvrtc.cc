@@ -11,7 +11,7 @@
 #include "kjit/kernel.h"
 
 namespace kjit {
-namespace ew {
+namespace cuda {
 namespace {
 
 using Program = void*;  // nvrtcProgram
@@ -193,5 +193,5 @@ NvrtcResult compile_elementwise_cuda(const std::string& code, const std::string&
   }
 }
 
-}  // namespace ew
+}  // namespace cuda
 }  // namespace kjit

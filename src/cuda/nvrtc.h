@@ -9,7 +9,7 @@
 #include "cuda/codegen_cuda.h"
 
 namespace kjit {
-namespace ew {
+namespace cuda {
 
 /// What NVRTC produced.
 struct NvrtcResult {
@@ -43,7 +43,7 @@ NvrtcResult compile_elementwise_cuda(const std::string& code, const std::string&
                                      EwCudaVariant variant, const std::string& arch,
                                      std::vector<std::string> options = {});
 
-}  // namespace ew
+}  // namespace cuda
 }  // namespace kjit
 
 #endif  // KJIT_SRC_CUDA_NVRTC_H_

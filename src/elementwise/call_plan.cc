@@ -36,8 +36,8 @@ OperandInfo output_operand(EwType type, const std::vector<int64_t>& shape, const
                            size_t ndim) {
   OperandInfo op;
   op.dtype = ew_dl_type(type);
-  op.element_size = size_of(type);
-  op.strides = loop_strides(shape, strides, op.element_size, ndim);
+  op.element_size = iterator::size_of(type);
+  op.strides = iterator::loop_strides(shape, strides, op.element_size, ndim);
   op.is_output = true;
   return op;
 }
@@ -47,27 +47,27 @@ OperandInfo output_operand(EwType type, const std::vector<int64_t>& shape, const
 /// the overlap checks a call runs.
 void finish_plan(const std::string& fn, CallPlan* plan, detail::Operands outputs, const std::vector<EwOperand>& inputs,
                  const std::vector<EwOperand>& extra) {
-  const CallTypes& types = plan->types;
+  const iterator::CallTypes& types = plan->types;
   const size_t n_out = outputs.size();
   plan->n_out = n_out;
   plan->kernel_types.inputs = types.inputs;
-  plan->kernel_types.compute = compute_type(types.result);
+  plan->kernel_types.compute = iterator::compute_type(types.result);
   for (size_t k = 0; k < n_out && k < types.own.size(); ++k) {
     if (!types.own[k]) continue;  // entries without an own type come out in the compute type
     plan->kernel_types.results.resize(n_out, plan->kernel_types.compute);
     plan->kernel_types.results[k] = *types.own[k];
   }
   for (size_t e = 0; e < extra.size(); ++e) {
-    plan->kernel_types.extra.push_back(extra_travel_type(fn, extra[e], e, plan->kernel_types.compute));
+    plan->kernel_types.extra.push_back(iterator::extra_travel_type(fn, extra[e], e, plan->kernel_types.compute));
   }
   // float16/bfloat16 results compute in float32 and round to their type (NumPy's
   // and TensorIterator's loops): inputs of other types on load, the result before
   // a store into another type.
   if (plan->kernel_types.compute != types.result) plan->kernel_types.half_result = types.result;
   detail::Operands ops = std::move(outputs);
-  for (OperandInfo& op : input_operands(inputs, types)) ops.push_back(std::move(op));
+  for (OperandInfo& op : iterator::input_operands(inputs, types)) ops.push_back(std::move(op));
   const bool cuda = types.device.device_type == kDLCUDA;
-  plan->loop = plan_loop(types.shape, std::move(ops), n_out, cuda);
+  plan->loop = cpu::plan_loop(types.shape, std::move(ops), n_out, cuda);
   const detail::LoopLayout& loop = plan->loop.loop;
   // CUDA: Python scalars travel as kernel parameters (JITerator's CPU scalars).
   std::vector<bool> by_value;
@@ -76,10 +76,10 @@ void finish_plan(const std::string& fn, CallPlan* plan, detail::Operands outputs
     plan->kernel_types.by_value = by_value;
   // Spans relative to each operand's data pointer (unsigned wrap-around keeps the sums right).
   auto extent = [&](const OperandInfo& op) {
-    return extent_of(nullptr, loop.shape.data(), op.strides.data(), loop.shape.size(), op.element_size);
+    return iterator::extent_of(nullptr, loop.shape.data(), op.strides.data(), loop.shape.size(), op.element_size);
   };
   for (size_t k = 0; k < n_out; ++k) {
-    const Extent mine = extent(loop.operands[k]);
+    const iterator::Extent mine = extent(loop.operands[k]);
     if (mine.lo == mine.hi) continue;  // empty: overlaps nothing
     for (size_t j = 0; j < loop.operands.size(); ++j) {
       if (j != k && !loop.operands[j].is_scalar) plan->overlap_pairs.push_back({k, j, mine, extent(loop.operands[j])});
@@ -90,12 +90,13 @@ void finish_plan(const std::string& fn, CallPlan* plan, detail::Operands outputs
 /// TensorIterator's rule: an output may share memory with another operand only
 /// by being exactly the same elements of an input (in place).
 [[noreturn]] KJIT_COLD void throw_partial_overlap(const std::string& fn, size_t k, size_t j, size_t n_out,
-                                                  Overlap how) {
-  std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : operand_name(j - n_out);
-  if (how == Overlap::kTooHard) {
+                                                  iterator::Overlap how) {
+  std::string other = j < n_out ? "out[" + std::to_string(j) + "]" : iterator::operand_name(j - n_out);
+  if (how == iterator::Overlap::kTooHard) {
     throw ValueError(fn + ": out[" + std::to_string(k) + "] may overlap " + other +
                      ": their strides are too irregular to decide within kjit's search bound (" +
-                     std::to_string(kOverlapMaxWork) + " steps), so kjit treats them as overlapping; pass a copy");
+                     std::to_string(iterator::kOverlapMaxWork) +
+                     " steps), so kjit treats them as overlapping; pass a copy");
   }
   throw ValueError(fn + ": out[" + std::to_string(k) + "] partially overlaps " + other +
                    ": some elements of the written-to tensor and " + other +
@@ -113,9 +114,9 @@ KJIT_NOINLINE void check_intersecting(const std::string& fn, const CallPlan& p, 
   const OperandInfo &a = p.operand(j), &b = p.operand(k);
   if (j >= p.n_out && data[j] == data[k] && same_strides(a, b) && same_dtype(a.dtype, b.dtype)) return;
   const std::vector<int64_t> shape(p.loop.loop.shape.begin(), p.loop.loop.shape.end());
-  const Overlap how =
-      may_share_memory(shape, {data[j], a.strides.data(), a.element_size}, {data[k], b.strides.data(), b.element_size});
-  if (how != Overlap::kNo) throw_partial_overlap(fn, k, j, p.n_out, how);
+  const iterator::Overlap how = iterator::may_share_memory(shape, {data[j], a.strides.data(), a.element_size},
+                                                           {data[k], b.strides.data(), b.element_size});
+  if (how != iterator::Overlap::kNo) throw_partial_overlap(fn, k, j, p.n_out, how);
 }
 
 void check_data_overlap(const std::string& fn, const CallPlan& p, char* const* data) {
@@ -141,7 +142,7 @@ class CallData {
   CallData& operator=(const CallData&) = delete;
 
   char** ptrs = ptr_inline_;
-  ScalarSlot* slots = slot_inline_;
+  iterator::ScalarSlot* slots = slot_inline_;
   unsigned char* extra = extra_inline_[0].bytes;
 
  private:
@@ -149,16 +150,16 @@ class CallData {
   static constexpr size_t kInlineExtras = 8;
   KJIT_COLD void on_heap(size_t n_ops, size_t n_in, size_t n_extra) {
     // One block of slots: the extras, then the scalar inputs, then the pointers.
-    const size_t ptr_slots = (n_ops * sizeof(char*) + sizeof(ScalarSlot) - 1) / sizeof(ScalarSlot);
-    heap_.reset(new ScalarSlot[n_extra + n_in + ptr_slots]);
+    const size_t ptr_slots = (n_ops * sizeof(char*) + sizeof(iterator::ScalarSlot) - 1) / sizeof(iterator::ScalarSlot);
+    heap_.reset(new iterator::ScalarSlot[n_extra + n_in + ptr_slots]);
     extra = heap_[0].bytes;
     slots = heap_.get() + n_extra;
     ptrs = reinterpret_cast<char**>(slots + n_in);
   }
   char* ptr_inline_[kInline];
-  ScalarSlot slot_inline_[kInline];
-  ScalarSlot extra_inline_[kInlineExtras];
-  std::unique_ptr<ScalarSlot[]> heap_;  // one allocation when a call outgrows the inline buffers
+  iterator::ScalarSlot slot_inline_[kInline];
+  iterator::ScalarSlot extra_inline_[kInlineExtras];
+  std::unique_ptr<iterator::ScalarSlot[]> heap_;  // one allocation when a call outgrows the inline buffers
 };
 
 /// Runs a CPU lane. What the user's code throws, on this thread or on a pool worker
@@ -168,7 +169,7 @@ class CallData {
 /// (`throw 42;`) a RuntimeError.
 void run_kernel(const std::string& fn, const CallPlan& plan, char** ptrs, const void* extra) {
   try {
-    execute(Kernel{plan.kernel, plan.guard_traps}, plan.loop, ptrs, extra);
+    cpu::execute(cpu::Kernel{plan.kernel, plan.guard_traps}, plan.loop, ptrs, extra);
   } catch (const ZeroDivisionError& e) {
     throw ZeroDivisionError(fn + ": " + e.what());
   } catch (const Error&) {
@@ -193,16 +194,17 @@ KJIT_NOINLINE void launch_on_device(const CallPlan& plan, const CallData& data, 
     }
   }
   const int device = plan.types.device.device_id;
-  launch_elementwise_cuda(*plan.cuda, loop, extra, pack_scalars(plan.cuda->types(), values), device,
-                          TVMFFIEnvGetStream(kDLCUDA, device));
+  cuda::launch_elementwise_cuda(*plan.cuda, loop, extra, cuda::pack_scalars(plan.cuda->types(), values), device,
+                                TVMFFIEnvGetStream(kDLCUDA, device));
 }
 
 }  // namespace
 
-std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs) {
+std::vector<EwOutput> output_layouts(const iterator::CallTypes& types, const std::vector<EwOperand>& inputs,
+                                     int num_outputs) {
   EwOutput out;
   out.shape = types.shape;
-  out.order = output_order(types.shape, input_operands(inputs, types));
+  out.order = iterator::output_order(types.shape, iterator::input_operands(inputs, types));
   std::vector<EwOutput> outs(num_outputs, out);
   for (int k = 0; k < num_outputs; ++k) outs[k].type = types.output(k);
   return outs;
@@ -212,16 +214,16 @@ std::unique_ptr<CallPlan> plan_call(const std::string& fn, const std::vector<EwO
                                     const DLTensor* const* outputs, size_t n_out, const std::vector<EwOperand>& extra,
                                     Promotion p, const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
-  plan->types = resolve_types(fn, inputs, p, compute);
-  broadcast_to_outputs(outputs, n_out, &plan->types, p);
-  for (size_t k = 0; k < n_out; ++k) check_output(fn, k, outputs[k], plan->types, p);
-  check_self_overlap(fn, outputs, n_out);
+  plan->types = iterator::resolve_types(fn, inputs, p, compute);
+  iterator::broadcast_to_outputs(outputs, n_out, &plan->types, p);
+  for (size_t k = 0; k < n_out; ++k) iterator::check_output(fn, k, outputs[k], plan->types, p);
+  iterator::check_self_overlap(fn, outputs, n_out);
   detail::Operands ops;
   for (size_t k = 0; k < n_out; ++k) {
     const DLTensor* o = outputs[k];
-    const EwType t = *from_dl(o->dtype);
+    const EwType t = *iterator::from_dl(o->dtype);
     plan->kernel_types.outputs.push_back(t);
-    ops.push_back(output_operand(t, shape_of(o), strides_of(o), plan->types.shape.size()));
+    ops.push_back(output_operand(t, iterator::shape_of(o), iterator::strides_of(o), plan->types.shape.size()));
   }
   finish_plan(fn, plan.get(), std::move(ops), inputs, extra);
   return plan;
@@ -231,7 +233,7 @@ std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std:
                                                int num_outputs, const std::vector<EwOperand>& extra, Promotion p,
                                                const EwCompute& compute) {
   auto plan = std::make_unique<CallPlan>();
-  plan->types = resolve_types(fn, inputs, p, compute);
+  plan->types = iterator::resolve_types(fn, inputs, p, compute);
   detail::Operands ops;
   for (EwOutput& layout : output_layouts(plan->types, inputs, num_outputs)) {
     NewOutput out{std::move(layout), {}, {}};
@@ -277,17 +279,18 @@ void run_plan(const std::string& fn, const CallPlan& plan, const std::vector<EwO
     if (const DLTensor* t = inputs[i].tensor) {
       data.ptrs[n_out + i] = static_cast<char*>(t->data) + t->byte_offset;
     } else {
-      bind_scalar_input(fn, inputs[i], plan.types, i, p, &data.slots[i]);
+      iterator::bind_scalar_input(fn, inputs[i], plan.types, i, p, &data.slots[i]);
       data.ptrs[n_out + i] = reinterpret_cast<char*>(data.slots[i].bytes);
     }
   }
   if (!fresh_outputs) check_data_overlap(fn, plan, data.ptrs);
-  if (plan.loop.lane == Lane::kCuda) {
+  if (plan.loop.lane == cpu::Lane::kCuda) {
     launch_on_device(plan, data, n_out, n_in, extra);
     return;
   }
   for (size_t e = 0; e < extra.size(); ++e) {  // one 16-byte slot each, in its travel type
-    write_scalar(extra[e], plan.kernel_types.extra[e], reinterpret_cast<ScalarSlot*>(data.extra) + e);
+    iterator::write_scalar(extra[e], plan.kernel_types.extra[e],
+                           reinterpret_cast<iterator::ScalarSlot*>(data.extra) + e);
   }
   run_kernel(fn, plan, data.ptrs, extra.empty() ? nullptr : data.extra);
 }

@@ -14,9 +14,11 @@
 #include "kjit/elementwise.h"
 
 namespace kjit {
-namespace ew {
-
+namespace cuda {
 class CudaElementwiseKernel;
+}  // namespace cuda
+
+namespace ew {
 
 /// Operands whose memory a call must check for overlap: a non-empty output and
 /// another output or a tensor input, with the bytes each spans relative to its
@@ -24,7 +26,7 @@ class CudaElementwiseKernel;
 struct OverlapPair {
   size_t output;
   size_t other;
-  Extent output_extent, other_extent;
+  iterator::Extent output_extent, other_extent;
 };
 
 /// An output an allocating call makes: its layout, and its element strides and
@@ -43,11 +45,11 @@ struct CallPlan {
   KernelFn kernel = nullptr;  ///< CPU lanes
   bool guard_traps = false;   ///< the kernel runs under trap_guard.h's guard
   std::vector<OverlapPair> overlap_pairs;
-  LoopPlan loop;
-  CallTypes types;
+  cpu::LoopPlan loop;
+  iterator::CallTypes types;
   std::vector<NewOutput> outputs;  ///< an allocating call's
   EwKernelTypes kernel_types;
-  std::shared_ptr<CudaElementwiseKernel> cuda;  ///< Lane::kCuda
+  std::shared_ptr<cuda::CudaElementwiseKernel> cuda;  ///< Lane::kCuda
 
   const OperandInfo& operand(size_t k) const { return loop.loop.operands[k]; }
 };
@@ -66,7 +68,8 @@ std::unique_ptr<CallPlan> plan_allocating_call(const std::string& fn, const std:
                                                const EwCompute& compute = {});
 
 /// The layouts of a call's outputs (outputs_for).
-std::vector<EwOutput> output_layouts(const CallTypes& types, const std::vector<EwOperand>& inputs, int num_outputs);
+std::vector<EwOutput> output_layouts(const iterator::CallTypes& types, const std::vector<EwOperand>& inputs,
+                                     int num_outputs);
 
 /// Whether an allocator made `outputs` as the plan laid them out (any strides
 /// of size-1 dims), so the plan's loop fits them.

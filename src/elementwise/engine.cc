@@ -97,7 +97,7 @@ std::string count_of(size_t n, const char* what) { return std::to_string(n) + " 
 
 /// Throws TypeError naming the counts when a call passes more or fewer arguments
 /// than the entry takes (before its kernel is compiled).
-void check_arity(const std::string& fn, const ew::EntryArity& arity, size_t n_in, size_t n_extra, size_t n_out) {
+void check_arity(const std::string& fn, const iterator::EntryArity& arity, size_t n_in, size_t n_extra, size_t n_out) {
   if (!arity.known) return;
   const size_t passed = n_in + n_extra + (arity.outputs_by_reference ? n_out : 0);
   if (passed >= arity.least && passed <= arity.most) return;
@@ -118,15 +118,15 @@ struct Elementwise::Impl {
   std::string entry;  // the entry function's name
   int num_outputs = 1;
   ElementwiseOptions options;
-  EwCompute compute;                  // options.compute, raised to kFloat for an entry declared to return float
-  ew::EntryArity arity;               // what a call must pass (inputs, extras, outputs by reference)
-  ew::KernelTable<KernelFn> kernels;  // by kernel types: a failing call does not recompile
-  std::mutex mu;                      // guards cuda_kernels
-  std::map<std::string, std::shared_ptr<ew::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
-  ew::PlanCache<ew::CallPlan> plans;
+  EwCompute compute;                   // options.compute, raised to kFloat for an entry declared to return float
+  iterator::EntryArity arity;          // what a call must pass (inputs, extras, outputs by reference)
+  cpu::KernelTable<KernelFn> kernels;  // by kernel types: a failing call does not recompile
+  std::mutex mu;                       // guards cuda_kernels
+  std::map<std::string, std::shared_ptr<cuda::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
+  iterator::PlanCache<ew::CallPlan> plans;
 
   KernelFn kernel_for(const EwKernelTypes& types);
-  std::shared_ptr<ew::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
+  std::shared_ptr<cuda::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
   /// A new plan with its kernel attached, ready for the cache.
   std::shared_ptr<const ew::CallPlan> with_kernel(std::unique_ptr<ew::CallPlan> plan);
   /// run's path: into the caller's outputs, which the plan's key includes.
@@ -162,7 +162,7 @@ std::string entry_of(const std::string& code, const std::string& name) {
     }
     return name;
   }
-  std::string last = ew::last_definition(code);
+  std::string last = iterator::last_definition(code);
   if (last.empty()) {
     throw SpecError(
         "kjit.elementwise: no function definition found in the code string; write e.g. "
@@ -210,17 +210,17 @@ class NewOutputs {
 
 }  // namespace
 
-std::shared_ptr<ew::CudaElementwiseKernel> Elementwise::Impl::cuda_kernel_for(const EwKernelTypes& types) {
+std::shared_ptr<cuda::CudaElementwiseKernel> Elementwise::Impl::cuda_kernel_for(const EwKernelTypes& types) {
   std::string key = types_key(types);
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = cuda_kernels[key];
-  if (!slot) slot = std::make_shared<ew::CudaElementwiseKernel>(code, entry, types);  // compiled at first launch
+  if (!slot) slot = std::make_shared<cuda::CudaElementwiseKernel>(code, entry, types);  // compiled at first launch
   return slot;
 }
 
 KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   return kernels.get(types_key(types), [&] {
-    ew::CpuKernelBuild build;
+    cpu::CpuKernelBuild build;
     build.name = "kjit_ew_" + entry;
     build.source = emit_elementwise_cpu(code, entry, types);
     build.cflags = {"-O3", "-fno-math-errno"};
@@ -229,7 +229,7 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
     build.exports = {"kjit_ew_kernel"};
     build.what = "kjit.elementwise '" + entry + "' " + types.text();
     build.lines = "(lines of 'code' are lines of the computation string)";
-    auto fn = reinterpret_cast<KernelFn>(dlsym(ew::open_cpu_kernel(build), "kjit_ew_kernel"));
+    auto fn = reinterpret_cast<KernelFn>(dlsym(cpu::open_cpu_kernel(build), "kjit_ew_kernel"));
     internal_check(fn != nullptr, "an elementwise library without kjit_ew_kernel");
     return fn;
   });
@@ -238,19 +238,19 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
 std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_ptr<ew::CallPlan> plan) {
   check_arity(entry, arity, plan->kernel_types.inputs.size(), plan->kernel_types.extra.size(),
               plan->kernel_types.outputs.size());
-  if (plan->loop.lane == ew::Lane::kCuda) {
+  if (plan->loop.lane == cpu::Lane::kCuda) {
     plan->cuda = cuda_kernel_for(plan->kernel_types);
   } else {
     plan->kernel = kernel_for(plan->kernel_types);
-    plan->guard_traps = ew::needs_trap_guard(plan->kernel_types);
+    plan->guard_traps = cpu::needs_trap_guard(plan->kernel_types);
   }
   return std::shared_ptr<const ew::CallPlan>(std::move(plan));
 }
 
 void Elementwise::Impl::run_into(const std::vector<EwOperand>& inputs, const DLTensor* const* outputs, size_t n_out,
                                  const std::vector<EwOperand>& extra, Promotion promotion) {
-  const ew::PlanLease<ew::CallPlan> plan =
-      plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, outputs, n_out, extra, promotion); },
+  const iterator::PlanLease<ew::CallPlan> plan =
+      plans.lease([&](auto* sink) { iterator::encode_call(sink, inputs, outputs, n_out, extra, promotion); },
                   [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra, promotion, compute)); });
   ew::run_plan(entry, *plan, inputs, outputs, extra, promotion, /*fresh_outputs=*/false);
 }
@@ -261,7 +261,7 @@ Elementwise::Elementwise(std::string code, const std::string& name, int num_outp
     throw SpecError("kjit.elementwise: num_outputs must be at least 1, got " + std::to_string(num_outputs));
   impl_->entry = entry_of(code, name);
   impl_->compute = compute_rule(code, impl_->entry, options.compute);
-  impl_->arity = ew::entry_arity(code, impl_->entry);
+  impl_->arity = iterator::entry_arity(code, impl_->entry);
   impl_->compute.own_outputs = declared_output_types(code, impl_->entry, num_outputs);
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;
@@ -275,7 +275,7 @@ const std::string& Elementwise::name() const { return impl_->entry; }
 int Elementwise::num_outputs() const { return impl_->num_outputs; }
 
 std::vector<EwOutput> Elementwise::outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion) const {
-  return ew::output_layouts(ew::resolve_types(impl_->entry, inputs, promotion, impl_->compute), inputs,
+  return ew::output_layouts(iterator::resolve_types(impl_->entry, inputs, promotion, impl_->compute), inputs,
                             impl_->num_outputs);
 }
 
@@ -293,8 +293,8 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
                                  const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
   Impl& impl = *impl_;
   check_extra_are_scalars(impl.entry, extra);
-  const ew::PlanLease<ew::CallPlan> plan =
-      impl.plans.lease([&](auto* sink) { ew::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
+  const iterator::PlanLease<ew::CallPlan> plan =
+      impl.plans.lease([&](auto* sink) { iterator::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
                        [&] {
                          return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra,
                                                                           promotion, impl.compute));

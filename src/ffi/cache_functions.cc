@@ -47,11 +47,11 @@ FieldMap toolchain_report() {
       {"nvcc",
        probe([] { return find_cuda_toolchain().nvcc.at(0) + " (CUDA " + find_cuda_toolchain().version + ")"; })},
       {"nvrtc", probe([] {
-         const ew::NvrtcVersion v = ew::nvrtc_version();
+         const cuda::NvrtcVersion v = cuda::nvrtc_version();
          return "NVRTC " + std::to_string(v.major) + "." + std::to_string(v.minor);
        })},
       {"cuda_driver", probe([] {
-         ew::cuda_driver();
+         cuda::cuda_driver();
          return std::string("libcuda loaded and initialised");
        })},
       {"cache_dir", probe([] { return default_cache_dir(); })},

@@ -192,7 +192,7 @@ KJIT_INLINE bool zero_dim_result(const std::vector<EwOperand>& inputs) {
 /// them, so torch calls pass `scalar_inputs`; under NumPy's rules they are strong,
 /// and only Python can tell them from its own scalars, so NumPy calls pass
 /// `scalar_inputs` only after checking. Extras travel as bool, int64 or double
-/// either way (ew::extra_travel_type). A NumPy call with new outputs also declines
+/// either way (iterator::extra_travel_type). A NumPy call with new outputs also declines
 /// a 0-d result, which NumPy returns as a NumPy scalar: the checked path makes it,
 /// so the hot path need not look at every result's rank.
 tvm::ffi::Function ew_function(int64_t id, int64_t promotion, bool scalar_inputs, bool into, int64_t n_extra) {
@@ -321,7 +321,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("kjit.get_num_threads", []() { return static_cast<int64_t>(get_num_threads()); })
       .def("kjit.set_num_threads", [](int64_t n) { at_ffi_boundary([&] { set_num_threads(n); }); })
-      .def("kjit.set_adaptive_threads", [](bool on) { ew::set_adaptive_threads(on); });
+      .def("kjit.set_adaptive_threads", [](bool on) { cpu::set_adaptive_threads(on); });
 }
 
 }  // namespace

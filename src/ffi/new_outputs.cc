@@ -27,15 +27,15 @@ namespace {
 /// block's capacity until FreeData.
 struct HostAlloc {
   const char* api;  ///< names the API in a MemoryError
-  ew::OutputBlock block;
+  cpu::OutputBlock block;
   void AllocData(DLTensor* t) {
     // The planner checked that the size fits (check_broadcast_size): no wrap here.
     const size_t bytes = std::max<size_t>(tvm::ffi::GetDataSize(*t), 1);
-    block = ew::acquire_output_memory(bytes);
+    block = cpu::acquire_output_memory(bytes);
     if (block.data == nullptr) throw_out_of_memory(api, *t, bytes);
     t->data = block.data;
   }
-  void FreeData(DLTensor*) { ew::release_output_memory(block); }
+  void FreeData(DLTensor*) { cpu::release_output_memory(block); }
 };
 
 /// allocate_output for the layouts that are not a C-contiguous CPU tensor: other

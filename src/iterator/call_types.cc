@@ -10,7 +10,7 @@
 #include "kjit/kernel.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 std::string operand_name(size_t i) { return "input #" + std::to_string(i); }
 
@@ -407,5 +407,5 @@ void check_self_overlap(const std::string& fn, const DLTensor* const* outputs, s
   }
 }
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit

@@ -15,7 +15,7 @@
 #include "kjit/elementwise.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 /// A call's device, broadcast shape and types.
 struct CallTypes {
@@ -91,7 +91,7 @@ std::vector<int64_t> strides_of(const DLTensor* t);
 /// "input #i", as messages name inputs.
 std::string operand_name(size_t i);
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit
 
 #endif  // KJIT_SRC_ITERATOR_CALL_TYPES_H_

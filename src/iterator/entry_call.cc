@@ -8,7 +8,7 @@
 #include "declare/cpp_signature.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 namespace {
 
 /// Whether a line is an `#include` directive (spaces allowed around '#').
@@ -144,5 +144,5 @@ std::string last_definition(const std::string& code) {
   return last;
 }
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit

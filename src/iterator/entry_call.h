@@ -13,7 +13,7 @@
 #include <vector>
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 /// The namespace the computation string is compiled in.
 inline constexpr const char* kUserNamespace = "kjit_user_code";
@@ -53,7 +53,7 @@ std::string entry_callee(const std::string& code, const std::string& entry, cons
 std::string entry_apply(const std::string& callee, const std::vector<std::string>& results, const std::string& fn_attrs,
                         const std::string& decl_attrs);
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit
 
 #endif  // KJIT_SRC_ITERATOR_ENTRY_CALL_H_

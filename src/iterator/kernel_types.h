@@ -22,7 +22,7 @@ struct EwKernelTypes {
   std::vector<EwType> results;
   /// The type output k comes out of the entry in.
   EwType result(size_t k) const { return k < results.size() ? results[k] : compute; }
-  /// Per extra scalar, the type it travels in (ew::extra_travel_type): the entry's
+  /// Per extra scalar, the type it travels in (iterator::extra_travel_type): the entry's
   /// declared parameter type converts from it, as JITerator passes extras.
   std::vector<EwType> extra;
   /// A float16/bfloat16 result type (compute is then float32): inputs of another

@@ -11,7 +11,7 @@
 #include <algorithm>
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 namespace {
 
 using u128 = OverlapUInt;
@@ -136,5 +136,5 @@ Overlap may_share_memory(const std::vector<int64_t>& shape, const StridedBytes& 
   return solve_bounded_sum(std::move(terms), static_cast<u128>(rhs), max_work);
 }
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 /// The answer: no shared byte, a shared byte, or not decided within the work bound.
 enum class Overlap { kNo, kYes, kTooHard };
@@ -46,7 +46,7 @@ struct StridedBytes {
 Overlap may_share_memory(const std::vector<int64_t>& shape, const StridedBytes& a, const StridedBytes& b,
                          int64_t max_work = kOverlapMaxWork);
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit
 
 #endif  // KJIT_SRC_ITERATOR_OVERLAP_H_

@@ -10,7 +10,7 @@
 #include "kjit/kernel.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
@@ -115,5 +115,5 @@ Extent extent_of(const char* data, const int64_t* shape, const int64_t* strides,
   return Extent{base + lo, base + hi + static_cast<uintptr_t>(element_size)};
 }
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit

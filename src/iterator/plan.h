@@ -10,7 +10,7 @@
 #include "kjit/detail/loop_layout.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 /// "(2, 3)", "(3,)": shapes in messages, as Python writes tuples.
 std::string shape_text(const std::vector<int64_t>& shape);
@@ -53,7 +53,7 @@ struct Extent {
 /// `shape` and byte `strides` of `ndim` dims, in any one order.
 Extent extent_of(const char* data, const int64_t* shape, const int64_t* strides, size_t ndim, int64_t element_size);
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit
 
 #endif  // KJIT_SRC_ITERATOR_PLAN_H_

@@ -5,12 +5,12 @@
 #include <atomic>
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 uint64_t next_plan_cache_serial() {
   static std::atomic<uint64_t> counter{0};
   return ++counter;
 }
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit

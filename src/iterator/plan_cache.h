@@ -20,7 +20,7 @@
 #include "support/thread_scratch.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 /// Plan keys are 64-bit words kept in a std::string (for the map's hashing). One
 /// encoder feeds either sink: KeyWriter appends the words, KeyMatcher compares
@@ -178,7 +178,7 @@ class PlanCache {
   std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
 };
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit
 
 #endif  // KJIT_SRC_ITERATOR_PLAN_CACHE_H_

@@ -7,7 +7,7 @@
 #include "kjit/errors.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 namespace {
 
 struct Info {
@@ -349,8 +349,8 @@ bool can_cast(EwType from, EwType to, Promotion p) {
   return true;
 }
 
-}  // namespace ew
+}  // namespace iterator
 
-DLDataType ew_dl_type(EwType t) { return ew::info(t).dl; }
+DLDataType ew_dl_type(EwType t) { return iterator::info(t).dl; }
 
 }  // namespace kjit

@@ -10,7 +10,7 @@
 #include "kjit/elementwise.h"
 
 namespace kjit {
-namespace ew {
+namespace iterator {
 
 enum class Kind { kBool, kUInt, kInt, kFloat, kComplex };
 
@@ -58,7 +58,7 @@ EwType float_result_type(const std::vector<TypeInput>& inputs, EwType promoted, 
 /// (NumPy's same_kind / PyTorch's canCast).
 bool can_cast(EwType from, EwType to, Promotion p);
 
-}  // namespace ew
+}  // namespace iterator
 }  // namespace kjit
 
 #endif  // KJIT_SRC_ITERATOR_PROMOTION_H_

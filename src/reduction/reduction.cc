@@ -47,17 +47,17 @@ struct RedKernelFn {
 /// A part's entry: its last function definition and what it takes.
 struct PartEntry {
   std::string name;
-  ew::EntryArity arity;
+  iterator::EntryArity arity;
 };
 
 PartEntry entry_of(const std::string& code, const char* part, bool required) {
-  PartEntry e{ew::last_definition(code), {}};
+  PartEntry e{iterator::last_definition(code), {}};
   if (e.name.empty()) {
     if (!required && code.empty()) return e;
     throw SpecError(std::string("kjit.reduction: ") + part +
                     " defines no function; write e.g. 'template <typename T> T add(T a, T b) { return a + b; }'");
   }
-  e.arity = ew::entry_arity(code, e.name);
+  e.arity = iterator::entry_arity(code, e.name);
   return e;
 }
 
@@ -73,12 +73,12 @@ void check_takes(const PartEntry& e, const char* part, size_t n, const char* wha
 }
 
 /// The identity written as the accumulator: ValueError where it cannot be one.
-void write_identity(const std::string& fn, const EwOperand& identity, EwType acc, ew::ScalarSlot* slot) {
-  const ew::Kind kind = ew::kind_of(acc);
-  if (identity.scalar == EwOperand::Scalar::kComplex && kind != ew::Kind::kComplex && identity.imag != 0) {
+void write_identity(const std::string& fn, const EwOperand& identity, EwType acc, iterator::ScalarSlot* slot) {
+  const iterator::Kind kind = iterator::kind_of(acc);
+  if (identity.scalar == EwOperand::Scalar::kComplex && kind != iterator::Kind::kComplex && identity.imag != 0) {
     throw TypeError(fn + ": the identity is complex but the reduction accumulates in " + ew_type_name(acc));
   }
-  if (identity.scalar == EwOperand::Scalar::kFloat && (kind == ew::Kind::kInt || kind == ew::Kind::kUInt)) {
+  if (identity.scalar == EwOperand::Scalar::kFloat && (kind == iterator::Kind::kInt || kind == iterator::Kind::kUInt)) {
     const double v = identity.real;
     if (!std::isfinite(v) || v != std::floor(v) || v < -9.3e18 || v > 1.8e19) {
       throw ValueError(fn + ": the identity " + std::to_string(v) + " is not a value of " + ew_type_name(acc) +
@@ -86,7 +86,7 @@ void write_identity(const std::string& fn, const EwOperand& identity, EwType acc
                        "min), or an integer");
     }
   }
-  ew::write_scalar(identity, acc, slot);
+  iterator::write_scalar(identity, acc, slot);
 }
 
 /// Partial accumulators a split across rows may hold: beyond this, outer
@@ -103,7 +103,7 @@ void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t coun
   const int64_t outputs = dims.outputs;
   const int64_t total = outputs * (count > 0 ? count : 1);
   const int threads =
-      static_cast<int>(std::min<int64_t>(get_num_threads(), (total + ew::kGrainSize - 1) / ew::kGrainSize));
+      static_cast<int>(std::min<int64_t>(get_num_threads(), (total + cpu::kGrainSize - 1) / cpu::kGrainSize));
   const int64_t rows = dims.reduced_shape[0];
   const int64_t many = int64_t{16} * threads, per_thread = int64_t{4} * threads;
   const int parts = static_cast<int>(std::min<int64_t>(rows, per_thread));
@@ -115,7 +115,7 @@ void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t coun
   }
   const int chunks = static_cast<int>(std::min<int64_t>(outputs, per_thread));
   if (!by_rows) {
-    ew::parallel_for(chunks, threads, [&](int k) {
+    cpu::parallel_for(chunks, threads, [&](int k) {
       const int64_t range[6] = {outputs * k / chunks, outputs * (k + 1) / chunks, 0, 0, 0, 0};
       call(range, kRedStore);
     });
@@ -124,12 +124,12 @@ void run_split(kjit_red_problem* problem, const red::RedDims& dims, int64_t coun
   const size_t bytes = static_cast<size_t>(parts) * static_cast<size_t>(outputs) * static_cast<size_t>(acc_size);
   std::vector<std::max_align_t> partials(bytes / sizeof(std::max_align_t) + 1);
   problem->partials = partials.data();
-  ew::parallel_for(parts, threads, [&](int k) {
+  cpu::parallel_for(parts, threads, [&](int k) {
     const int64_t range[6] = {0, 0, rows * k / parts, rows * (k + 1) / parts, k, 0};
     call(range, kRedPartial);
   });
   const int finish_chunks = outputs >= many ? chunks : 1;
-  ew::parallel_for(finish_chunks, finish_chunks > 1 ? threads : 1, [&](int k) {
+  cpu::parallel_for(finish_chunks, finish_chunks > 1 ? threads : 1, [&](int k) {
     const int64_t range[6] = {outputs * k / finish_chunks, outputs * (k + 1) / finish_chunks, 0, 0, 0, parts};
     call(range, kRedFinish);
   });
@@ -147,15 +147,15 @@ struct RedPlan {
   RedKernelFn kernel;                              ///< CPU: none when the output is empty
   std::shared_ptr<red::CudaReductionKernel> cuda;  ///< CUDA: compiled and loaded at the first launch
   bool guard = false;                              ///< some type holds integers: the kernel may trap
-  bool outer = false;         ///< one reduced dim, under an output dim the first input is contiguous along
-  ew::ScalarSlot identity{};  ///< the identity as the accumulator
+  bool outer = false;               ///< one reduced dim, under an output dim the first input is contiguous along
+  iterator::ScalarSlot identity{};  ///< the identity as the accumulator
   /// Per operand (the output first), the bytes it spans relative to its data
-  /// pointer (ew::extent_of); empty for a scalar or an empty tensor.
-  std::vector<ew::Extent> extents;
+  /// pointer (iterator::extent_of); empty for a scalar or an empty tensor.
+  std::vector<iterator::Extent> extents;
 };
 
 /// What a reduction call's plan depends on: the axes, keepdims, dtype= and the
-/// operands' metadata (ew::encode_call's words); `out` null for a new output.
+/// operands' metadata (iterator::encode_call's words); `out` null for a new output.
 template <class Sink>
 KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inputs, const DLTensor* out,
                                   const ReduceAxes& axes, bool keepdims, std::optional<EwType> dtype, Promotion p) {
@@ -164,7 +164,7 @@ KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inpu
   for (int64_t a : axes.axes) sink->word(static_cast<uint64_t>(a));
   sink->word(uint64_t{keepdims} | uint64_t{dtype.has_value()} << 1 |
              (dtype ? static_cast<uint64_t>(*dtype) : uint64_t{0}) << 8);
-  ew::encode_call(sink, inputs, &out, out != nullptr ? 1 : 0, kNoExtra, p);
+  iterator::encode_call(sink, inputs, &out, out != nullptr ? 1 : 0, kNoExtra, p);
 }
 
 namespace {
@@ -187,10 +187,10 @@ struct Reduction::Impl {
   std::optional<EwOperand> identity;
   std::string name;
   ReductionOptions options;
-  ew::KernelTable<RedKernelFn> kernels;  // by kernel types
+  cpu::KernelTable<RedKernelFn> kernels;  // by kernel types
   std::mutex cuda_mu;
   std::map<std::string, std::shared_ptr<red::CudaReductionKernel>> cuda_kernels;  // by kernel types
-  ew::PlanCache<RedPlan> plans;
+  iterator::PlanCache<RedPlan> plans;
 
   std::shared_ptr<red::CudaReductionKernel> cuda_kernel_for(const RedKernelTypes& types);
   /// Launches on the output's device, on tvm-ffi's current stream for it (torch's).
@@ -209,7 +209,7 @@ struct Reduction::Impl {
 
 RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
   return kernels.get(types.key(), [&] {
-    ew::CpuKernelBuild build;
+    cpu::CpuKernelBuild build;
     build.name = "kjit_red_" + name;
     build.source = emit_reduction_cpu(code, entries, types);
     // -O2 with the vectoriser: as fast as -O3 on these loops, which -O3 takes seconds to unroll and version.
@@ -219,7 +219,7 @@ RedKernelFn Reduction::Impl::kernel_for(const RedKernelTypes& types) {
     build.exports = {"kjit_red_kernel", "kjit_red_acc_bytes"};
     build.what = "kjit.reduction '" + name + "' " + types.text();
     build.lines = "(lines of 'code' are lines of reduce_code, map_code and post_code, one after another)";
-    void* lib = ew::open_cpu_kernel(build);
+    void* lib = cpu::open_cpu_kernel(build);
     RedKernelFn fn;
     fn.loops = reinterpret_cast<RedLoopFn>(dlsym(lib, "kjit_red_kernel"));
     auto acc_bytes = reinterpret_cast<int64_t (*)()>(dlsym(lib, "kjit_red_acc_bytes"));
@@ -279,22 +279,23 @@ void Reduction::Impl::plan_arg(red::RedCall* c) const {
     throw ValueError(name + ": an arg reduction takes one axis, this call reduces " + std::to_string(reduced) +
                      " (kjit.arg_reduction's axis=None reduces the flattened input)");
   }
-  c->acc = ew::compute_type(c->call.result);
+  c->acc = iterator::compute_type(c->call.result);
   c->result = EwType::kInt64;
 }
 
 void Reduction::Impl::check_out(const red::RedCall& c, const DLTensor* out, Promotion p) const {
   internal_check(out != nullptr, "a reduction run without an output");
-  if (ew::shape_of(out) != c.output_shape) {
-    throw ValueError(name + ": out has shape " + ew::shape_text(ew::shape_of(out)) + " but the reduction gives " +
-                     ew::shape_text(c.output_shape) + " (kjit.reduction does not resize outputs)");
+  if (iterator::shape_of(out) != c.output_shape) {
+    throw ValueError(name + ": out has shape " + iterator::shape_text(iterator::shape_of(out)) +
+                     " but the reduction gives " + iterator::shape_text(c.output_shape) +
+                     " (kjit.reduction does not resize outputs)");
   }
-  ew::CallTypes as_output = c.call;
+  iterator::CallTypes as_output = c.call;
   as_output.shape = c.output_shape;
   as_output.result = c.result;
   as_output.own.clear();
-  ew::check_output(name, 0, out, as_output, p);
-  ew::check_self_overlap(name, &out, 1);
+  iterator::check_output(name, 0, out, as_output, p);
+  iterator::check_self_overlap(name, &out, 1);
 }
 
 std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes,
@@ -306,40 +307,41 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   const red::RedCall& c = plan.call;
   plan.output = output_layout(c);
   if (out != nullptr) check_out(c, out, p);
-  const EwType out_type = out != nullptr ? *ew::from_dl(out->dtype) : c.result;
+  const EwType out_type = out != nullptr ? *iterator::from_dl(out->dtype) : c.result;
   plan.types = RedKernelTypes{c.call.inputs, c.acc, out_type};
   const size_t n_ops = inputs.size() + 1;
   const std::vector<int64_t>& shape = c.call.shape;
   // The output's byte strides over the broadcast dims: 0 along reduced ones.
   const std::vector<int64_t> out_strides =
-      out != nullptr ? ew::strides_of(out) : ew::contiguous_strides(c.output_shape);
+      out != nullptr ? iterator::strides_of(out) : iterator::contiguous_strides(c.output_shape);
   OperandInfo output;
   output.dtype = ew_dl_type(out_type);
-  output.element_size = ew::size_of(out_type);
+  output.element_size = iterator::size_of(out_type);
   output.is_output = true;
   output.strides = DimVector(shape.size(), 0);
   for (size_t d = 0, k = 0; d < shape.size(); ++d) {
     if (!c.reduced[d]) output.strides[shape.size() - 1 - d] = out_strides[k] * output.element_size;
     if (!c.reduced[d] || keepdims) ++k;
   }
-  plan.extents.assign(n_ops, ew::Extent{});
+  plan.extents.assign(n_ops, iterator::Extent{});
   auto extent_in_bytes = [](const std::vector<int64_t>& shape, std::vector<int64_t> strides, int element_size) {
     for (int64_t& b : strides) b *= element_size;
-    return ew::extent_of(nullptr, shape.data(), strides.data(), shape.size(), element_size);
+    return iterator::extent_of(nullptr, shape.data(), strides.data(), shape.size(), element_size);
   };
-  plan.extents[0] = extent_in_bytes(c.output_shape, out_strides, ew::size_of(out_type));
+  plan.extents[0] = extent_in_bytes(c.output_shape, out_strides, iterator::size_of(out_type));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (const DLTensor* t = inputs[i].tensor)
-      plan.extents[i + 1] = extent_in_bytes(ew::shape_of(t), ew::strides_of(t), ew::size_of(*ew::from_dl(t->dtype)));
+      plan.extents[i + 1] = extent_in_bytes(iterator::shape_of(t), iterator::strides_of(t),
+                                            iterator::size_of(*iterator::from_dl(t->dtype)));
   }
   detail::Operands operands;
   operands.push_back(std::move(output));
-  for (OperandInfo& in : ew::input_operands(inputs, c.call)) operands.push_back(std::move(in));
+  for (OperandInfo& in : iterator::input_operands(inputs, c.call)) operands.push_back(std::move(in));
   plan.dims = red::plan_dims(shape, c.reduced, std::move(operands));
   if (identity) write_identity(name, *identity, c.acc, &plan.identity);
   const red::RedDims& dims = plan.dims;
   plan.outer = !dims.kept_shape.empty() && dims.reduced_shape.size() == 1 &&
-               dims.kept_strides[(dims.kept_shape.size() - 1) * n_ops + 1] == ew::size_of(plan.types.inputs[0]);
+               dims.kept_strides[(dims.kept_shape.size() - 1) * n_ops + 1] == iterator::size_of(plan.types.inputs[0]);
   if (c.call.device.device_type == kDLCUDA) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].tensor == nullptr) {
@@ -375,22 +377,22 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   if (!plan.kernel && !plan.cuda) return;  // an empty output
   const size_t n_ops = inputs.size() + 1;
   std::vector<char*> data(n_ops);
-  std::vector<ew::ScalarSlot> slots(inputs.size());
+  std::vector<iterator::ScalarSlot> slots(inputs.size());
   data[0] = static_cast<char*>(out->data) + out->byte_offset;
   // Unsigned sums: an extent below its data pointer wraps around to the right address.
   const uintptr_t o = reinterpret_cast<uintptr_t>(data[0]);
-  const ew::Extent& mine = plan.extents[0];
+  const iterator::Extent& mine = plan.extents[0];
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (const DLTensor* t = inputs[i].tensor) {
       data[i + 1] = static_cast<char*>(t->data) + t->byte_offset;
       const uintptr_t at = reinterpret_cast<uintptr_t>(data[i + 1]);
-      const ew::Extent& theirs = plan.extents[i + 1];
+      const iterator::Extent& theirs = plan.extents[i + 1];
       if (theirs.lo != theirs.hi && at + theirs.lo < o + mine.hi && o + mine.lo < at + theirs.hi) {
         throw ValueError(name + ": out overlaps input #" + std::to_string(i) +
                          " in memory; the reduction would read what it wrote; pass a separate out");
       }
     } else {
-      ew::bind_scalar_input(name, inputs[i], plan.call.call, i, p, &slots[i]);
+      iterator::bind_scalar_input(name, inputs[i], plan.call.call, i, p, &slots[i]);
       data[i + 1] = reinterpret_cast<char*>(slots[i].bytes);
     }
   }
@@ -412,7 +414,7 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   problem.identity = plan.identity.bytes;
   auto call = [&](const int64_t* range, int64_t mode) {
     if (plan.guard) {
-      ew::call_trap_guarded(plan.kernel.loops, nullptr, range, mode, &problem);
+      cpu::call_trap_guarded(plan.kernel.loops, nullptr, range, mode, &problem);
     } else {
       plan.kernel.loops(nullptr, range, mode, &problem);
     }
@@ -463,7 +465,7 @@ void Reduction::run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes
                     std::optional<EwType> dtype, const DLTensor* out, Promotion promotion) {
   internal_check(out != nullptr, "a reduction run without an output");
   Impl& impl = *impl_;
-  const ew::PlanLease<RedPlan> plan =
+  const iterator::PlanLease<RedPlan> plan =
       impl.plans.lease([&](auto* sink) { encode_reduction(sink, inputs, out, axes, keepdims, dtype, promotion); },
                        [&] { return impl.make_plan(inputs, axes, keepdims, dtype, out, promotion); });
   impl.execute(*plan, inputs, out, promotion);
@@ -472,7 +474,7 @@ void Reduction::run(const std::vector<EwOperand>& inputs, const ReduceAxes& axes
 void Reduction::run_allocating(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                                std::optional<EwType> dtype, const EwAllocate& allocate, Promotion promotion) {
   Impl& impl = *impl_;
-  const ew::PlanLease<RedPlan> plan =
+  const iterator::PlanLease<RedPlan> plan =
       impl.plans.lease([&](auto* sink) { encode_reduction(sink, inputs, nullptr, axes, keepdims, dtype, promotion); },
                        [&] { return impl.make_plan(inputs, axes, keepdims, dtype, nullptr, promotion); });
   const DLTensor* out = allocate(0, plan->output, plan->call.call.device);

@@ -17,13 +17,13 @@ namespace {
 /// sum (narrow integers and bool to 64 bits; NumPy keeps unsigned unsigned),
 /// float16/bfloat16 in float32.
 EwType accumulator_of(EwType t, bool upcast_integers, Promotion p) {
-  if (ew::is_half(t)) return EwType::kFloat32;
+  if (iterator::is_half(t)) return EwType::kFloat32;
   if (!upcast_integers) return t;
-  const ew::Kind kind = ew::kind_of(t);
-  if (kind == ew::Kind::kBool) return EwType::kInt64;
-  if (kind == ew::Kind::kUInt && p == Promotion::kNumPy) return EwType::kUInt64;
-  if (kind == ew::Kind::kUInt && t == EwType::kUInt64) return t;
-  if (kind == ew::Kind::kInt || kind == ew::Kind::kUInt) return EwType::kInt64;
+  const iterator::Kind kind = iterator::kind_of(t);
+  if (kind == iterator::Kind::kBool) return EwType::kInt64;
+  if (kind == iterator::Kind::kUInt && p == Promotion::kNumPy) return EwType::kUInt64;
+  if (kind == iterator::Kind::kUInt && t == EwType::kUInt64) return t;
+  if (kind == iterator::Kind::kInt || kind == iterator::Kind::kUInt) return EwType::kInt64;
   return t;
 }
 
@@ -51,17 +51,17 @@ std::vector<bool> reduced_dims(const std::string& fn, const ReduceAxes& axes, si
 RedCall plan_call(const std::string& fn, const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                   std::optional<EwType> dtype, bool upcast_integers, Promotion p) {
   RedCall c;
-  c.call = ew::resolve_types(fn, inputs, p);
+  c.call = iterator::resolve_types(fn, inputs, p);
   if (c.call.device.device_type != kDLCPU && c.call.device.device_type != kDLCUDA) {
     throw TypeError(fn + ": kjit.reduction runs on CPU and CUDA tensors; these inputs are on device type " +
                     std::to_string(c.call.device.device_type));
   }
   if (dtype) {
-    c.acc = ew::compute_type(*dtype);
+    c.acc = iterator::compute_type(*dtype);
     c.result = *dtype;
   } else {
     c.acc = accumulator_of(c.call.result, upcast_integers, p);
-    c.result = ew::is_half(c.call.result) ? c.call.result : c.acc;
+    c.result = iterator::is_half(c.call.result) ? c.call.result : c.acc;
   }
   const std::vector<int64_t>& shape = c.call.shape;
   if (shape.size() > kRedMaxDims) {
@@ -89,7 +89,7 @@ RedDims plan_dims(const std::vector<int64_t>& shape, const std::vector<bool>& re
   // TensorIterator's layout of a reduction: the output's reduced dims (stride 0)
   // innermost, ordered by the inputs' strides, the kept ones by the output's; then
   // coalesced, which never merges a reduced dim with a kept one.
-  detail::LoopLayout layout = ew::loop_nest(shape, std::move(operands), 1);
+  detail::LoopLayout layout = iterator::loop_nest(shape, std::move(operands), 1);
   layout.reduction = true;
   detail::lay_out(&layout);
   // Slowest first into each group; size-1 dims add nothing to either loop.

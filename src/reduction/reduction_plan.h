@@ -18,7 +18,7 @@ namespace red {
 
 /// A call's types and shapes.
 struct RedCall {
-  ew::CallTypes call;                 ///< broadcast shape, device, input load types, promoted type
+  iterator::CallTypes call;           ///< broadcast shape, device, input load types, promoted type
   EwType acc = EwType::kFloat64;      ///< what map and combine compute in (the T of the code)
   EwType result = EwType::kFloat64;   ///< the output's dtype when out= is not given
   std::vector<bool> reduced;          ///< per broadcast dim

@@ -15,8 +15,8 @@ namespace kjit_test {
 /// Turns the pool's governor off for a test's lifetime: a test that needs a region
 /// on several threads must get them on a machine that other tests load.
 struct ThreadsNotAdapted {
-  ThreadsNotAdapted() { kjit::ew::set_adaptive_threads(false); }
-  ~ThreadsNotAdapted() { kjit::ew::set_adaptive_threads(true); }
+  ThreadsNotAdapted() { kjit::cpu::set_adaptive_threads(false); }
+  ~ThreadsNotAdapted() { kjit::cpu::set_adaptive_threads(true); }
   ThreadsNotAdapted(const ThreadsNotAdapted&) = delete;
   ThreadsNotAdapted& operator=(const ThreadsNotAdapted&) = delete;
 };
@@ -37,7 +37,7 @@ template <typename ThreadOf>
 std::vector<int> run_block_region(ThreadOf thread_of) {
   std::vector<int> ran_on(4, -1);
   std::atomic<bool> other_started{false}, third_done{false};
-  kjit::ew::parallel_for(4, 2, [&](int c) {
+  kjit::cpu::parallel_for(4, 2, [&](int c) {
     ran_on[c] = thread_of();
     if (ran_on[c] != 0) other_started.store(true);
     if (c == 0) wait_for(other_started);

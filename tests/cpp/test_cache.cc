@@ -264,10 +264,11 @@ TEST(ElementwiseCudaDiskCache, DamagedImageIsRecompiled) {
   types.compute = kjit::EwType::kFloat32;
   const std::string code = "template <typename T> T add(T a, T b) { return a + b; }";
   auto compile = [&](bool* hit) {
-    return kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, hit);
+    return kjit::cuda::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir,
+                                               hit);
   };
   bool hit = true;
-  kjit::ew::NvrtcResult first;
+  kjit::cuda::NvrtcResult first;
   try {
     first = compile(&hit);
   } catch (const kjit::ToolchainError& e) {
@@ -285,7 +286,7 @@ TEST(ElementwiseCudaDiskCache, DamagedImageIsRecompiled) {
     f.put(byte);
   }
   testing::internal::CaptureStderr();
-  kjit::ew::NvrtcResult again = compile(&hit);
+  kjit::cuda::NvrtcResult again = compile(&hit);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_FALSE(hit);
   EXPECT_EQ(again.binary, first.binary);

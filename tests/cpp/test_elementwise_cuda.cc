@@ -60,7 +60,7 @@ void set_data(LoopLayout* loop, const std::vector<char*>& data) {
   for (size_t op = 0; op < data.size(); ++op) loop->operands[op].data = data[op];
 }
 
-std::vector<std::vector<int64_t>> strides_of(const LoopLayout& loop) {
+std::vector<std::vector<int64_t>> operand_strides(const LoopLayout& loop) {
   std::vector<std::vector<int64_t>> out;
   for (const OperandInfo& op : loop.operands) out.emplace_back(op.strides.begin(), op.strides.end());
   return out;
@@ -182,7 +182,7 @@ std::vector<std::string> kernel_names(const CaseVariant& cv) {
 
 std::string nvrtc_skip_reason() {
   try {
-    nvrtc_version();
+    cuda::nvrtc_version();
     return "";
   } catch (const ToolchainError& e) {
     return e.what();
@@ -204,9 +204,9 @@ class ElementwiseCudaNvrtc : public ::testing::TestWithParam<CaseVariant> {
     std::string skip = nvrtc_skip_reason();
     if (!skip.empty()) GTEST_SKIP() << skip;
   }
-  NvrtcResult compile(const std::string& arch) {
+  cuda::NvrtcResult compile(const std::string& arch) {
     const CaseVariant& cv = GetParam();
-    return compile_elementwise_cuda(cv.c.code, cv.c.entry, cv.c.types, cv.variant, arch);
+    return cuda::compile_elementwise_cuda(cv.c.code, cv.c.entry, cv.c.types, cv.variant, arch);
   }
 };
 
@@ -221,8 +221,8 @@ TEST_P(ElementwiseCudaNvrtc, SourceIsSelfContained) {
 }
 
 TEST_P(ElementwiseCudaNvrtc, CompilesToCubinForSm80AndSm90) {
-  std::future<NvrtcResult> sm90 = std::async(std::launch::async, [this] { return compile("sm_90"); });  // 2 cores
-  std::map<std::string, NvrtcResult> results;
+  std::future<cuda::NvrtcResult> sm90 = std::async(std::launch::async, [this] { return compile("sm_90"); });  // 2 cores
+  std::map<std::string, cuda::NvrtcResult> results;
   results["sm_80"] = compile("sm_80");
   results["sm_90"] = sm90.get();
   for (const auto& [arch, r] : results) {
@@ -243,7 +243,7 @@ TEST_P(ElementwiseCudaNvrtc, CompilesToCubinForSm80AndSm90) {
 TEST_P(ElementwiseCudaNvrtc, PtxForCompute90AssemblesWithPtxas) {
   std::string ptxas = ptxas_path();
   if (ptxas.empty()) GTEST_SKIP() << "no ptxas in the CUDA toolkit";
-  NvrtcResult r = compile("compute_90");
+  cuda::NvrtcResult r = compile("compute_90");
   ASSERT_TRUE(r.ptx);
   EXPECT_NE(r.binary.find(".target sm_90"), std::string::npos);
   for (const std::string& k : kernel_names(GetParam()))
@@ -269,7 +269,7 @@ class ElementwiseCudaErrors : public ::testing::Test {
   /// The CompileError's message, or "" when it compiled.
   static std::string error_of(const char* code, const char* entry, const EwKernelTypes& t, EwCudaVariant v) {
     try {
-      compile_elementwise_cuda(code, entry, t, v, "sm_80");
+      cuda::compile_elementwise_cuda(code, entry, t, v, "sm_80");
     } catch (const CompileError& e) {
       EXPECT_NE(e.command().find("--gpu-architecture=sm_80"), std::string::npos) << e.command();
       EXPECT_FALSE(e.log().empty());
@@ -357,9 +357,9 @@ TEST_F(ElementwiseCudaErrors, OutputsOfTheEntrysOwnTypeCompile) {
 }
 
 TEST_F(ElementwiseCudaErrors, BadArchIsAValueError) {
-  EXPECT_THROW(compile_cuda("extern \"C\" __global__ void k() {}", "gfx90a"), ValueError);
+  EXPECT_THROW(cuda::compile_cuda("extern \"C\" __global__ void k() {}", "gfx90a"), ValueError);
   try {
-    compile_cuda("extern \"C\" __global__ void k() {}", "sm_1");
+    cuda::compile_cuda("extern \"C\" __global__ void k() {}", "sm_1");
     FAIL() << "sm_1 compiled";
   } catch (const CompileError& e) {
     EXPECT_NE(std::string(e.what()).find("sm_1"), std::string::npos) << e.what();
@@ -367,9 +367,9 @@ TEST_F(ElementwiseCudaErrors, BadArchIsAValueError) {
 }
 
 TEST_F(ElementwiseCudaErrors, NvrtcKnowsSm80AndSm90) {
-  NvrtcVersion v = nvrtc_version();
+  cuda::NvrtcVersion v = cuda::nvrtc_version();
   EXPECT_GE(v.major, 11);
-  std::vector<int> archs = nvrtc_supported_archs();
+  std::vector<int> archs = cuda::nvrtc_supported_archs();
   EXPECT_NE(std::find(archs.begin(), archs.end(), 80), archs.end());
   EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
 }
@@ -379,7 +379,8 @@ TEST_F(ElementwiseCudaErrors, ConcurrentCompilesSucceed) {
   std::atomic<int> ok{0};
   for (T t : {T::kFloat32, T::kInt64, T::kFloat64}) {
     threads.emplace_back([&ok, t] {
-      NvrtcResult r = compile_elementwise_cuda(kAdd, "add", types_of({t}, {t, t}, t), EwCudaVariant::kStrided, "sm_80");
+      cuda::NvrtcResult r =
+          cuda::compile_elementwise_cuda(kAdd, "add", types_of({t}, {t, t}, t), EwCudaVariant::kStrided, "sm_80");
       if (!r.binary.empty()) ++ok;
     });
   }
@@ -421,14 +422,14 @@ TEST(ElementwiseCudaGeometry, GridCoversEveryElement) {
   const std::map<int64_t, uint32_t> grid16 = {{0, 0},    {1, 1},    {127, 1},        {128, 1},
                                               {1025, 1}, {2049, 2}, {max32, 1048576}};
   for (const auto& [n, grid] : grid8) {
-    CudaGeometry g = cuda_geometry(n, 8);
+    cuda::CudaGeometry g = cuda::cuda_geometry(n, 8);
     EXPECT_EQ(g.grid, grid) << n;
     EXPECT_EQ(g.block, 128u);
     EXPECT_EQ(g.work, 8);
   }
-  for (const auto& [n, grid] : grid16) EXPECT_EQ(cuda_geometry(n, 16).grid, grid) << n;
+  for (const auto& [n, grid] : grid16) EXPECT_EQ(cuda::cuda_geometry(n, 16).grid, grid) << n;
   for (int64_t n : {int64_t{1}, int64_t{127}, int64_t{128}, int64_t{1025}, max32}) {
-    CudaGeometry g = cuda_geometry(n, 8);
+    cuda::CudaGeometry g = cuda::cuda_geometry(n, 8);
     const int64_t block_work = int64_t{g.block} * g.work;
     EXPECT_GE(int64_t{g.grid} * block_work, n);      // enough threads
     EXPECT_LT(int64_t{g.grid - 1} * block_work, n);  // no idle block
@@ -438,7 +439,7 @@ TEST(ElementwiseCudaGeometry, GridCoversEveryElement) {
 TEST(ElementwiseCudaGeometry, ElementLayoutCoversEachIndexOnce) {
   // Element j of thread t in block b is b * 1024 + t + j * 128 (work 8): a bijection onto [0, n).
   for (int64_t n : {1, 127, 128, 1025, 5000}) {
-    CudaGeometry g = cuda_geometry(n, 8);
+    cuda::CudaGeometry g = cuda::cuda_geometry(n, 8);
     std::vector<int> seen(n, 0);
     for (uint32_t b = 0; b < g.grid; ++b) {
       for (uint32_t t = 0; t < g.block; ++t) {
@@ -453,26 +454,26 @@ TEST(ElementwiseCudaGeometry, ElementLayoutCoversEachIndexOnce) {
 }
 
 TEST(ElementwiseCudaGeometry, BeyondInt32IsAnInternalError) {
-  EXPECT_THROW(cuda_geometry(int64_t{1} << 31, 8), InternalError);
-  EXPECT_THROW(cuda_geometry(-1, 8), InternalError);
+  EXPECT_THROW(cuda::cuda_geometry(int64_t{1} << 31, 8), InternalError);
+  EXPECT_THROW(cuda::cuda_geometry(-1, 8), InternalError);
 }
 
 char* at(uintptr_t address) { return reinterpret_cast<char*>(address); }
 
 TEST(ElementwiseCudaGeometry, VectorWidthFromAlignmentAndSixteenBytes) {
   const uintptr_t base = 0x10000;  // 64 KiB: aligned to everything
-  EXPECT_EQ(cuda_vector_width({at(base), at(base), at(base)}, 4), 4);
-  EXPECT_EQ(cuda_vector_width({at(base)}, 1), 4);
-  EXPECT_EQ(cuda_vector_width({at(base)}, 2), 4);
-  EXPECT_EQ(cuda_vector_width({at(base)}, 8), 2);   // 4 * 8 bytes > 16
-  EXPECT_EQ(cuda_vector_width({at(base)}, 16), 1);  // complex128
-  EXPECT_EQ(cuda_vector_width({at(base), at(base + 8)}, 4), 2);
-  EXPECT_EQ(cuda_vector_width({at(base), at(base + 4)}, 4), 1);
-  EXPECT_EQ(cuda_vector_width({at(base + 2), at(base)}, 1), 2);
-  EXPECT_EQ(cuda_vector_width({at(base + 1), at(base)}, 1), 1);
-  EXPECT_EQ(cuda_vector_width({at(base + 16)}, 8), 2);
-  EXPECT_EQ(cuda_vector_width({at(base + 24)}, 8), 1);
-  EXPECT_EQ(cuda_vector_width({at(base + 16)}, 16), 1);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base), at(base), at(base)}, 4), 4);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base)}, 1), 4);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base)}, 2), 4);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base)}, 8), 2);   // 4 * 8 bytes > 16
+  EXPECT_EQ(cuda::cuda_vector_width({at(base)}, 16), 1);  // complex128
+  EXPECT_EQ(cuda::cuda_vector_width({at(base), at(base + 8)}, 4), 2);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base), at(base + 4)}, 4), 1);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base + 2), at(base)}, 1), 2);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base + 1), at(base)}, 1), 1);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base + 16)}, 8), 2);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base + 24)}, 8), 1);
+  EXPECT_EQ(cuda::cuda_vector_width({at(base + 16)}, 16), 1);
 }
 
 TEST(ElementwiseCudaGeometry, MisalignedOperandIsAValueError) {
@@ -481,11 +482,11 @@ TEST(ElementwiseCudaGeometry, MisalignedOperandIsAValueError) {
   set_strides(&loop, {{4}, {4}});
   set_data(&loop, {at(0x1000), at(0x1002)});
   EwKernelTypes t = types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32);
-  EXPECT_THROW(check_cuda_alignment(loop, t), ValueError);
+  EXPECT_THROW(cuda::check_cuda_alignment(loop, t), ValueError);
   loop.operands[1].data = at(0x1004);
-  EXPECT_NO_THROW(check_cuda_alignment(loop, t));
+  EXPECT_NO_THROW(cuda::check_cuda_alignment(loop, t));
   loop.operands[1].strides = dims({6});
-  EXPECT_THROW(check_cuda_alignment(loop, t), ValueError);
+  EXPECT_THROW(cuda::check_cuda_alignment(loop, t), ValueError);
 }
 
 TEST(ElementwiseCudaGeometry, VariantChoice) {
@@ -502,22 +503,22 @@ TEST(ElementwiseCudaGeometry, VariantChoice) {
   set_strides(&two_d, {{4, 40}, {4, 40}, {4, 40}});
   LoopLayout single = broadcast;
   single.shape = dims({1});
-  EXPECT_EQ(choose_cuda_variant(contiguous, same), EwCudaVariant::kVectorized);
-  EXPECT_EQ(choose_cuda_variant(broadcast, same), EwCudaVariant::kStrided);
-  EXPECT_EQ(choose_cuda_variant(two_d, same), EwCudaVariant::kStrided);
-  EXPECT_EQ(choose_cuda_variant(single, same), EwCudaVariant::kVectorized);
-  EXPECT_EQ(choose_cuda_variant(contiguous, cast), EwCudaVariant::kCastContiguous);
-  EXPECT_EQ(choose_cuda_variant(broadcast, cast), EwCudaVariant::kCastStrided);
+  EXPECT_EQ(cuda::choose_cuda_variant(contiguous, same), EwCudaVariant::kVectorized);
+  EXPECT_EQ(cuda::choose_cuda_variant(broadcast, same), EwCudaVariant::kStrided);
+  EXPECT_EQ(cuda::choose_cuda_variant(two_d, same), EwCudaVariant::kStrided);
+  EXPECT_EQ(cuda::choose_cuda_variant(single, same), EwCudaVariant::kVectorized);
+  EXPECT_EQ(cuda::choose_cuda_variant(contiguous, cast), EwCudaVariant::kCastContiguous);
+  EXPECT_EQ(cuda::choose_cuda_variant(broadcast, cast), EwCudaVariant::kCastStrided);
 }
 
 TEST(ElementwiseCudaGeometry, NvrtcArchForDevice) {
   const std::vector<int> supported = {75, 80, 86, 89, 90, 100, 120};
-  EXPECT_EQ(nvrtc_arch_for(80, supported), "sm_80");
-  EXPECT_EQ(nvrtc_arch_for(90, supported), "sm_90");
-  EXPECT_EQ(nvrtc_arch_for(87, supported), "compute_86");
-  EXPECT_EQ(nvrtc_arch_for(130, supported), "compute_120");
-  EXPECT_EQ(nvrtc_arch_for(70, {}), "sm_70");
-  EXPECT_THROW(nvrtc_arch_for(70, supported), RuntimeError);
+  EXPECT_EQ(cuda::nvrtc_arch_for(80, supported), "sm_80");
+  EXPECT_EQ(cuda::nvrtc_arch_for(90, supported), "sm_90");
+  EXPECT_EQ(cuda::nvrtc_arch_for(87, supported), "compute_86");
+  EXPECT_EQ(cuda::nvrtc_arch_for(130, supported), "compute_120");
+  EXPECT_EQ(cuda::nvrtc_arch_for(70, {}), "sm_70");
+  EXPECT_THROW(cuda::nvrtc_arch_for(70, supported), RuntimeError);
 }
 
 // ---------------------------------------------------------------------------
@@ -535,7 +536,7 @@ TEST(ElementwiseCudaPacking, MagicDivisionIsExactBelowTwoToThe31) {
     if (i < 200) divisors.push_back((x >> 3) % max + 1);
   }
   for (uint32_t d : divisors) {
-    CudaDivider div = CudaDivider::of(d);
+    cuda::CudaDivider div = cuda::CudaDivider::of(d);
     EXPECT_LE(div.shift, 31u);
     for (uint32_t n : numerators) ASSERT_EQ(div.div(n), n / d) << n << " / " << d;
     for (uint32_t n : {d - 1, d, d + 1, 2 * d - 1, 2 * d}) {
@@ -554,13 +555,13 @@ TEST(ElementwiseCudaPacking, StridedArgumentsLayout) {
   loop.shape = dims({5, 1, 3});  // the size-1 dim is dropped
   set_strides(&loop, {{4, 999, 20}, {8, 0, -40}, {0, 0, 2}});
   set_data(&loop, {at(0x1000), at(0x2000 + 80), at(0x3000)});
-  CudaKernelArgs a = pack_cuda_args(loop, EwCudaVariant::kCastStrided, {});
+  cuda::CudaKernelArgs a = cuda::pack_cuda_args(loop, EwCudaVariant::kCastStrided, {});
   ASSERT_EQ(a.offsets.size() * 4, ew_cuda_offsets_bytes(3));
   EXPECT_EQ(word(a.offsets, 0), 2);  // ndim
   EXPECT_EQ(a.offsets[1], 5u);       // divisor of dim 0
   EXPECT_EQ(a.offsets[4], 3u);       // divisor of dim 1 (the original dim 2)
   EXPECT_EQ(a.offsets[7], 1u);       // unused dims divide by 1
-  const CudaDivider five{a.offsets[1], a.offsets[2], a.offsets[3]};
+  const cuda::CudaDivider five{a.offsets[1], a.offsets[2], a.offsets[3]};
   EXPECT_EQ(five.div(17), 3u);
   const size_t s = 1 + 3 * kEwCudaMaxDims;
   EXPECT_EQ(word(a.offsets, s + 0), 4);  // [dim 0][op 0]
@@ -583,9 +584,9 @@ TEST(ElementwiseCudaPacking, ContiguousArgumentsWithExtraScalars) {
   loop.shape = dims({1000});
   set_strides(&loop, {{8}, {8}});
   set_data(&loop, {at(0x1000), at(0x9000)});
-  std::vector<unsigned char> extra = pack_extra({EwOperand::of_float(2.5), EwOperand::of_float(-3)},
-                                                types_of({}, {}, T::kFloat64, {T::kFloat64, T::kFloat64}));
-  CudaKernelArgs a = pack_cuda_args(loop, EwCudaVariant::kVectorized, extra);
+  std::vector<unsigned char> extra = cuda::pack_extra({EwOperand::of_float(2.5), EwOperand::of_float(-3)},
+                                                      types_of({}, {}, T::kFloat64, {T::kFloat64, T::kFloat64}));
+  cuda::CudaKernelArgs a = cuda::pack_cuda_args(loop, EwCudaVariant::kVectorized, extra);
   EXPECT_TRUE(a.offsets.empty());
   std::vector<void*> p = a.pointers();
   ASSERT_EQ(p.size(), 3u);  // n, data, extra
@@ -595,29 +596,29 @@ TEST(ElementwiseCudaPacking, ContiguousArgumentsWithExtraScalars) {
   std::memcpy(&v[1], static_cast<char*>(p[2]) + kEwExtraSlotBytes, sizeof(double));
   EXPECT_EQ(v[0], 2.5);
   EXPECT_EQ(v[1], -3.0);
-  EXPECT_EQ(pack_cuda_args(loop, EwCudaVariant::kStrided, extra).pointers().size(), 4u);
+  EXPECT_EQ(cuda::pack_cuda_args(loop, EwCudaVariant::kStrided, extra).pointers().size(), 4u);
 }
 
 TEST(ElementwiseCudaPacking, ExtraScalarsInTheirTravelTypes) {
-  std::vector<unsigned char> b = pack_extra({EwOperand::of_int(int64_t{1} << 40), EwOperand::of_bool(true)},
-                                            types_of({}, {}, T::kInt32, {T::kInt64, T::kBool}));
+  std::vector<unsigned char> b = cuda::pack_extra({EwOperand::of_int(int64_t{1} << 40), EwOperand::of_bool(true)},
+                                                  types_of({}, {}, T::kInt32, {T::kInt64, T::kBool}));
   ASSERT_EQ(b.size(), 2 * kEwExtraSlotBytes);
   int64_t i = 0;
   std::memcpy(&i, b.data(), sizeof(i));
   EXPECT_EQ(i, int64_t{1} << 40);
   EXPECT_EQ(b[kEwExtraSlotBytes], 1);
-  b = pack_extra({EwOperand::of_complex(1.5, -2)}, types_of({}, {}, T::kComplex64, {T::kComplex64}));
+  b = cuda::pack_extra({EwOperand::of_complex(1.5, -2)}, types_of({}, {}, T::kComplex64, {T::kComplex64}));
   ASSERT_EQ(b.size(), kEwExtraSlotBytes);
   float c[2];
   std::memcpy(c, b.data(), sizeof(c));
   EXPECT_EQ(c[0], 1.5f);
   EXPECT_EQ(c[1], -2.0f);
-  b = pack_extra({EwOperand::of_float(2.5)}, types_of({}, {}, T::kInt32, {T::kFloat64}));
+  b = cuda::pack_extra({EwOperand::of_float(2.5)}, types_of({}, {}, T::kInt32, {T::kFloat64}));
   double d = 0;
   std::memcpy(&d, b.data(), sizeof(d));
   EXPECT_EQ(d, 2.5);  // not cast to the int32 compute type
   DLTensor t{};
-  EXPECT_THROW(pack_extra({EwOperand::of(&t)}, types_of({}, {}, T::kFloat32, {T::kFloat32})), TypeError);
+  EXPECT_THROW(cuda::pack_extra({EwOperand::of(&t)}, types_of({}, {}, T::kFloat32, {T::kFloat32})), TypeError);
 }
 
 TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
@@ -634,7 +635,7 @@ TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
   const double f = 2.5;
   const std::complex<double> c(1.5, -3);
   const bool b = true;
-  std::vector<unsigned char> packed = pack_scalars(t, {&i8, nullptr, &f, &c, &b});
+  std::vector<unsigned char> packed = cuda::pack_scalars(t, {&i8, nullptr, &f, &c, &b});
   ASSERT_EQ(packed.size(), 48u);
   EXPECT_EQ(static_cast<int8_t>(packed[0]), -7);
   double got_f;
@@ -644,16 +645,17 @@ TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
   EXPECT_EQ(got_f, 2.5);
   EXPECT_EQ(got_c, c);
   EXPECT_EQ(packed[32], 1);
-  EXPECT_THROW(pack_scalars(t, {nullptr, nullptr, &f, &c, &b}), InternalError);  // a by-value input needs its value
+  EXPECT_THROW(cuda::pack_scalars(t, {nullptr, nullptr, &f, &c, &b}),
+               InternalError);  // a by-value input needs its value
 
   // The kernel's kjit_scalars comes after the offsets and before the extra scalars.
   LoopLayout loop;
   loop.shape = dims({10});
   set_strides(&loop, {{8}, {0}, {8}, {0}, {0}, {0}});
   set_data(&loop, {at(0x1000), nullptr, at(0x2000), nullptr, nullptr, nullptr});
-  CudaKernelArgs a =
-      pack_cuda_args(loop, EwCudaVariant::kCastStrided,
-                     pack_extra({EwOperand::of_float(1)}, types_of({}, {}, T::kFloat64, {T::kFloat64})), packed);
+  cuda::CudaKernelArgs a = cuda::pack_cuda_args(
+      loop, EwCudaVariant::kCastStrided,
+      cuda::pack_extra({EwOperand::of_float(1)}, types_of({}, {}, T::kFloat64, {T::kFloat64})), packed);
   std::vector<void*> p = a.pointers();
   ASSERT_EQ(p.size(), 5u);  // n, data, offsets, scalars, extra
   EXPECT_EQ(p[3], a.scalars.data());
@@ -679,10 +681,10 @@ TEST(ElementwiseCudaGeometry, ByValueInputsDoNotBreakContiguity) {
   loop.shape = dims({4096});
   set_strides(&loop, {{4}, {4}, {0}});
   set_data(&loop, {at(0x1000), at(0x2000), nullptr});
-  EXPECT_TRUE(is_contiguous_loop(loop, t));
-  EXPECT_EQ(choose_cuda_variant(loop, t), EwCudaVariant::kVectorized);
+  EXPECT_TRUE(cuda::is_contiguous_loop(loop, t));
+  EXPECT_EQ(cuda::choose_cuda_variant(loop, t), EwCudaVariant::kVectorized);
   t.by_value = {};  // the same operand as a broadcast tensor: strided
-  EXPECT_EQ(choose_cuda_variant(loop, t), EwCudaVariant::kStrided);
+  EXPECT_EQ(cuda::choose_cuda_variant(loop, t), EwCudaVariant::kStrided);
 }
 
 // ---------------------------------------------------------------------------
@@ -712,14 +714,14 @@ TEST(ElementwiseCudaSplit, SmallLoopWithHugeStridesIsCoveredExactlyOnce) {
                       {2, 0, 0}});                              // broadcast input
   const uintptr_t base = uintptr_t{1} << 40;
   set_data(&loop, {at(base), at(base + (uintptr_t{6} << 31)), at(base)});
-  ASSERT_FALSE(fits_32bit_indexing(loop));
-  std::vector<LoopLayout> subs = split_for_32bit_indexing(loop);
+  ASSERT_FALSE(cuda::fits_32bit_indexing(loop));
+  std::vector<LoopLayout> subs = cuda::split_for_32bit_indexing(loop);
   EXPECT_GT(subs.size(), 1u);
   int64_t total = 0;
   for (const LoopLayout& l : subs) {
-    EXPECT_TRUE(fits_32bit_indexing(l));
+    EXPECT_TRUE(cuda::fits_32bit_indexing(l));
     total += l.numel();
-    EXPECT_EQ(strides_of(l), strides_of(loop));
+    EXPECT_EQ(operand_strides(l), operand_strides(loop));
   }
   EXPECT_EQ(total, loop.numel());
   std::multiset<int64_t> want = output_offsets({loop}, loop.operands[0].data);
@@ -735,8 +737,8 @@ TEST(ElementwiseCudaSplit, LargeLoopSplitsIntoFittingBoxes) {
   set_strides(&loop, {{4, int64_t{4} << 20}, {2, 0}, {int64_t{8} << 11, 8}});
   const uintptr_t base = uintptr_t{1} << 40;
   set_data(&loop, {at(base), at(base), at(base)});
-  ASSERT_FALSE(fits_32bit_indexing(loop));
-  std::vector<LoopLayout> subs = split_for_32bit_indexing(loop);
+  ASSERT_FALSE(cuda::fits_32bit_indexing(loop));
+  std::vector<LoopLayout> subs = cuda::split_for_32bit_indexing(loop);
   // Boxes in index space, decoded from the output's offset (row-major in dim 1).
   struct Box {
     int64_t lo0, lo1, n0, n1;
@@ -744,7 +746,7 @@ TEST(ElementwiseCudaSplit, LargeLoopSplitsIntoFittingBoxes) {
   std::vector<Box> boxes;
   int64_t total = 0;
   for (const LoopLayout& l : subs) {
-    ASSERT_TRUE(fits_32bit_indexing(l));
+    ASSERT_TRUE(cuda::fits_32bit_indexing(l));
     ASSERT_LE(l.numel(), std::numeric_limits<int32_t>::max());
     int64_t off = l.operands[0].data - loop.operands[0].data;
     Box b{(off % (int64_t{4} << 20)) / 4, off / (int64_t{4} << 20), l.shape[0], l.shape[1]};
@@ -771,11 +773,11 @@ TEST(ElementwiseCudaSplit, ContiguousLoopSplitsIntoContiguousHalves) {
   set_strides(&loop, {{4}, {4}});
   set_data(&loop, {at(uintptr_t{1} << 40), at(uintptr_t{2} << 40)});
   EwKernelTypes t = types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32);
-  std::vector<LoopLayout> subs = split_for_32bit_indexing(loop);
+  std::vector<LoopLayout> subs = cuda::split_for_32bit_indexing(loop);
   int64_t next = 0;
   for (const LoopLayout& l : subs) {
-    EXPECT_TRUE(fits_32bit_indexing(l));
-    EXPECT_TRUE(is_contiguous_loop(l, t));
+    EXPECT_TRUE(cuda::fits_32bit_indexing(l));
+    EXPECT_TRUE(cuda::is_contiguous_loop(l, t));
     EXPECT_EQ(l.operands[0].data - loop.operands[0].data, next * 4);  // in order, no gap, no overlap
     EXPECT_EQ(l.operands[1].data - loop.operands[1].data, next * 4);
     next += l.shape[0];
@@ -788,13 +790,13 @@ TEST(ElementwiseCudaSplit, FittingAndEmptyLoops) {
   loop.shape = dims({1000});
   set_strides(&loop, {{4}});
   set_data(&loop, {at(0x1000)});
-  EXPECT_EQ(split_for_32bit_indexing(loop).size(), 1u);
+  EXPECT_EQ(cuda::split_for_32bit_indexing(loop).size(), 1u);
   loop.shape = dims({0});
-  EXPECT_TRUE(split_for_32bit_indexing(loop).empty());
+  EXPECT_TRUE(cuda::split_for_32bit_indexing(loop).empty());
   loop.shape = dims({(int64_t{1} << 29) - 1});  // the largest offset is just below 2^31
-  EXPECT_TRUE(fits_32bit_indexing(loop));
+  EXPECT_TRUE(cuda::fits_32bit_indexing(loop));
   loop.shape = dims({(int64_t{1} << 29) + 1});
-  EXPECT_FALSE(fits_32bit_indexing(loop));
+  EXPECT_FALSE(cuda::fits_32bit_indexing(loop));
 }
 
 // ---------------------------------------------------------------------------
@@ -870,14 +872,14 @@ class Buffer {
 };
 
 /// Plans the launches of `loop` and runs each in the emulator; returns the plan.
-std::vector<CudaLaunch> run_emulated(const char* code, const char* entry, const EwKernelTypes& t,
-                                     const LoopLayout& loop, const std::vector<EwOperand>& extra = {},
-                                     const std::vector<const void*>& scalar_values = {}) {
+std::vector<cuda::CudaLaunch> run_emulated(const char* code, const char* entry, const EwKernelTypes& t,
+                                           const LoopLayout& loop, const std::vector<EwOperand>& extra = {},
+                                           const std::vector<const void*>& scalar_values = {}) {
   std::vector<unsigned char> scalars =
-      scalar_values.empty() ? std::vector<unsigned char>{} : pack_scalars(t, scalar_values);
-  std::vector<CudaLaunch> launches = plan_cuda_launches(loop, t, pack_extra(extra, t), scalars);
+      scalar_values.empty() ? std::vector<unsigned char>{} : cuda::pack_scalars(t, scalar_values);
+  std::vector<cuda::CudaLaunch> launches = cuda::plan_cuda_launches(loop, t, cuda::pack_extra(extra, t), scalars);
   std::map<EwCudaVariant, std::unique_ptr<EmulatedModule>> modules;
-  for (CudaLaunch& l : launches) {
+  for (cuda::CudaLaunch& l : launches) {
     std::unique_ptr<EmulatedModule>& m = modules[l.variant];
     if (!m) m = std::make_unique<EmulatedModule>(code, entry, t, l.variant);
     EXPECT_TRUE(m->ok()) << m->log();
@@ -1210,7 +1212,7 @@ TEST(ElementwiseCudaNoDriver, DriverLoaderThrowsRuntimeError) {
   if (driver_installed()) GTEST_SKIP() << "a CUDA driver (libcuda.so.1) is installed";
   for (int attempt = 0; attempt < 2; ++attempt) {  // the failure is remembered
     try {
-      cuda_driver();
+      cuda::cuda_driver();
       FAIL() << "cuda_driver() succeeded without a driver";
     } catch (const RuntimeError& e) {
       std::string msg = e.what();
@@ -1228,7 +1230,7 @@ TEST(ElementwiseCudaNoDriver, ConcurrentFirstUseGivesTheSameError) {
   for (size_t i = 0; i < messages.size(); ++i) {
     threads.emplace_back([&messages, i] {
       try {
-        cuda_driver();
+        cuda::cuda_driver();
       } catch (const RuntimeError& e) {
         messages[i] = e.what();
       }
@@ -1242,14 +1244,14 @@ TEST(ElementwiseCudaNoDriver, ConcurrentFirstUseGivesTheSameError) {
 TEST(ElementwiseCudaNoDriver, LaunchFailsBeforeCompiling) {
   if (driver_installed()) GTEST_SKIP() << "a CUDA driver (libcuda.so.1) is installed";
   // Broken code: a compile would raise CompileError, so RuntimeError shows none ran.
-  CudaElementwiseKernel kernel("template <typename T> T f(T a) { return a +; }", "f",
-                               types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32));
+  cuda::CudaElementwiseKernel kernel("template <typename T> T f(T a) { return a +; }", "f",
+                                     types_of({T::kFloat32}, {T::kFloat32}, T::kFloat32));
   LoopLayout loop;
   loop.shape = dims({16});
   set_strides(&loop, {{4}, {4}});
   set_data(&loop, {at(0x1000), at(0x2000)});
   try {
-    launch_elementwise_cuda(kernel, loop, {}, {}, 0, nullptr);
+    cuda::launch_elementwise_cuda(kernel, loop, {}, {}, 0, nullptr);
     FAIL() << "launched without a driver";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(std::string(e.what()).rfind(kNoDriverPrefix, 0), 0u) << e.what();
@@ -1271,21 +1273,21 @@ TEST(ElementwiseCudaDiskCache, SecondCompileIsAHit) {
   types.compute = kjit::EwType::kFloat32;
   const std::string code = "template <typename T> T add(T a, T b) { return a + b; }";
   bool hit = true;
-  kjit::ew::NvrtcResult first;
+  kjit::cuda::NvrtcResult first;
   try {
     first =
-        kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, &hit);
+        kjit::cuda::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, &hit);
   } catch (const kjit::ToolchainError& e) {
     GTEST_SKIP() << "NVRTC does not load here: " << e.what();
   }
   EXPECT_FALSE(hit);
-  kjit::ew::NvrtcResult second =
-      kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, &hit);
+  kjit::cuda::NvrtcResult second =
+      kjit::cuda::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "sm_80", {}, dir, &hit);
   EXPECT_TRUE(hit);
   EXPECT_EQ(first.binary, second.binary);
   EXPECT_FALSE(second.ptx);
   // Another arch is another image.
-  kjit::ew::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "compute_90", {}, dir, &hit);
+  kjit::cuda::cached_elementwise_cuda(code, "add", types, kjit::EwCudaVariant::kStrided, "compute_90", {}, dir, &hit);
   EXPECT_FALSE(hit);
   std::filesystem::remove_all(dir);
 }

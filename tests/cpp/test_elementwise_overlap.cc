@@ -13,11 +13,11 @@
 
 namespace {
 
-using kjit::ew::may_share_memory;
-using kjit::ew::Overlap;
-using kjit::ew::OverlapTerm;
-using kjit::ew::solve_bounded_sum;
-using kjit::ew::StridedBytes;
+using kjit::iterator::may_share_memory;
+using kjit::iterator::Overlap;
+using kjit::iterator::OverlapTerm;
+using kjit::iterator::solve_bounded_sum;
+using kjit::iterator::StridedBytes;
 
 /// Whether sum(coef * x) == rhs has a bounded solution, by enumerating every x.
 bool brute_force_sum(const std::vector<OverlapTerm>& terms, int64_t rhs) {
@@ -46,7 +46,7 @@ TEST(ElementwiseOverlap, BoundedSumMatchesBruteForce) {
       most += static_cast<int64_t>(t.coef * t.bound);
     }
     const int64_t rhs = static_cast<int64_t>(rng() % (most + 3));
-    const Overlap got = solve_bounded_sum(terms, static_cast<kjit::ew::OverlapUInt>(rhs), 1 << 20);
+    const Overlap got = solve_bounded_sum(terms, static_cast<kjit::iterator::OverlapUInt>(rhs), 1 << 20);
     ASSERT_NE(got, Overlap::kTooHard);
     EXPECT_EQ(got == Overlap::kYes, brute_force_sum(terms, rhs)) << "trial " << trial << " rhs " << rhs;
   }

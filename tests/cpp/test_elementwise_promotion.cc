@@ -14,7 +14,7 @@ namespace kjit {
 namespace {
 
 using T = EwType;
-using ew::TypeInput;
+using iterator::TypeInput;
 
 std::vector<TypeInput> strong(const std::vector<T>& types) {
   std::vector<TypeInput> out;
@@ -22,7 +22,7 @@ std::vector<TypeInput> strong(const std::vector<T>& types) {
   return out;
 }
 
-T numpy_result(const std::vector<T>& types) { return ew::result_type("f", strong(types), Promotion::kNumPy); }
+T numpy_result(const std::vector<T>& types) { return iterator::result_type("f", strong(types), Promotion::kNumPy); }
 
 TEST(ElementwisePromotion, NumPyThreeInputsDoNotDependOnOrder) {
   // The examples: np.result_type of all inputs, not a pairwise fold.
@@ -56,7 +56,7 @@ TEST(ElementwisePromotion, NumPyAnyOrderOfEveryTripleAgrees) {
 
 TEST(ElementwisePromotion, TorchRefusalsAreTypeErrorsNamingTheInput) {
   try {
-    ew::result_type("f", strong({T::kUInt16, T::kInt8}), Promotion::kTorch);
+    iterator::result_type("f", strong({T::kUInt16, T::kInt8}), Promotion::kTorch);
     FAIL() << "no error";
   } catch (const TypeError& e) {
     EXPECT_NE(std::string(e.what()).find("f: PyTorch's rules do not promote input #1 (int8) with uint16"),
@@ -65,17 +65,17 @@ TEST(ElementwisePromotion, TorchRefusalsAreTypeErrorsNamingTheInput) {
   }
   std::vector<TypeInput> half_complex = strong({T::kFloat16});
   half_complex.push_back({T::kComplex128, TypeInput::Weight::kWeak, 1});
-  EXPECT_THROW(ew::result_type("f", half_complex, Promotion::kTorch), TypeError);  // complex32
-  half_complex.push_back({T::kComplex64, TypeInput::Weight::kStrong, 2});          // a complex64 tensor decides
-  EXPECT_EQ(ew::result_type("f", half_complex, Promotion::kTorch), T::kComplex64);
+  EXPECT_THROW(iterator::result_type("f", half_complex, Promotion::kTorch), TypeError);  // complex32
+  half_complex.push_back({T::kComplex64, TypeInput::Weight::kStrong, 2});                // a complex64 tensor decides
+  EXPECT_EQ(iterator::result_type("f", half_complex, Promotion::kTorch), T::kComplex64);
 }
 
 TEST(ElementwisePromotion, FloatComputationsPromoteLikeNumPyAndTorch) {
-  EXPECT_EQ(ew::float_result_type(strong({T::kInt8}), T::kInt8, Promotion::kNumPy), T::kFloat16);
-  EXPECT_EQ(ew::float_result_type(strong({T::kInt8, T::kUInt8}), T::kInt16, Promotion::kNumPy), T::kFloat16);
-  EXPECT_EQ(ew::float_result_type(strong({T::kInt32}), T::kInt32, Promotion::kNumPy), T::kFloat64);
-  EXPECT_EQ(ew::float_result_type(strong({T::kInt32}), T::kInt32, Promotion::kTorch), T::kFloat32);
-  EXPECT_EQ(ew::float_result_type(strong({T::kFloat32}), T::kFloat32, Promotion::kNumPy), T::kFloat32);
+  EXPECT_EQ(iterator::float_result_type(strong({T::kInt8}), T::kInt8, Promotion::kNumPy), T::kFloat16);
+  EXPECT_EQ(iterator::float_result_type(strong({T::kInt8, T::kUInt8}), T::kInt16, Promotion::kNumPy), T::kFloat16);
+  EXPECT_EQ(iterator::float_result_type(strong({T::kInt32}), T::kInt32, Promotion::kNumPy), T::kFloat64);
+  EXPECT_EQ(iterator::float_result_type(strong({T::kInt32}), T::kInt32, Promotion::kTorch), T::kFloat32);
+  EXPECT_EQ(iterator::float_result_type(strong({T::kFloat32}), T::kFloat32, Promotion::kNumPy), T::kFloat32);
 }
 
 TEST(ElementwisePromotion, HalfResultsRoundInputsAndWiderStores) {

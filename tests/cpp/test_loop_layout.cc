@@ -94,10 +94,10 @@ TEST(LoopLayout, TheIteratorAndTheElementwisePlannerLayOneProblemOutAlike) {
                                       .add_input(kjit::TensorView(&b))
                                       .build();
   kjit::detail::Operands ops(3);
-  ops[0].strides = kjit::ew::loop_strides(shape, out_strides, 4, 3);
-  ops[1].strides = kjit::ew::loop_strides(shape, a_strides, 4, 3);
-  ops[2].strides = kjit::ew::loop_strides(b_shape, b_strides, 4, 3);
-  const LoopLayout loop = kjit::ew::make_loop(shape, ops, 1);
+  ops[0].strides = kjit::iterator::loop_strides(shape, out_strides, 4, 3);
+  ops[1].strides = kjit::iterator::loop_strides(shape, a_strides, 4, 3);
+  ops[2].strides = kjit::iterator::loop_strides(b_shape, b_strides, 4, 3);
+  const LoopLayout loop = kjit::iterator::make_loop(shape, ops, 1);
   EXPECT_EQ(vec(loop.shape), vec(it.shape()));
   for (int op = 0; op < 3; ++op) {
     EXPECT_EQ(vec(loop.operands[op].strides), std::vector<int64_t>(it.strides(op), it.strides(op) + it.ndim()))

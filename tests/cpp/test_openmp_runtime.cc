@@ -22,8 +22,8 @@
 
 namespace {
 
-using kjit::ew::loaded_openmp_runtime;
-using kjit::ew::parallel_for;
+using kjit::cpu::loaded_openmp_runtime;
+using kjit::cpu::parallel_for;
 
 /// Loads the system's libgomp as a Python extension would (RTLD_LOCAL); the
 /// omp_get_thread_num it exports.
@@ -58,7 +58,7 @@ TEST(OpenMpRuntime, RegionsRunOnTheRuntimesTeam) {
     second = second || team_ids[c] == 1;
   }
   EXPECT_TRUE(second) << "no chunk ran on OpenMP team thread 1";
-  EXPECT_EQ(kjit::ew::pool_worker_count(), 0) << "kjit's own pool started although OpenMP ran the region";
+  EXPECT_EQ(kjit::cpu::pool_worker_count(), 0) << "kjit's own pool started although OpenMP ran the region";
 }
 
 TEST(OpenMpRuntime, EachTeamThreadRunsItsOwnBlockFirst) {
@@ -113,7 +113,7 @@ TEST(OpenMpRuntime, ForkedChildUsesKjitsPool) {
       runs.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     });
-    _exit(runs.load() == 64 && kjit::ew::pool_worker_count() == 1 ? 0 : 1);
+    _exit(runs.load() == 64 && kjit::cpu::pool_worker_count() == 1 ? 0 : 1);
   }
   int status = -1;
   for (int waited_ms = 0; waited_ms < 20000 && waitpid(pid, &status, WNOHANG) != pid; waited_ms += 10) {
@@ -134,7 +134,7 @@ TEST(OpenMpRuntime, EnvironmentTurnsItOff) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   });
   EXPECT_EQ(runs.load(), 64);
-  EXPECT_EQ(kjit::ew::pool_worker_count(), 1) << "kjit's own pool did not run the region";
+  EXPECT_EQ(kjit::cpu::pool_worker_count(), 1) << "kjit's own pool did not run the region";
 }
 
 }  // namespace
@@ -150,7 +150,7 @@ TEST(OpenMpRuntime, ACompetitorSeenAfterTheTeamSleptMakesRegionsSerial) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs 2 CPUs";
   auto thread_num = load_libgomp();
   if (thread_num == nullptr) GTEST_SKIP() << "no libgomp.so.1 on this machine";
-  kjit::ew::set_runnable_reader([] { return 1; });  // the caller alone
+  kjit::cpu::set_runnable_reader([] { return 1; });  // the caller alone
   std::vector<int> team_ids(8, -1);
   auto region = [&] {
     parallel_for(8, 2, [&](int c) {
@@ -162,11 +162,11 @@ TEST(OpenMpRuntime, ACompetitorSeenAfterTheTeamSleptMakesRegionsSerial) {
     return second;
   };
   ASSERT_TRUE(region()) << "the quiet machine's region did not use the team";
-  kjit::ew::set_runnable_reader(&one_cpu_free);
+  kjit::cpu::set_runnable_reader(&one_cpu_free);
   for (int reading = 0; reading < 2; ++reading) {                // two readings in a row must see it
     std::this_thread::sleep_for(std::chrono::milliseconds(40));  // past the team's spin and the last reading
     region();                                                    // reads the count
   }
   EXPECT_FALSE(region()) << "a region used the OpenMP team beside a competitor";
-  kjit::ew::set_runnable_reader(nullptr);
+  kjit::cpu::set_runnable_reader(nullptr);
 }

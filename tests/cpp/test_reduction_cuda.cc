@@ -69,7 +69,7 @@ std::vector<Case> cases() {
 
 std::string nvrtc_skip_reason() {
   try {
-    ew::nvrtc_version();
+    cuda::nvrtc_version();
     return "";
   } catch (const ToolchainError& e) {
     return e.what();
@@ -95,7 +95,7 @@ TEST_P(ReductionCudaNvrtc, SourceIsSelfContained) {
 
 TEST_P(ReductionCudaNvrtc, CompilesToCubinForSm80AndSm90) {
   for (const char* arch : {"sm_80", "sm_90"}) {
-    const ew::NvrtcResult r = ew::compile_cuda(source(), arch);
+    const cuda::NvrtcResult r = cuda::compile_cuda(source(), arch);
     EXPECT_FALSE(r.ptx);
     EXPECT_EQ(r.log.find("warning"), std::string::npos) << arch << ":\n" << r.log;
     ASSERT_GT(r.binary.size(), 4u) << arch;
@@ -117,7 +117,7 @@ TEST_P(ReductionCudaNvrtc, PtxForCompute90AssemblesWithPtxas) {
   } catch (const ToolchainError&) {
   }
   if (ptxas.empty() || !fs::exists(ptxas)) GTEST_SKIP() << "no ptxas in the CUDA toolkit";
-  const ew::NvrtcResult r = ew::compile_cuda(source(), "compute_90");
+  const cuda::NvrtcResult r = cuda::compile_cuda(source(), "compute_90");
   ASSERT_TRUE(r.ptx);
   EXPECT_NE(r.binary.find(".entry kjit_red_partial("), std::string::npos);
   TempDir tmp;
@@ -134,9 +134,9 @@ TEST(ReductionCudaNvrtcErrors, AUserErrorIsACompileErrorWithTheLog) {
   if (!nvrtc_skip_reason().empty()) GTEST_SKIP() << nvrtc_skip_reason();
   const RedKernelTypes t{{T::kFloat32}, T::kFloat32, T::kFloat32};
   try {
-    ew::compile_cuda(emit_reduction_cuda("template <typename T> T add(T a, T b) { return a + undefined_b; }",
-                                         {"add", "", "", false}, t),
-                     "sm_80");
+    cuda::compile_cuda(emit_reduction_cuda("template <typename T> T add(T a, T b) { return a + undefined_b; }",
+                                           {"add", "", "", false}, t),
+                       "sm_80");
     FAIL() << "compiled";
   } catch (const CompileError& e) {
     EXPECT_NE(e.log().find("undefined_b"), std::string::npos) << e.log();

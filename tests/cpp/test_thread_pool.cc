@@ -20,7 +20,7 @@
 
 namespace {
 
-using kjit::ew::parallel_for;
+using kjit::cpu::parallel_for;
 
 /// How many times each chunk ran in one region of `chunks` on `threads` threads.
 std::vector<int> chunk_runs(int chunks, int threads) {
@@ -138,17 +138,17 @@ bool worker_took_a_chunk() {
 TEST(ThreadPool, ForkedChildStartsANewPool) {
   kjit_test::ThreadsNotAdapted threads_not_adapted;
   ASSERT_TRUE(worker_took_a_chunk());  // the parent's pool has a running worker
-  ASSERT_GE(kjit::ew::pool_worker_count(), 1);
+  ASSERT_GE(kjit::cpu::pool_worker_count(), 1);
   EXPECT_TRUE(child_succeeds([] {
-    if (kjit::ew::pool_worker_count() != 0) return false;  // the parent's workers do not exist here
+    if (kjit::cpu::pool_worker_count() != 0) return false;  // the parent's workers do not exist here
     std::vector<std::thread::id> ids(64);
-    kjit::ew::parallel_for(64, 2, [&](int c) {
+    kjit::cpu::parallel_for(64, 2, [&](int c) {
       ids[c] = std::this_thread::get_id();
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     });
     bool other = false;
     for (const auto& id : ids) other = other || id != std::this_thread::get_id();
-    return other && kjit::ew::pool_worker_count() == 1;
+    return other && kjit::cpu::pool_worker_count() == 1;
   }));
   EXPECT_EQ(chunk_runs(8, 2), std::vector<int>(8, 1));  // and the parent's is untouched
 }
@@ -200,8 +200,8 @@ bool a_region_uses_the_pool_within_5_s() {
 /// Sets the governor's runnable count for a test's lifetime (-1: unknown, so only
 /// late regions count; other tests running beside this one do not).
 struct RunnableCount {
-  explicit RunnableCount(int (*reader)()) { kjit::ew::set_runnable_reader(reader); }
-  ~RunnableCount() { kjit::ew::set_runnable_reader(nullptr); }
+  explicit RunnableCount(int (*reader)()) { kjit::cpu::set_runnable_reader(reader); }
+  ~RunnableCount() { kjit::cpu::set_runnable_reader(nullptr); }
   RunnableCount(const RunnableCount&) = delete;
   RunnableCount& operator=(const RunnableCount&) = delete;
 };
@@ -251,23 +251,23 @@ TEST(ThreadPool, RunnableThreadsThatAreNotOursMakeRegionsSerial) {
 // The governor subtracts our threads from the machine's runnable count by their
 // scheduler state: a spinning one counts, a sleeping one does not.
 TEST(OwnThreads, CountsOnlyThoseTheSchedulerCanRun) {
-  EXPECT_EQ(kjit::ew::runnable_own_threads(), 0);  // a fresh process (one per test)
+  EXPECT_EQ(kjit::cpu::runnable_own_threads(), 0);  // a fresh process (one per test)
   std::atomic<int> phase{0};
   std::thread t([&] {
-    kjit::ew::note_own_thread();
-    kjit::ew::note_own_thread();  // once per thread
+    kjit::cpu::note_own_thread();
+    kjit::cpu::note_own_thread();  // once per thread
     phase.store(1);
     while (phase.load() == 1) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   });
   while (phase.load() == 0) std::this_thread::yield();
-  EXPECT_EQ(kjit::ew::runnable_own_threads(), 1) << "a spinning thread of ours is not counted";
+  EXPECT_EQ(kjit::cpu::runnable_own_threads(), 1) << "a spinning thread of ours is not counted";
   phase.store(2);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it sleeps now
-  EXPECT_EQ(kjit::ew::runnable_own_threads(), 0) << "a sleeping thread of ours is counted";
+  EXPECT_EQ(kjit::cpu::runnable_own_threads(), 0) << "a sleeping thread of ours is counted";
   t.join();
-  EXPECT_EQ(kjit::ew::runnable_own_threads(), 0) << "an exited thread is counted";
+  EXPECT_EQ(kjit::cpu::runnable_own_threads(), 0) << "an exited thread is counted";
 }
 
 TEST(ThreadPool, AWorkerThatCannotStartLeavesTheRegionToTheCaller) {
@@ -296,7 +296,7 @@ TEST(ThreadPool, AWorkerThatCannotStartLeavesTheRegionToTheCaller) {
     } catch (const std::exception&) {
     }
     const bool ok = holders.size() < 4096 && chunk_runs(64, 4) == std::vector<int>(64, 1) &&
-                    kjit::ew::pool_worker_count() == 0 && chunk_runs(16, 2) == std::vector<int>(16, 1);
+                    kjit::cpu::pool_worker_count() == 0 && chunk_runs(16, 2) == std::vector<int>(16, 1);
     release.store(true);
     for (auto& t : holders) t.join();
     return ok;
