@@ -1310,6 +1310,9 @@ def section_reduction(sec: Section) -> None:
                                     upcast_integers=False)
         fns["mean"] = kjit.reduction(add, identity=0, post_code="template <typename T> T mean(T s, int64_t n) "
                                      "{ return s / static_cast<T>(n); }", name="mean")
+        fns["sqmean"] = kjit.reduction(add, identity=0, map_code="template <typename T> T sq(T x, T c) "
+                                       "{ return (x - c) * (x - c); }", post_code="template <typename T> T "
+                                       "mean(T s, int64_t n) { return s / static_cast<T>(n); }", name="sqmean")
         fns["argmax"] = kjit.arg_reduction("template <typename T> bool gt(T a, T b) { return a > b || (a != a && "
                                            "b == b); }")
         return f"{len(fns)} functions"
@@ -1354,6 +1357,8 @@ def section_reduction(sec: Section) -> None:
             case(f"mean (513, 1025).T axis={axis}", fns["mean"](m.to(device).T, axis=axis),
                  m.T.double().mean(axis).float(), 1e-5)
             case(f"argmax (513, 1025) axis={axis}", fns["argmax"](m.to(device), axis=axis), m.argmax(axis), 0)
+        case("mean of (x - 0.25)^2, 0.25 a Python scalar", fns["sqmean"](m.to(device), 0.25, axis=1),
+             ((m.double() - 0.25) ** 2).mean(1).float(), 1e-5)
         i8 = torch.randint(-128, 127, (100003,), dtype=torch.int8, generator=gen)
         case("sum int8 -> int64", fns["sum"](i8.to(device)), i8.sum(), 0)
         h = torch.rand(4099, generator=gen).half()

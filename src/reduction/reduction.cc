@@ -194,7 +194,8 @@ struct Reduction::Impl {
 
   std::shared_ptr<red::CudaReductionKernel> cuda_kernel_for(const RedKernelTypes& types);
   /// Launches on the output's device, on tvm-ffi's current stream for it (torch's).
-  void execute_cuda(const RedPlan& plan, const std::vector<char*>& data, const DLTensor* out) const;
+  void execute_cuda(const RedPlan& plan, const std::vector<EwOperand>& inputs, const std::vector<char*>& data,
+                    const DLTensor* out) const;
 
   RedKernelFn kernel_for(const RedKernelTypes& types);
   red::RedCall plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
@@ -343,12 +344,6 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   plan.outer = !dims.kept_shape.empty() && dims.reduced_shape.size() == 1 &&
                dims.kept_strides[(dims.kept_shape.size() - 1) * n_ops + 1] == iterator::size_of(plan.types.inputs[0]);
   if (c.call.device.device_type == kDLCUDA) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].tensor == nullptr) {
-        throw NotImplementedError(name + ": input #" + std::to_string(i) +
-                                  " is a scalar; a CUDA reduction takes tensors only so far (pass a 0-d tensor)");
-      }
-    }
     plan.cuda = cuda_kernel_for(plan.types);
   } else if (plan.dims.outputs > 0) {
     plan.kernel = kernel_for(plan.types);
@@ -358,8 +353,13 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   return made;
 }
 
-void Reduction::Impl::execute_cuda(const RedPlan& plan, const std::vector<char*>& data, const DLTensor* out) const {
+void Reduction::Impl::execute_cuda(const RedPlan& plan, const std::vector<EwOperand>& inputs,
+                                   const std::vector<char*>& data, const DLTensor* out) const {
   const int device = out->device.device_id;
+  std::vector<const unsigned char*> scalars(data.size(), nullptr);  // their bytes travel in the launch's parameter
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].tensor == nullptr) scalars[i + 1] = reinterpret_cast<const unsigned char*>(data[i + 1]);
+  }
   std::vector<tvm::ffi::Tensor> scratch;  // alive until the launches are queued; the allocator orders reuse
   auto allocate = [&](size_t bytes) -> char* {
     if (TVMFFIEnvGetDLPackManagedTensorAllocator() == nullptr) return nullptr;
@@ -368,8 +368,8 @@ void Reduction::Impl::execute_cuda(const RedPlan& plan, const std::vector<char*>
                                                      DLDataType{kDLUInt, 8, 1}, out->device));
     return static_cast<char*>(scratch.back().data_ptr());
   };
-  red::launch_reduction_cuda(*plan.cuda, plan.dims, plan.call.count, plan.outer, data, plan.identity.bytes, device,
-                             TVMFFIEnvGetStream(kDLCUDA, device), allocate);
+  red::launch_reduction_cuda(*plan.cuda, plan.dims, plan.call.count, plan.outer, data, scalars, plan.identity.bytes,
+                             device, TVMFFIEnvGetStream(kDLCUDA, device), allocate);
 }
 
 void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>& inputs, const DLTensor* out,
@@ -397,7 +397,7 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
     }
   }
   if (plan.cuda) {
-    execute_cuda(plan, data, out);
+    execute_cuda(plan, inputs, data, out);
     return;
   }
   const red::RedDims& dims = plan.dims;

@@ -82,14 +82,15 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
 /// The kernel parameter's field offsets, as the device struct lays them out.
 struct ProblemLayout {
   size_t kept_shape = 40, reduced_shape = 40 + 8 * red::kCudaMaxDims, kept_strides = 40 + 16 * red::kCudaMaxDims;
-  size_t reduced_strides, data, partials, identity, bytes;
+  size_t reduced_strides, data, partials, identity, scalars, bytes;
   explicit ProblemLayout(int n_ops) {
     const size_t strides = 8 * static_cast<size_t>(red::kCudaMaxDims) * n_ops;
     reduced_strides = kept_strides + strides;
     data = reduced_strides + strides;
     partials = data + 8 * static_cast<size_t>(n_ops);
     identity = (partials + 8 + 15) / 16 * 16;
-    bytes = identity + 16;
+    scalars = identity + 16;
+    bytes = scalars + 16 * static_cast<size_t>(n_ops);
   }
 };
 
@@ -174,7 +175,12 @@ std::vector<unsigned char> pack_cuda_problem(const CudaProblem& p) {
   };
   put_group(l.kept_shape, l.kept_strides, d.kept_shape, d.kept_strides);
   put_group(l.reduced_shape, l.reduced_strides, d.reduced_shape, d.reduced_strides);
-  for (size_t op = 0; op < p.data.size(); ++op) put(&out, l.data + 8 * op, p.data[op]);
+  internal_check(p.scalars.empty() || p.scalars.size() == p.data.size(), "a CUDA problem's scalars per operand");
+  for (size_t op = 0; op < p.data.size(); ++op) {
+    const unsigned char* scalar = p.scalars.empty() ? nullptr : p.scalars[op];
+    put(&out, l.data + 8 * op, scalar != nullptr ? nullptr : p.data[op]);
+    if (scalar != nullptr) std::memcpy(out.data() + l.scalars + 16 * op, scalar, 16);
+  }
   put(&out, l.partials, p.partials);
   if (p.identity != nullptr) std::memcpy(out.data() + l.identity, p.identity, 16);
   return out;
@@ -210,7 +216,8 @@ void* CudaReductionKernel::function(const std::string& name, int cc) {
 }
 
 void launch_reduction_cuda(CudaReductionKernel& kernel, const RedDims& dims, int64_t count, bool outer,
-                           const std::vector<char*>& data, const unsigned char* identity, int device, void* stream,
+                           const std::vector<char*>& data, const std::vector<const unsigned char*>& scalars,
+                           const unsigned char* identity, int device, void* stream,
                            const std::function<char*(size_t)>& scratch) {
   const cuda::CudaDriver& d = cuda::cuda_driver();  // first: no driver, no compile
   if (dims.outputs == 0) return;
@@ -218,6 +225,7 @@ void launch_reduction_cuda(CudaReductionKernel& kernel, const RedDims& dims, int
   p.dims = &dims;
   p.count = count;
   p.data = data;
+  p.scalars = scalars;
   p.identity = identity;
   p.split = cuda_split(dims.outputs, count, outer, true);
   if (p.split.parts > 1) {

@@ -57,9 +57,10 @@ struct CudaProblem {
   const RedDims* dims = nullptr;
   int64_t count = 0;  ///< elements reduced into each output
   CudaSplit split;
-  std::vector<char*> data;                  ///< device pointers, the output first
-  char* partials = nullptr;                 ///< [output][part] accumulators (parts > 1)
-  const unsigned char* identity = nullptr;  ///< 16 bytes: the identity in the accumulator type
+  std::vector<char*> data;                    ///< device pointers, the output first
+  std::vector<const unsigned char*> scalars;  ///< per operand: a scalar's 16 host bytes, else nullptr (or none)
+  char* partials = nullptr;                   ///< [output][part] accumulators (parts > 1)
+  const unsigned char* identity = nullptr;    ///< 16 bytes: the identity in the accumulator type
 };
 
 /// The kernel parameter, laid out as kjit_red_cuda_problem. Throws
@@ -89,12 +90,14 @@ class CudaReductionKernel {
 };
 
 /// Reduces on `device`'s `stream`: kjit_red_partial, then with partials
-/// kjit_red_finish. `scratch(bytes)` gives device memory for the partials that
+/// kjit_red_finish. `scalars[op]` holds a scalar operand's 16 bytes (its `data`
+/// entry is unused), nullptr for a tensor. `scratch(bytes)` gives device memory for the partials that
 /// stays valid for work on `stream` (nullptr when there is no allocator: then one
 /// part per output). Throws RuntimeError without a driver or when a driver call
 /// fails, CompileError.
 void launch_reduction_cuda(CudaReductionKernel& kernel, const RedDims& dims, int64_t count, bool outer,
-                           const std::vector<char*>& data, const unsigned char* identity, int device, void* stream,
+                           const std::vector<char*>& data, const std::vector<const unsigned char*>& scalars,
+                           const unsigned char* identity, int device, void* stream,
                            const std::function<char*(size_t)>& scratch);
 
 }  // namespace red

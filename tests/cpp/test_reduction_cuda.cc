@@ -210,10 +210,12 @@ class EmulatedReduction {
   const std::string& log() const { return log_; }
 
   /// Reduces `shape` (strides in bytes per operand, the output first, 0 along
-  /// reduced dims) with launch_reduction_cuda's steps, partials in host memory.
+  /// reduced dims) with launch_reduction_cuda's steps, partials in host memory;
+  /// `scalars` as launch_reduction_cuda's.
   void run(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
            const std::vector<std::vector<int64_t>>& strides, const std::vector<char*>& data, int64_t acc_bytes,
-           const void* identity, bool outer, bool partials_allowed = true) {
+           const void* identity, bool outer, bool partials_allowed = true,
+           const std::vector<const unsigned char*>& scalars = {}) {
     const RedDims dims = plan_dims(shape, reduced, kjit_test::operands_slowest_first(strides));
     int64_t count = 1;
     for (size_t d = 0; d < shape.size(); ++d) count *= reduced[d] ? shape[d] : 1;
@@ -221,6 +223,7 @@ class EmulatedReduction {
     p.dims = &dims;
     p.count = count;
     p.data = data;
+    p.scalars = scalars;
     unsigned char id[16] = {};
     if (identity != nullptr) std::memcpy(id, identity, static_cast<size_t>(acc_bytes));
     p.identity = id;
@@ -342,6 +345,32 @@ TEST_F(ReductionCudaEmulated, MapOverTwoInputsAndPost) {
     double s = 0;
     for (int64_t r = 0; r < rows; ++r) s += (x[r * cols + c] - y[c]) * (x[r * cols + c] - y[c]);
     EXPECT_DOUBLE_EQ(out[c], s / rows) << c;
+  }
+}
+
+TEST_F(ReductionCudaEmulated, AScalarInputTravelsInTheParameter) {
+  EmulatedReduction k(cases()[4]);  // mean of (x - y)^2, y a Python scalar (float64)
+  ASSERT_TRUE(k.ok()) << k.log();
+  const int64_t n = 5000;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 17) * 0.25f;
+  alignas(16) unsigned char y[16] = {};
+  const double y_value = 1.75;
+  std::memcpy(y, &y_value, sizeof(y_value));
+  const double zero = 0;
+  double out = -1;
+  // The scalar's data entry is never read: an address that would fault.
+  char* const unread = reinterpret_cast<char*>(uintptr_t{16});
+  for (bool partials : {true, false}) {
+    k.run({n}, {true}, {{0}, {4}, {0}}, {reinterpret_cast<char*>(&out), reinterpret_cast<char*>(x.data()), unread}, 8,
+          &zero, false, partials, {nullptr, nullptr, y});
+    double want = 0;
+    for (int64_t p = 0; p < k.last_parts(); ++p) {
+      double part = 0;  // each part's running sum, then the parts in order
+      for (int64_t i = p; i < n; i += k.last_parts()) part += (x[i] - y_value) * (x[i] - y_value);
+      want += part;
+    }
+    EXPECT_DOUBLE_EQ(out, want / n) << "partials " << partials;
   }
 }
 

@@ -34,9 +34,12 @@ struct kjit_red_cuda_problem {
   int64_t reduced_shape[KJIT_RED_CUDA_MAX_DIMS];
   int64_t kept_strides[KJIT_RED_CUDA_MAX_DIMS][KJIT_RED_OPS];
   int64_t reduced_strides[KJIT_RED_CUDA_MAX_DIMS][KJIT_RED_OPS];
-  char* data[KJIT_RED_OPS];
+  char* data[KJIT_RED_OPS];                ///< nullptr: the operand is a scalar in `scalars`
   char* partials;                          ///< [output][part] accumulators (parts > 1)
   alignas(16) unsigned char identity[16];  ///< the identity in the accumulator type
+  /// A Python scalar input's value in its load type (its strides are 0), as the
+  /// CPU kernels read it from the host: no device memory to copy it to first.
+  alignas(16) unsigned char scalars[KJIT_RED_OPS][16];
 };
 
 /// Moves each operand's pointer to linear index `i` of dims `shape[0..n)`.
@@ -51,7 +54,9 @@ __device__ __forceinline__ void kjit_red_cuda_locate(int64_t i, int n, const int
 
 /// The pointers of output `o`'s first element.
 __device__ __forceinline__ void kjit_red_cuda_output(const kjit_red_cuda_problem& p, int64_t o, char** at) {
-  for (int op = 0; op < KJIT_RED_OPS; ++op) at[op] = p.data[op];
+  for (int op = 0; op < KJIT_RED_OPS; ++op) {
+    at[op] = p.data[op] != nullptr ? p.data[op] : const_cast<char*>(reinterpret_cast<const char*>(p.scalars[op]));
+  }
   kjit_red_cuda_locate(o, p.n_kept, p.kept_shape, p.kept_strides, at);
 }
 
