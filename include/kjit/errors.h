@@ -25,6 +25,7 @@ enum class ErrorKind {
   kValueError,
   kTypeError,
   kIndexError,
+  kAxisError,
   kRuntimeError,
   kNotImplementedError,
   kMemoryError,
@@ -50,6 +51,8 @@ constexpr const char* error_kind_name(ErrorKind kind) noexcept {
       return "TypeError";
     case ErrorKind::kIndexError:
       return "IndexError";
+    case ErrorKind::kAxisError:
+      return "AxisError";
     case ErrorKind::kRuntimeError:
       return "RuntimeError";
     case ErrorKind::kNotImplementedError:
@@ -76,11 +79,11 @@ constexpr const char* error_kind_name(ErrorKind kind) noexcept {
 
 /// Every kind, in declaration order (for tests and for Python's registrations).
 inline constexpr ErrorKind kAllErrorKinds[] = {
-    ErrorKind::kValueError,    ErrorKind::kTypeError,           ErrorKind::kIndexError,
-    ErrorKind::kRuntimeError,  ErrorKind::kNotImplementedError, ErrorKind::kMemoryError,
-    ErrorKind::kOverflowError, ErrorKind::kZeroDivisionError,   ErrorKind::kSpecError,
-    ErrorKind::kCompileError,  ErrorKind::kToolchainError,      ErrorKind::kCacheError,
-    ErrorKind::kInternalError,
+    ErrorKind::kValueError,  ErrorKind::kTypeError,     ErrorKind::kIndexError,
+    ErrorKind::kAxisError,   ErrorKind::kRuntimeError,  ErrorKind::kNotImplementedError,
+    ErrorKind::kMemoryError, ErrorKind::kOverflowError, ErrorKind::kZeroDivisionError,
+    ErrorKind::kSpecError,   ErrorKind::kCompileError,  ErrorKind::kToolchainError,
+    ErrorKind::kCacheError,  ErrorKind::kInternalError,
 };
 
 /// The base of every kjit error: a kind and a message (`what()`). Not itself a
@@ -120,6 +123,9 @@ class StdError : public Std, public Error {
   class Name : public detail::StdError<Std> {                                                         \
    public:                                                                                            \
     explicit Name(const std::string& message) : detail::StdError<Std>(ErrorKind::k##Name, message) {} \
+                                                                                                      \
+   protected:                                                                                         \
+    Name(ErrorKind kind, const std::string& message) : detail::StdError<Std>(kind, message) {}        \
   };
 // NOLINTEND(bugprone-macro-parentheses)
 
@@ -145,6 +151,14 @@ KJIT_DEFINE_ERROR(CacheError, std::runtime_error)
 KJIT_DEFINE_ERROR(InternalError, std::logic_error)
 
 #undef KJIT_DEFINE_ERROR
+
+/// An axis outside an array's dims: a ValueError of its own kind, which Python
+/// raises as numpy.exceptions.AxisError (a ValueError and an IndexError, so
+/// NumPy's and torch's callers both catch it).
+class AxisError : public ValueError {
+ public:
+  explicit AxisError(const std::string& message) : ValueError(ErrorKind::kAxisError, message) {}
+};
 
 /// The compiler rejected a module. Python: kjit.CompileError (RuntimeError), whose
 /// `.command` and `.log` travel with the FFI error (see src/ffi/boundary.h).

@@ -70,7 +70,8 @@ class Reduction {
   const std::string& name() const;
 
   /// The output a call makes: its shape and dtype (order: C-contiguous). Throws
-  /// ValueError (shapes, axes; NumPy's AxisError wording), TypeError (dtypes).
+  /// ValueError (shapes, axes: an AxisError for one out of range, in NumPy's
+  /// wording), TypeError (dtypes).
   EwOutput output_for(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                       std::optional<EwType> dtype, Promotion promotion = Promotion::kNumPy) const;
 

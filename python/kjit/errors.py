@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as _np
 import tvm_ffi
+
+# numpy.exceptions from NumPy 1.25; the top-level namespace before.
+_numpy_exceptions = getattr(_np, "exceptions", _np)
 
 
 @tvm_ffi.register_error("SpecError")
@@ -63,3 +67,7 @@ tvm_ffi.register_error("NotImplementedError", NotImplementedError)
 tvm_ffi.register_error("OverflowError", OverflowError)
 # An integer division trap in a computation string (elementwise/trap_guard.h).
 tvm_ffi.register_error("ZeroDivisionError", ZeroDivisionError)
+# An axis outside an array's dims: NumPy's AxisError (a ValueError and an
+# IndexError, which torch raises for a dim out of range).
+AxisError = _numpy_exceptions.AxisError
+tvm_ffi.register_error("AxisError", AxisError)

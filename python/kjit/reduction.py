@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _frameworks
 from ._lib import api, call_type
+from .errors import AxisError
 from .elementwise import (_INT64_MAX, _INT64_MIN, _NUMPY, _TORCH, _argument, _compute_name, _first_tensor,
                           _framework, _is_torch_tensor, _numpy_dtype, _refuse_grad, _torch, _torch_results,
                           _without_lazy_bits)
@@ -49,12 +50,14 @@ def _axes(axis, name: str):
     out = []
     for a in items:
         try:
+            if isinstance(a, (bool, np.bool_)):  # an int to operator.index, not to NumPy or torch
+                raise TypeError
             a = operator.index(a)
         except TypeError:
             raise TypeError(f"{name}: axis must be None, an int or a tuple of ints, got "
                             f"{type(a).__name__} ({a!r})") from None
         if not _INT64_MIN <= a <= _INT64_MAX:
-            raise ValueError(f"{name}: axis {a} is out of bounds")
+            raise AxisError(f"{name}: axis {a} is out of bounds")
         out.append(a)
     return out
 

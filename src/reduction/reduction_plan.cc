@@ -31,10 +31,22 @@ std::vector<bool> reduced_dims(const std::string& fn, const ReduceAxes& axes, si
   std::vector<bool> reduced(ndim, axes.all);
   if (axes.all) return reduced;
   const auto n = static_cast<int64_t>(ndim);
+  // A 0-d input's axis 0 (or -1) reduces nothing, as NumPy's int axis and torch's
+  // dim do (its one value is its reduction).
+  const int64_t bound = std::max<int64_t>(n, 1);
+  bool scalar_axis = false;
   for (int64_t axis : axes.axes) {
-    if (axis < -n || axis >= n) {
-      throw ValueError(fn + ": axis " + std::to_string(axis) + " is out of bounds for array of dimension " +
-                       std::to_string(n));
+    if (axis < -bound || axis >= bound) {
+      throw AxisError(fn + ": axis " + std::to_string(axis) + " is out of bounds for array of dimension " +
+                      std::to_string(n));
+    }
+    if (n == 0) {
+      if (scalar_axis) {
+        throw ValueError(fn + ": duplicate value in 'axis': " + std::to_string(axis) +
+                         " names the 0-d input's axis twice");
+      }
+      scalar_axis = true;
+      continue;
     }
     const size_t d = static_cast<size_t>(axis < 0 ? axis + n : axis);
     if (reduced[d]) {

@@ -44,6 +44,9 @@ TEST(ErrorKinds, EachErrorCarriesItsKind) {
   EXPECT_STREQ(InternalError("i").kind(), "InternalError");
   EXPECT_STREQ(CompileError("m", "cmd", "log").kind(), "CompileError");
   EXPECT_STREQ(IndexError("x").kind(), "IndexError");
+  EXPECT_STREQ(AxisError("x").kind(), "AxisError");
+  EXPECT_EQ(kernel_error_kind(AxisError("x")), ErrorKind::kAxisError);
+  EXPECT_THROW(throw AxisError("x"), ValueError);  // C++ callers catching ValueError still do
   EXPECT_EQ(TypeError("x").error_kind(), ErrorKind::kTypeError);
 }
 

@@ -84,6 +84,7 @@ def test_every_error_kind_is_a_registered_python_exception():
         "ToolchainError": kjit.ToolchainError,
         "CacheError": kjit.CacheError,
         "InternalError": kjit.InternalError,
+        "AxisError": kjit.errors.AxisError,  # NumPy's: a ValueError and an IndexError
     }
     names = [str(n) for n in tvm_ffi.get_global_func("kjit.error_kind_names")()]
     assert set(kjit_own) | {"NotImplementedError", "MemoryError"} <= set(names)

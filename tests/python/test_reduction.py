@@ -445,8 +445,38 @@ def test_axis_errors_name_the_axis(rsum):
         rsum(x, axis=(1, -1))
     with pytest.raises(TypeError, match=r"axis must be None, an int or a tuple of ints, got float"):
         rsum(x, axis=1.0)
-    with pytest.raises(ValueError, match=r"axis 0 is out of bounds for array of dimension 0"):
-        rsum(np.float64(1), axis=0)
+    for axis in (True, (0, False)):  # an int to Python, not to NumPy or torch
+        with pytest.raises(TypeError, match=r"^rsum: axis must be None, an int or a tuple of ints, got bool "):
+            rsum(x, axis=axis)
+    with pytest.raises(ValueError, match=r"axis 1 is out of bounds for array of dimension 0"):
+        rsum(np.float64(1), axis=1)
+
+
+def test_an_axis_out_of_bounds_is_numpys_axis_error_on_every_path(rsum):
+    # NumPy raises AxisError, torch IndexError: kjit's is both, on the direct and checked paths.
+    for call in (lambda: rsum(np.ones((2, 3)), axis=2), lambda: rsum(np.ones((2, 3)), axis=(0, 2)),
+                 lambda: rsum(np.ones((2, 3)), axis=2 ** 63), lambda: rsum(np.ones(()), axis=-2)):
+        with pytest.raises(getattr(np, "exceptions", np).AxisError, match=r"^rsum: axis -?\d+ is out of bounds") as info:
+            call()
+        assert isinstance(info.value, ValueError) and isinstance(info.value, IndexError)
+
+
+def test_a_0d_inputs_axis_0_or_minus_1_reduces_nothing(rsum, rmax):
+    # NumPy's int axis and torch's dim: the one value is its reduction.
+    mean = kjit.reduction(ADD, identity=0, post_code=MEAN, name="mean0d")
+    z = np.array(2.5, np.float32)
+    for axis in (0, -1, (0,), (-1,)):
+        for keepdims in (False, True):
+            got = rsum(z, axis=axis, keepdims=keepdims)
+            assert np.shape(got) == () and got == 2.5 and np.asarray(got).dtype == np.float32
+            assert rmax(z, axis=axis, keepdims=keepdims) == 2.5
+            assert mean(z, axis=axis, keepdims=keepdims) == 2.5  # a count of one
+    assert rsum(np.array(3, np.int8), axis=0) == np.sum(np.array(3, np.int8), axis=0)
+    assert np.asarray(rsum(np.array(3, np.int8), axis=0)).dtype == np.int64
+    out = np.empty((), np.float32)
+    assert rsum(z, axis=0, out=out) is out and out == 2.5
+    with pytest.raises(ValueError, match=r"^rsum: duplicate value in 'axis': -1 names the 0-d input's axis twice$"):
+        rsum(z, axis=(0, -1))
 
 
 def test_empty_reduction_without_identity(rmax):
