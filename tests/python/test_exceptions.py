@@ -29,6 +29,7 @@ int64_t thrower(int64_t which) {
     case 10: throw kjit::NotImplementedError("not there yet");
     case 11: throw std::logic_error("some logic error");
     case 12: throw kjit::RuntimeError("kjit runtime error");
+    case 13: throw kjit::AxisError("axis 3 is out of bounds for array of dimension 2");
   }
   return which;
 }
@@ -56,6 +57,7 @@ def mod():
         (10, NotImplementedError, "not there yet"),
         (11, RuntimeError, "some logic error"),
         (12, RuntimeError, "kjit runtime error"),
+        (13, kjit.errors.AxisError, "axis 3 is out of bounds for array of dimension 2"),  # also an IndexError
     ],
 )
 def test_exception_maps_to_python(mod, which, exc, message):
