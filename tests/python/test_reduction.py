@@ -461,6 +461,34 @@ def test_an_axis_out_of_bounds_is_numpys_axis_error_on_every_path(rsum):
         assert isinstance(info.value, ValueError) and isinstance(info.value, IndexError)
 
 
+# (shape, axis, keepdims): NumPy's np.sum and np.max decide the value, dtype and
+# error kind of each. A 0-d input's axis in a tuple is left out: NumPy refuses
+# (0,) but takes the int 0, kjit takes both (as torch does).
+AXIS_CASES = [((2, 3, 4), (), False), ((2, 3, 4), (), True), ((), 0, False), ((), -1, True), ((), None, True),
+              ((), (), False), ((2, 3, 4), -1, False), ((2, 3, 4), (0, 2), True), ((2, 3, 4), (-3, -1), False),
+              ((2, 3, 4), (2, 0, 1), False), ((0, 3), 1, True), ((1, 5, 1), (0, 2), False), ((2, 3, 4), 3, False),
+              ((2, 3, 4), -4, True), ((2, 3, 4), (0, 0), False), ((2, 3, 4), (1, -2), False), ((), 1, False),
+              ((), -2, False), ((2, 3), 2 ** 62, False), ((2, 3), -2 ** 63, False)]
+
+
+@pytest.mark.parametrize("shape, axis, keepdims", AXIS_CASES)
+def test_axis_cases_agree_with_numpy(rsum, rmax, shape, axis, keepdims):
+    x = (np.arange(int(np.prod(shape)), dtype=np.float32) % 7).reshape(shape)
+    case = f"np.sum(np.ones({shape}, np.float32), axis={axis}, keepdims={keepdims})"
+    for mine, theirs in ((rsum, np.sum), (rmax, np.max)):
+        try:
+            want = theirs(x, axis=axis, keepdims=keepdims)
+        except (ValueError, TypeError) as err:  # AxisError is a ValueError
+            with pytest.raises(type(err)):
+                mine(x, axis=axis, keepdims=keepdims)
+            continue
+        if x.size == 0 and theirs is np.max:
+            continue  # an empty max: the identity-less error, tested on its own
+        got = np.asarray(mine(x, axis=axis, keepdims=keepdims))
+        assert (got.shape, got.dtype) == (np.shape(want), np.asarray(want).dtype), case
+        np.testing.assert_array_equal(got, want, err_msg=case)
+
+
 def test_a_0d_inputs_axis_0_or_minus_1_reduces_nothing(rsum, rmax):
     # NumPy's int axis and torch's dim: the one value is its reduction.
     mean = kjit.reduction(ADD, identity=0, post_code=MEAN, name="mean0d")
