@@ -315,6 +315,14 @@ def test_common_torch_calls_run_in_c(rsum):
         rsum(torch.ones(3, requires_grad=True), axis=0)
 
 
+@needs_torch
+def test_an_empty_axis_tuple_reduces_nothing_for_torch_inputs_too(rsum):
+    # NumPy's meaning, documented; torch.sum(x, dim=()) reduces every dim instead.
+    x = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    got = rsum(x, axis=())
+    assert got.shape == (2, 3) and got.dtype == torch.int64 and torch.equal(got, x.long())
+
+
 def _fake_cuda(n):
     """A fake CUDA float32 tensor of n <= 4 elements (never dereferenced)."""
     from test_elementwise import FakeDLPack
