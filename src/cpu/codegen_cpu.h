@@ -28,6 +28,15 @@ std::string store_stmt(EwType t, const std::string& p, std::string v, const std:
 /// The generated `__ld<T>(p)` and `__st<T>(p, v)`: unaligned loads and stores.
 std::string memory_access_text();
 
+/// What every generated CPU kernel source starts with: the `title` comment, the C
+/// headers (and <complex> when `complex`), the user's code, then `#line 1 "<loop>"`
+/// and the float16 conversions.
+std::string kernel_source_head(const std::string& title, const std::string& code, bool complex, const char* loop);
+
+/// What a kernel's own namespace starts with: the float16 helpers by their short
+/// names, `__C` (the type the code computes in) and memory_access_text().
+std::string kernel_namespace_head(EwType compute);
+
 }  // namespace cpu
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,

@@ -175,11 +175,10 @@ std::vector<unsigned char> pack_cuda_problem(const CudaProblem& p) {
   };
   put_group(l.kept_shape, l.kept_strides, d.kept_shape, d.kept_strides);
   put_group(l.reduced_shape, l.reduced_strides, d.reduced_shape, d.reduced_strides);
-  internal_check(p.scalars.empty() || p.scalars.size() == p.data.size(), "a CUDA problem's scalars per operand");
+  internal_check(p.scalars.size() == p.data.size(), "a CUDA problem without a scalar entry per operand");
   for (size_t op = 0; op < p.data.size(); ++op) {
-    const unsigned char* scalar = p.scalars.empty() ? nullptr : p.scalars[op];
-    put(&out, l.data + 8 * op, scalar != nullptr ? nullptr : p.data[op]);
-    if (scalar != nullptr) std::memcpy(out.data() + l.scalars + 16 * op, scalar, 16);
+    put(&out, l.data + 8 * op, p.scalars[op] != nullptr ? nullptr : p.data[op]);
+    if (p.scalars[op] != nullptr) std::memcpy(out.data() + l.scalars + 16 * op, p.scalars[op], 16);
   }
   put(&out, l.partials, p.partials);
   if (p.identity != nullptr) std::memcpy(out.data() + l.identity, p.identity, 16);

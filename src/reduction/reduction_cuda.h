@@ -58,7 +58,7 @@ struct CudaProblem {
   int64_t count = 0;  ///< elements reduced into each output
   CudaSplit split;
   std::vector<char*> data;                    ///< device pointers, the output first
-  std::vector<const unsigned char*> scalars;  ///< per operand: a scalar's 16 host bytes, else nullptr (or none)
+  std::vector<const unsigned char*> scalars;  ///< per operand: a scalar's 16 host bytes, else nullptr
   char* partials = nullptr;                   ///< [output][part] accumulators (parts > 1)
   const unsigned char* identity = nullptr;    ///< 16 bytes: the identity in the accumulator type
 };

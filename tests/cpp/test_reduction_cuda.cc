@@ -211,7 +211,7 @@ class EmulatedReduction {
 
   /// Reduces `shape` (strides in bytes per operand, the output first, 0 along
   /// reduced dims) with launch_reduction_cuda's steps, partials in host memory;
-  /// `scalars` as launch_reduction_cuda's.
+  /// `scalars` as launch_reduction_cuda's (none given: every operand a tensor).
   void run(const std::vector<int64_t>& shape, const std::vector<bool>& reduced,
            const std::vector<std::vector<int64_t>>& strides, const std::vector<char*>& data, int64_t acc_bytes,
            const void* identity, bool outer, bool partials_allowed = true,
@@ -223,7 +223,7 @@ class EmulatedReduction {
     p.dims = &dims;
     p.count = count;
     p.data = data;
-    p.scalars = scalars;
+    p.scalars = scalars.empty() ? std::vector<const unsigned char*>(data.size(), nullptr) : scalars;
     unsigned char id[16] = {};
     if (identity != nullptr) std::memcpy(id, identity, static_cast<size_t>(acc_bytes));
     p.identity = id;
