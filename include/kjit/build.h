@@ -13,6 +13,7 @@ namespace kjit {
 struct Toolchain {
   std::vector<std::string> compiler;
   std::string identity;
+  bool gcc = false;  ///< GCC, not clang (which refuses some of GCC's -f flags)
 };
 
 /// CXX if set, else the first of c++, g++, clang++ on PATH. Throws ToolchainError

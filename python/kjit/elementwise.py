@@ -56,7 +56,7 @@ def _numpy_array(x: np.ndarray, i: int, keep: list, api: str = "kjit.elementwise
     strides that are not whole elements, which the C++ side rejects by name)."""
     kind = x.dtype.kind
     builtin = x.dtype.isbuiltin == 1  # 2: a user-defined type such as ml_dtypes' bfloat16
-    if builtin and kind in "biufc":
+    if builtin and kind in "biufc" and x.dtype.char not in "gG":  # longdouble has no DLPack type
         whole = all(s % x.itemsize == 0 for s in x.strides)  # DLPack strides count elements
         return x if x.flags.writeable and whole else _described(x, keep)
     if x.dtype.isbuiltin == 2:
@@ -88,7 +88,9 @@ def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False, api: str 
         return [x.real, x.imag]
     if isinstance(x, np.ndarray):
         return _numpy_array(x, i, keep, api)
-    if _is_torch_tensor(x) or hasattr(x, "__dlpack__"):
+    if _is_torch_tensor(x):
+        return _torch_readable(x, i, api)
+    if hasattr(x, "__dlpack__"):
         return x
     import tvm_ffi  # noqa: PLC0415
 
@@ -98,6 +100,29 @@ def _argument(x, i: int, keep: list, weak_numpy_scalars: bool = False, api: str 
         f"{api}: input #{i} must be a tensor (NumPy, torch, DLPack) or a Python/NumPy scalar, "
         f"got {type(x).__name__}"
     )
+
+
+def _torch_readable(x, i: int, api: str):
+    """A torch tensor with strided data kjit can read; a sparse or meta tensor, or
+    one without storage (inside torch.func's transforms), is a TypeError naming it."""
+    torch = _torch()
+    if x.layout != torch.strided:
+        what = f"a {str(x.layout).replace('torch.', '')} tensor, whose layout kjit does not read; pass x.to_dense()"
+    elif x.is_meta:
+        what = "a meta tensor (shape and dtype, no data); call the function on real tensors, or kjit.torch.op(f)"
+    elif not _has_storage(x):
+        what = ("a tensor without storage (inside torch.func's vmap, grad or functionalize), which has no data kjit "
+                "can read; use kjit.torch.op(f)")
+    else:
+        return x
+    raise TypeError(f"{api}: input #{i} is {what}")
+
+
+def _has_storage(x) -> bool:
+    try:
+        return x.data_ptr() != 0 or x.numel() == 0
+    except RuntimeError:  # "Cannot access data pointer of Tensor that doesn't have storage"
+        return False
 
 
 def _without_lazy_bits(x):
@@ -364,7 +389,10 @@ def get_num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Overrides the thread count (0 restores the default)."""
+    """Overrides the thread count (0 restores the default); an int, as torch's."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"kjit.set_num_threads: n must be an int (0 restores the default), got "
+                        f"{type(n).__name__} ({n!r})")
     api.set_num_threads(int(n))
 
 

@@ -162,10 +162,11 @@ def _is_traced(x) -> bool:
     return isinstance(x, _jax.core.Tracer)
 
 
-def _as_array(x, what: str):
+def _as_array(x, what: str, abstract: bool = False):
     """A JAX operand: JAX arrays and tracers as they are, NumPy arrays (and other
-    array-likes) through jnp.asarray; Python scalars are refused by name."""
-    if isinstance(x, (_jax.Array, _jax.core.Tracer)):
+    array-likes) through jnp.asarray; Python scalars are refused by name.
+    ``abstract`` also takes a jax.ShapeDtypeStruct (shape and dtype only)."""
+    if isinstance(x, (_jax.Array, _jax.core.Tracer)) or (abstract and isinstance(x, _jax.ShapeDtypeStruct)):
         return x
     if isinstance(x, (bool, int, float, complex)) or x is None:
         raise TypeError(f"{what} must be an array, got {type(x).__name__} {x!r} (pass jnp.asarray(value, dtype))")
@@ -207,30 +208,35 @@ class Function:
         self.__doc__ = self.fn.__doc__
         self.__signature__ = self.fn.__signature__
 
-    def _meta(self, x) -> TensorMeta:
-        try:
-            shape = tuple(int(d) for d in x.shape)
-        except TypeError:
-            raise TypeError(f"{self.name}: symbolic shapes (jax.export's shape polymorphism) are not supported; got "
-                            f"shape {x.shape}") from None
-        return TensorMeta(shape, np.dtype(x.dtype).name, self._device_type, 0)
+    def _meta(self, x, name: str) -> TensorMeta:
+        if not all(isinstance(d, (int, np.integer)) for d in x.shape):
+            # jax.export's shape polymorphism: a kjit call checks concrete sizes
+            raise TypeError(f"{self.name}: argument '{name}' has the symbolic shape {tuple(x.shape)}, but kjit "
+                            "functions check concrete sizes while tracing: export with concrete shapes (jax.export's "
+                            "shape polymorphism is not supported)")
+        return TensorMeta(tuple(int(d) for d in x.shape), np.dtype(x.dtype).name, self._device_type, 0)
 
     def result_shape_dtypes(self, *args, **kwargs) -> list:
         """The ShapeDtypeStruct of each result of a call (its out tensors and returned
-        tensors, in spec order), after the call's checks (the call model)."""
-        return self._plan(args, kwargs)[0]
+        tensors, in spec order), after the call's checks (the call model). Tensors
+        may be given as jax.ShapeDtypeStruct."""
+        return self._plan(args, kwargs, abstract=True)[0]
 
-    def _plan(self, args, kwargs):
+    def _plan(self, args, kwargs, abstract: bool = False):
         values = self.fn.bind(*args, **kwargs)
-        arrays, metas, attrs = {}, [], {}
+        arrays, metas, attrs, converted = {}, [], {}, []
         for p, v in zip(self._callers, values):
             if p.kind == "tensor":
                 if v is None:
                     raise TypeError(f"{self.name}: argument '{p.name}' is None, but an XLA call's operands are arrays: "
                                     "pass the optional tensor under JAX")
-                a = _as_array(v, f"{self.name}: argument '{p.name}'")
+                a = _as_array(v, f"{self.name}: argument '{p.name}'", abstract)
+                given = getattr(v, "dtype", None)
+                if given is not None and np.dtype(given) != np.dtype(a.dtype):
+                    converted.append(f"'{p.name}' was {np.dtype(given).name}, which JAX converted to "
+                                     f"{np.dtype(a.dtype).name}")
                 arrays[p.name] = a
-                metas.append(self._meta(a))
+                metas.append(self._meta(a, p.name))
                 continue
             if _is_traced(v):
                 raise TypeError(f"{self.name}: argument '{p.name}' is traced, but scalars reach the kernel as XLA "
@@ -238,18 +244,34 @@ class Function:
                                 "it static in jax.jit)")
             metas.append(v)
             attrs[p.name] = v
-        returned = iter(self.fn.infer(*metas))  # every check of the call, kjit's messages, while tracing
+        try:
+            returned = iter(self.fn.infer(*metas))  # every check of the call, kjit's messages, while tracing
+        except (TypeError, ValueError) as err:
+            if not converted:
+                raise
+            raise type(err)(f"{err} ({'; '.join(converted)}: jax_enable_x64 is off, JAX's default; set "
+                            "jax.config.update('jax_enable_x64', True))") from None
         results = []
         for p in self._results:
             if p.returned:
                 shape, dtype, _ = next(returned)
-                results.append(_jax.ShapeDtypeStruct(shape, numpy_dtype(dtype)))
+                results.append(_jax.ShapeDtypeStruct(shape, self._result_dtype(p, numpy_dtype(dtype))))
             else:
                 results.append(_jax.ShapeDtypeStruct(arrays[p.name].shape, arrays[p.name].dtype))
         for p in self._callers:
             if p.name in attrs:
                 attrs[p.name] = self._attr(p, attrs[p.name])
         return results, [arrays[p.name] for p in self._operands], attrs
+
+    def _result_dtype(self, p, dtype):
+        """A returned tensor's dtype, refused where JAX would not hold it as written:
+        with jax_enable_x64 off JAX has no 64-bit arrays, and the kernel writes 64-bit
+        values the next JAX op would read as 32-bit ones."""
+        if _jax.dtypes.canonicalize_dtype(dtype) != np.dtype(dtype):
+            raise TypeError(f"{self.name}: returned tensor '{p.name}' is {np.dtype(dtype).name}, which JAX holds only "
+                            "with jax_enable_x64 (off, JAX's default): set jax.config.update('jax_enable_x64', True), "
+                            "or return a 32-bit dtype")
+        return dtype
 
     def _attr(self, p, value):
         kind = _ATTR_TYPES.get(p.type)

@@ -105,7 +105,6 @@ class Module:
         #: whether the library also has XLA FFI handlers (load_inline(jax=True))
         self.has_xla_handlers: bool = record["has_xla_handlers"]
         self._options = options
-        self._torch_ops: Dict[str, object] = {}  # namespace -> kjit.torch.Ops
         self._stubs = {n: str(s) for n, s in zip(names, res["stubs"])}
         #: function name -> the tvm_ffi.Function of its stub (positional arguments only)
         self.ffi_functions = dict(zip(names, res["functions"]))
@@ -280,7 +279,7 @@ def load_inline(
     verbose: bool = False,
     force_rebuild: bool = False,
     jax: bool = False,
-    torch: bool = False,
+    torch: Union[bool, Mapping[str, object]] = False,
     relocatable: bool = False,
 ) -> Module:
     """Compiles C++ kernels with generated, checked host stubs and loads them.
@@ -298,7 +297,8 @@ def load_inline(
     or ~/.cache/kjit); ``force_rebuild`` compiles anyway and replaces the cached module.
     ``jax=True`` also compiles an XLA FFI handler per function, for ``mod.jax``
     (docs/jax.md); ``torch=True`` registers every function as a torch op,
-    ``mod.torch`` (docs/torch.md).
+    ``mod.torch`` (docs/torch.md); ``torch={"backward": {...}, "namespace": ...}``
+    registers with those options of ``kjit.torch.register``.
 
     ``cuda_sources`` hold device code, compiled by nvcc (side by side with the host
     compiler) into the same module; functions defined there take ``@cuda`` tensors
@@ -338,9 +338,28 @@ def load_inline(
     _read_source_files(sources, options)
     _add_brainevent_headers(options)
     mod = _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
-    if torch:
-        mod.torch  # noqa: B018 (registers the ops now, not on first use)
+    _register_torch(mod, torch)
     return mod
+
+
+def _register_torch(mod: Module, option) -> None:
+    """load_inline's ``torch=``: True registers the ops now (``mod.torch``), a dict
+    passes ``backward=`` and ``namespace=`` to kjit.torch.register."""
+    if option is False or option is None:
+        return
+    if option is True:
+        mod.torch  # noqa: B018 (registers the ops now, not on first use)
+        return
+    if not isinstance(option, Mapping):
+        raise TypeError(f"load_inline(torch=...) takes True, False or a dict of kjit.torch.register's options "
+                        f"({{'backward': {{...}}, 'namespace': ...}}), got {type(option).__name__}")
+    unknown = sorted(set(option) - {"backward", "namespace"})
+    if unknown:
+        raise TypeError(f"load_inline(torch=...): unknown option {unknown[0]!r} (kjit.torch.register takes "
+                        "'backward' and 'namespace')")
+    import importlib  # noqa: PLC0415 (kjit.torch imports torch)
+
+    importlib.import_module("kjit.torch").register(mod, **option)
 
 
 def _read_source_files(sources, options: dict) -> None:

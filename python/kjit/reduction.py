@@ -101,8 +101,8 @@ class _Reduction:
         """The result dtype of a call with these inputs, in their framework's terms."""
         keep: list = []
         framework, promotion, args = self._arguments(inputs, keep)
-        _, name = api.red_output(self.id, promotion, _axes(axis, self.name), bool(keepdims), _dtype_name(dtype),
-                                 *args)
+        _, name = api.red_output(self.id, promotion, _axes(axis, self.name), _keepdims(keepdims, self.name),
+                                 _dtype_name(dtype), *args)
         return getattr(_torch(), str(name)) if framework == "torch" else _frameworks.numpy_dtype(str(name))
 
     def __call__(self, *inputs, axis=None, keepdims=False, dtype=None, out=None):
@@ -110,7 +110,7 @@ class _Reduction:
             raise TypeError(f"{self.name}: expected at least one input")
         keep: list = []  # arrays passed by address: alive until red_run returns
         framework, promotion, args = self._arguments(inputs, keep)
-        axes, dtype_name, keepdims = _axes(axis, self.name), _dtype_name(dtype), bool(keepdims)
+        axes, dtype_name, keepdims = _axes(axis, self.name), _dtype_name(dtype), _keepdims(keepdims, self.name)
         if out is None:
             shape, result = api.red_output(self.id, promotion, axes, keepdims, dtype_name, *args)
             shape = [int(s) for s in shape]
@@ -141,6 +141,17 @@ class _Reduction:
                 free(self.id)
             except Exception:  # noqa: BLE001 (interpreter shutdown: nothing to free into)
                 pass
+
+
+def _keepdims(keepdims, name: str) -> bool:
+    """keepdims as NumPy takes it: a bool, or an int as its truth; anything else
+    (a string, a float, None) is a TypeError, as NumPy's and torch's."""
+    if isinstance(keepdims, (bool, np.bool_)):
+        return bool(keepdims)
+    try:
+        return bool(operator.index(keepdims))
+    except TypeError:
+        raise TypeError(f"{name}: keepdims must be a bool, got {type(keepdims).__name__} ({keepdims!r})") from None
 
 
 def _dtype_name(dtype) -> str:
@@ -229,6 +240,7 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
     reduce = _call_object(red)
 
     def call(x, *, axis=None, keepdims=False, out=None):
+        keepdims = _keepdims(keepdims, red.name)
         if axis is None and not keepdims and getattr(x, "ndim", None) == 1:  # flat already
             return reduce(x, axis=0, out=out)
         if axis is not None:
@@ -239,15 +251,16 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
         if not keepdims:
             return reduce(flat, axis=0 if np.ndim(flat) else None, out=out)
         shape = np.shape(x) if not _is_torch_tensor(x) else tuple(x.shape)
-        result = reduce(flat, axis=0 if np.ndim(flat) else None)
-        if not keepdims:
-            return result
-        kept = (result.reshape((1,) * len(shape)) if hasattr(result, "reshape")
-                else np.asarray(result).reshape((1,) * len(shape)))
+        kept_shape = (1,) * len(shape)
         if out is not None:
-            out[...] = kept
+            if tuple(getattr(out, "shape", ())) != kept_shape:
+                raise ValueError(f"{red.name}: out has shape {tuple(getattr(out, 'shape', ()))} but the reduction "
+                                 f"gives {kept_shape} (kjit.reduction does not resize outputs)")
+            reduce(flat, axis=0 if np.ndim(flat) else None, out=out.reshape(()))  # a view: one element
             return out
-        return kept
+        result = reduce(flat, axis=0 if np.ndim(flat) else None)
+        return (result.reshape(kept_shape) if hasattr(result, "reshape")
+                else np.asarray(result).reshape(kept_shape))
 
     call.name = red.name
     call.better_code = better_code

@@ -39,7 +39,8 @@ __all__ = ["Ops", "register", "op"]
 _SCALAR_SCHEMA = {
     "bool": "bool",
     "str": "str",
-    **{t: "int" for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
+    # SymInt: torch.compile(dynamic=True) keeps them symbolic (one graph for every value)
+    **{t: "SymInt" for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
     # tvm-ffi carries complex scalars as real numbers (docs/spec.md)
     **{t: "float" for t in ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")},
 }
@@ -47,6 +48,7 @@ _DEVICE_TYPES = {"cpu": ("cpu",), "cuda": ("cuda",), "none": None}
 
 _lock = threading.Lock()
 _registered: Dict[str, str] = {}  # "namespace::name" -> key of the build (or code) registered under it
+_paired: Dict[str, str] = {}  # "namespace::fwd" -> the name of the backward registered for it
 
 
 # ---- schemas --------------------------------------------------------------------
@@ -215,21 +217,42 @@ class _Backward:
             self.grads.append(self.inputs.index(p.name[5:]))
 
     def setup_context(self, ctx, inputs, output) -> None:
+        """Tensors the backward reads go through ``ctx.save_for_backward``, so that
+        autograd's checks apply (a saved tensor modified in place before the
+        backward is torch's "modified by an inplace operation" error); other
+        values, and the returned tensors' metadata (zeros for a missing gradient),
+        stay on ``ctx``."""
         outputs = output if isinstance(output, tuple) else (output,)
-        ctx.inputs = inputs
-        ctx.outputs = outputs
+        saved: List[Any] = []
+        slots: List[Tuple[str, Any]] = []
+        for kind, k in self.sources:
+            value = inputs[k] if kind == "input" else outputs[k] if kind == "output" else None
+            if isinstance(value, torch.Tensor):
+                slots.append(("saved", len(saved)))
+                saved.append(value)
+            else:
+                slots.append(("value", value))
+        ctx.save_for_backward(*saved)
+        ctx.kjit_slots = slots
+        ctx.kjit_outputs = [(o.shape, o.dtype, o.device) for o in outputs]
 
     def backward(self, ctx, *grads):
+        """The backward op over the saved tensors, not detached: under
+        ``create_graph=True`` the result is differentiable through the backward's
+        own pair, or torch's error that the backward op has no autograd formula."""
+        saved = ctx.saved_tensors
         args = []
-        for kind, k in self.sources:
+        for (kind, k), (slot, value) in zip(self.sources, ctx.kjit_slots):
             if kind == "grad":
                 g = grads[k]
-                args.append((torch.zeros_like(ctx.outputs[k]) if g is None else g).contiguous())
-            elif kind == "input":
-                v = ctx.inputs[k]
-                args.append(v.detach().contiguous() if isinstance(v, torch.Tensor) else v)
+                if g is None:
+                    shape, dtype, device = ctx.kjit_outputs[k]
+                    g = torch.zeros(shape, dtype=dtype, device=device)
+                args.append(g.contiguous())
+            elif slot == "saved":
+                args.append(saved[value].contiguous())
             else:
-                args.append(ctx.outputs[k].detach())
+                args.append(value)
         result = self.op(*args)
         result = result if isinstance(result, tuple) else (result,)
         out: List[Any] = [None] * len(self.inputs)
@@ -253,7 +276,7 @@ def _eager_op(fn, op, qualname: str, has_backward: bool) -> Callable:
 
     def dispatch(args, kwargs):
         values = fn.bind(*args, **kwargs)
-        if not has_backward and _requires_grad(values):
+        if not call.has_backward and _requires_grad(values):
             raise TypeError(
                 f"{qualname}: an argument requires grad, but this op has no backward; register one "
                 f"(kjit.torch.register(mod, backward={{'{fn.__name__}': ...}}), docs/torch.md), or call it "
@@ -305,34 +328,52 @@ def _define(qualname: str, key: str, impl: Callable, fake: Callable, schema: str
 
 def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional[Mapping[str, str]] = None) -> Ops:
     """Registers every function of ``mod`` as the torch op ``<namespace>::<fn>``
-    (namespace: the module's name) and returns them (``mod.torch`` after this).
+    (namespace: the module's name) and returns them: ``mod.torch``, the module's one
+    registration.
 
     ``backward={"fn": "fn_backward"}`` pairs functions with kjit functions of the same
     module that compute their gradients (parameters ``grad_<output>``, the forward's
     arguments and outputs by name; returned tensors ``grad_<input>``). Functions a
     torch op cannot express (a value returned by the kernel, a bytes parameter) are
-    left out: ``ops.skipped`` says why. Registering a module again returns the same
-    ops; a different build under a registered name is a SpecError.
+    left out: ``ops.skipped`` says why. Registering a module again returns
+    ``mod.torch``, with any new pairs added to it; another namespace for a registered
+    module, another backward for a paired function, or a different build under a
+    registered name is a SpecError.
     """
     if not isinstance(mod, Module):
         raise TypeError(f"kjit.torch.register() takes a kjit.Module, got {type(mod).__name__}")
+    if backward is not None and not isinstance(backward, Mapping):
+        raise TypeError(f"kjit.torch.register(): backward must be a dict {{forward: backward}}, got "
+                        f"{type(backward).__name__}")
     ns = _namespace(namespace if namespace is not None else mod.name)
     backward = dict(backward or {})
     for fwd, bwd in backward.items():
         for name in (fwd, bwd):
-            if name not in mod:
-                raise SpecError(f"kjit.torch: backward={{'{fwd}': '{bwd}'}} names '{name}', which module "
+            if not isinstance(name, str) or name not in mod:
+                raise SpecError(f"kjit.torch: backward={{{fwd!r}: {bwd!r}}} names {name!r}, which module "
                                 f"'{mod.name}' does not have (it has: {', '.join(mod.functions)})")
-    cached = mod._torch_ops.get(ns)
-    if cached is not None and not backward:
-        return cached
+    for fwd, bwd in backward.items():  # every pair's own mistakes first, named by the pair
+        _Backward(fwd, mod[fwd], bwd, mod[bwd], None)
+    ops = mod.__dict__.get("torch")
+    if ops is not None and ops.namespace != ns:
+        raise SpecError(f"kjit.torch: module '{mod.name}' is registered already, under namespace '{ops.namespace}' "
+                        f"(mod.torch); a module has one registration, so it cannot also be '{ns}'")
+    if ops is None:
+        ops = _register_ops(mod, ns, backward)
+    for fwd, bwd in backward.items():
+        _pair(mod, ops, fwd, bwd)
+    mod.__dict__["torch"] = ops
+    return ops
+
+
+def _register_ops(mod: Module, ns: str, backward: Mapping[str, str]) -> Ops:
     ops = Ops(ns)
     for fn_name in mod.functions:
         fn = mod[fn_name]
         try:
             schema, mutated = _schema(fn_name, fn.__kjit_params__, fn.__kjit_return__)
         except SpecError as err:
-            if fn_name in backward:
+            if fn_name in backward or fn_name in backward.values():
                 raise
             ops._skip(fn_name, str(err).removeprefix("kjit.torch: "))
             continue
@@ -345,14 +386,28 @@ def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional
             return _fake_outputs(_fn, args)
 
         custom = _define(qualname, mod.key, impl, fake, schema, mutated, _DEVICE_TYPES[mod.devices[fn_name]])
-        ops._add(fn_name, _eager_op(fn, custom, qualname, fn_name in backward))
-    for fwd, bwd in backward.items():
-        if bwd not in ops._items:
-            raise SpecError(f"kjit.torch: backward '{bwd}' of '{fwd}' is not a torch op: {ops._skipped[bwd]}")
-        pair = _Backward(fwd, mod[fwd], bwd, mod[bwd], ops._items[bwd].op)
-        torch.library.register_autograd(f"{ns}::{fwd}", pair.backward, setup_context=pair.setup_context)
-    mod._torch_ops[ns] = ops
+        ops._add(fn_name, _eager_op(fn, custom, qualname, _paired.get(qualname) is not None))
     return ops
+
+
+def _pair(mod: Module, ops: Ops, fwd: str, bwd: str) -> None:
+    """Registers `bwd` as the autograd formula of op `fwd` (once per op: torch keeps
+    one formula; the same pair again is a no-op)."""
+    for name in (fwd, bwd):
+        if name not in ops._items:
+            raise SpecError(f"kjit.torch: backward={{'{fwd}': '{bwd}'}}: '{name}' is not a torch op: "
+                            f"{ops._skipped[name]}")
+    qualname = f"{ops.namespace}::{fwd}"
+    with _lock:
+        previous = _paired.get(qualname)
+        if previous is None:
+            pair = _Backward(fwd, mod[fwd], bwd, mod[bwd], ops._items[bwd].op)
+            torch.library.register_autograd(qualname, pair.backward, setup_context=pair.setup_context)
+            _paired[qualname] = bwd
+    if previous is not None and previous != bwd:
+        raise SpecError(f"kjit.torch: op '{qualname}' has backward '{previous}' already; torch keeps one autograd "
+                        f"formula per op, so it cannot also have '{bwd}'")
+    ops._items[fwd].has_backward = True
 
 
 # ---- elementwise functions ----------------------------------------------------------

@@ -105,6 +105,8 @@ std::vector<DivisorGuard> divisor_guards(const Expr& e, const std::string& where
 
 }  // namespace
 
+static_assert(kPythonTypeNamed == kjit_stub::kPythonTypeNamed, "one marker of a named Python type");
+
 struct CallModel::Plan {
   struct TensorCheck {
     int caller;
@@ -170,6 +172,7 @@ struct CallModel::Plan {
   std::vector<int> passed_guards;
   std::vector<PassedSymbol> passed;
   std::vector<ReturnedTensor> returned;
+  std::vector<char> size_callers;  ///< per caller: an integer scalar that binds a symbol (no bools)
 };
 
 namespace {
@@ -241,6 +244,10 @@ class PlanBuilder {
   void step(const BindingStep& s) {
     const Param& p = spec_.params[s.param];
     const int caller = caller_of(s.param);
+    if (s.field == BindingStep::Field::kScalar) {
+      plan_->size_callers.resize(model_.callers().size(), 0);
+      plan_->size_callers[static_cast<size_t>(caller)] = 1;
+    }
     CallModel::Plan::Step out;
     out.caller = caller;
     out.field = s.field;
@@ -468,6 +475,14 @@ class Checker {
     return 0;
   }
 
+  /// A tensor (or an object tvm-ffi does not convert) where a scalar goes, in a call
+  /// of a function that returns tensors: the caller may have passed what it returns.
+  std::string note(const TVMFFIAny* a) const {
+    const bool tensor_like = a->type_index == kTVMFFIDLTensorPtr || a->type_index == kTVMFFITensor ||
+                             a->type_index == kTVMFFIOpaquePyObject;
+    return tensor_like ? model_.returned_note() : std::string();
+  }
+
   int scalar(const CallerParam& c, int i, const TVMFFIAny* a) {
     const ScalarType t = model_.spec().params[c.param].scalar;
     const char* name = c.name.c_str();
@@ -477,15 +492,21 @@ class Checker {
       const bool bytes = t == ScalarType::kBytes;
       TVMFFIByteArray content;
       if (kjit_stub::text_bytes(a, bytes, &content)) return 0;
-      return kjit_stub::fail_scalar_kind(fn_, i, name, type, bytes ? "bytes" : "a str", a);
+      return kjit_stub::fail_scalar_kind(fn_, i, name, type, bytes ? "bytes" : "a str", a, note(a).c_str());
     }
     if (is_complex(t) || is_float(t)) {
       if (a->type_index == kTVMFFIFloat || int_or_bool) return 0;
-      return kjit_stub::fail_scalar_kind(
-          fn_, i, name, type, is_complex(t) ? "a real number (tvm-ffi has no complex scalar)" : "a float", a);
+      return kjit_stub::fail_scalar_kind(fn_, i, name, type,
+                                         is_complex(t) ? "a real number (tvm-ffi has no complex scalar)" : "a float",
+                                         a, note(a).c_str());
+    }
+    const bool size = static_cast<size_t>(i) < plan_.size_callers.size() && plan_.size_callers[static_cast<size_t>(i)];
+    if (size && a->type_index == kTVMFFIBool) {
+      return kjit_stub::fail_scalar_kind(fn_, i, name, type, "an int", a, size_scalar_note(c.name).c_str());
     }
     if (!int_or_bool) {
-      return kjit_stub::fail_scalar_kind(fn_, i, name, type, t == ScalarType::kBool ? "a bool" : "an int", a);
+      return kjit_stub::fail_scalar_kind(fn_, i, name, type, t == ScalarType::kBool ? "a bool" : "an int", a,
+                                         note(a).c_str());
     }
     const int64_t v = a->v_int64;
     ints_[static_cast<size_t>(i)] = v;

@@ -64,6 +64,14 @@ CallModel::CallModel(FunctionSpec spec) : spec_(std::move(spec)) {
   plan_ = make_plan();
 }
 
+std::string CallModel::returned_note() const {
+  if (returned_.empty()) return "";
+  std::string names;
+  for (size_t r : returned_) names += (names.empty() ? "'" : ", '") + spec_.params[r].name + "'";
+  return "; " + names + (returned_.size() > 1 ? " are" : " is") + " returned by " + spec_.name +
+         ", not passed: call " + spec_.name + "(" + signature_text_ + ")";
+}
+
 int CallModel::bind(size_t nargs, const std::string_view* kwnames, size_t nkw, int32_t* from) const {
   const size_t n = callers_.size();
   const std::string& fn = spec_.name;
@@ -71,7 +79,7 @@ int CallModel::bind(size_t nargs, const std::string_view* kwnames, size_t nkw, i
     const std::string given = std::to_string(nargs) + (nargs == 1 ? " was given" : " were given");
     if (n == 0) return raise_type_error(fn + "() takes no arguments but " + given);
     return raise_type_error(fn + "() takes " + std::to_string(n) + " argument" + (n == 1 ? "" : "s") + " (" +
-                            signature_text_ + ") but " + given);
+                            signature_text_ + ") but " + given + returned_note());
   }
   for (size_t i = 0; i < n; ++i) from[i] = i < nargs ? static_cast<int32_t>(i) : kFromDefault - 1;
   for (size_t k = 0; k < nkw; ++k) {

@@ -28,6 +28,11 @@
 
 namespace kjit {
 
+/// A packed kTVMFFIOpaquePyObject whose `zero_padding` is this carries the name of
+/// its Python type in `v_c_str`, for the model's messages (kjit_stub::kind_name;
+/// call_checks.cc asserts it is kjit_stub::kPythonTypeNamed).
+constexpr uint32_t kPythonTypeNamed = 0x4b4a4954;
+
 /// A parameter the caller passes (the spec's call_args() less returned tensors).
 struct CallerParam {
   std::string name;
@@ -73,6 +78,9 @@ class CallModel {
   /// tensor k as -1 - k.
   const std::vector<int32_t>& stub_slots() const { return stub_slots_; }
   bool has_defaults() const { return has_defaults_; }
+  /// For messages about a call that passed too much: "; 'y' is returned by scale,
+  /// not passed: call scale(x, alpha)", or "" when nothing is returned.
+  std::string returned_note() const;
 
   /// Binds a call of `nargs` positional arguments and keywords `kwnames`: `from[i]`
   /// (one per caller parameter) becomes the index of its value among the positional

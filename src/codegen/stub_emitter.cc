@@ -198,6 +198,10 @@ class StubEmitter {
            << ", \"[0, 18446744073709551615]\");\n";
       return;
     }
+    if (is_size_scalar(plan_, static_cast<size_t>(&p - spec_.params.data()))) {
+      out_ << "  if (" << ti << " == kTVMFFIBool) return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type
+           << ", \"an int\", " << a << ", " << c_string(size_scalar_note(p.name)) << ");\n";
+    }
     out_ << "  if (!(" << int_or_bool << ")) return fail_scalar_kind(kFn, " << idx << ", " << name << ", " << type
          << ", " << (p.scalar == ScalarType::kBool ? "\"a bool\"" : "\"an int\"") << ", " << a << ");\n"
          << "  const int64_t " << v << " = args[" << idx << "].v_int64;\n";
@@ -546,8 +550,10 @@ class StubEmitter {
     std::string quoted_head = json_quote(schema_head);
     std::string quoted_tail = json_quote(schema_tail);
     std::string head = R"({"type_schema":)" + quoted_head.substr(0, quoted_head.size() - 1);
-    std::string tail =
-        quoted_tail.substr(1) + R"(,"kjit_signature":)" + json_quote(signature) + R"(,"doc":)" + json_quote(doc) + "}";
+    // kjit_signature and kjit_device are what the stub checks: kjit.load holds the
+    // module's manifest against them.
+    std::string tail = quoted_tail.substr(1) + R"(,"kjit_signature":)" + json_quote(signature) +
+                       R"(,"kjit_device":)" + json_quote(device_of(spec_)) + R"(,"doc":)" + json_quote(doc) + "}";
     out_ << "\nextern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__metadata_" << spec_.name
          << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"
          << "  using namespace kjit_stub;\n"

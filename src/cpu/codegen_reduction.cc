@@ -36,7 +36,7 @@ std::string arg_ops_struct(const std::string& code, const RedEntries& e, const R
     << "  static inline __attribute__((always_inline)) __C value(const char* __p) {\n"
     << "    return " << cpu::load_expr(t.inputs[0], "__p", std::nullopt) << ";\n  }\n"
     << "  static inline __attribute__((always_inline)) bool better(__C __a, __C __b) {\n"
-    << "    return " << better << "(__a, __b);\n  }\n"
+    << "    return " << arg_better_expr(better) << ";\n  }\n"
     << "  static inline __attribute__((always_inline)) __Best map(const char* const* __in, int64_t __i) {\n"
     << "    return __Best{value(__in[1]), __i};\n  }\n"
     << "  static inline __attribute__((always_inline)) __Best combine(__Best __a, __Best __b) {\n"

@@ -14,6 +14,11 @@ void* open_cpu_kernel(const CpuKernelBuild& build) {
   req.extra_cflags = build.cflags;
   const std::vector<std::string>& isa = host_isa_cflags();
   req.extra_cflags.insert(req.extra_cflags.end(), isa.begin(), isa.end());
+  // GCC turns undefined behaviour it can see (an integer division by a literal
+  // zero, a dereference of a literal null) into a trap instruction (SIGILL); without
+  // it the division runs and raises SIGFPE, which the trap guard turns into a
+  // ZeroDivisionError naming the function.
+  if (find_toolchain().gcc) req.extra_cflags.push_back("-fno-isolate-erroneous-paths-dereference");
   req.cache_dir = build.cache_dir;
   req.verbose = build.verbose;
   req.exports = build.exports;

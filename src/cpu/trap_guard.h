@@ -6,6 +6,7 @@
 #define KJIT_SRC_CPU_TRAP_GUARD_H_
 
 #include <cstdint>
+#include <string>
 
 namespace kjit {
 
@@ -15,12 +16,20 @@ namespace cpu {
 
 /// Calls kernel(data, strides, n, extra); a SIGFPE raised inside it on this thread
 /// leaves the kernel at once (the outputs hold what it wrote so far) and throws a
-/// ZeroDivisionError. kjit's SIGFPE handler is installed on first use and hands a
-/// signal raised outside a guarded kernel to the handler that was there before
-/// (Python's faulthandler, the default action). A handler installed after kjit's
-/// replaces it, and then a trap ends the process as it would without kjit.
+/// ZeroDivisionError; a SIGILL (a trap instruction the compiler put where it saw
+/// undefined behaviour) a RuntimeError. kjit's handlers are installed on first use
+/// and hand a signal raised outside a guarded kernel to the handler that was there
+/// before (Python's faulthandler, the default action). A handler installed after
+/// kjit's replaces it, and then a trap ends the process as it would without kjit.
 void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const void*), char** data,
                        const int64_t* strides, int64_t n, const void* extra);
+
+/// Rethrows the exception being handled, which a computation string's code threw
+/// (on this thread, or on a pool worker that handed it back), as the kjit::Error of
+/// its kind (kernel_error_kind: std::invalid_argument -> ValueError, std::bad_alloc
+/// -> MemoryError, ...) with `fn: ` before its message; an exception that is not a
+/// std::exception (`throw 42;`) becomes a RuntimeError. Only inside a catch block.
+[[noreturn]] void rethrow_user_error(const std::string& fn);
 
 /// Whether a kernel of these types needs the guard: some type holds integers
 /// (or bools, which the entry's arithmetic may promote to int).

@@ -9,6 +9,7 @@
 #include <exception>
 #include <stdexcept>
 
+#include "cpu/trap_guard.h"
 #include "cuda/cuda_launch.h"
 #include "iterator/overlap.h"
 #include "iterator/promotion.h"
@@ -163,21 +164,13 @@ class CallData {
 };
 
 /// Runs a CPU lane. What the user's code throws, on this thread or on a pool worker
-/// (the pool hands it back here), becomes the kjit::Error of its kind by the table
-/// checked kernels use (kernel_error_kind): std::invalid_argument -> ValueError,
-/// std::bad_alloc -> MemoryError, ...; anything that is not a std::exception
-/// (`throw 42;`) a RuntimeError.
+/// (the pool hands it back here), becomes the kjit::Error of its kind, named by the
+/// function (cpu::rethrow_user_error).
 void run_kernel(const std::string& fn, const CallPlan& plan, char** ptrs, const void* extra) {
   try {
     cpu::execute(cpu::Kernel{plan.kernel, plan.guard_traps}, plan.loop, ptrs, extra);
-  } catch (const ZeroDivisionError& e) {
-    throw ZeroDivisionError(fn + ": " + e.what());
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw detail::StdError<std::runtime_error>(kernel_error_kind(e), e.what());
   } catch (...) {
-    throw RuntimeError(fn + ": the entry function threw an exception that is not a std::exception");
+    cpu::rethrow_user_error(fn);
   }
 }
 

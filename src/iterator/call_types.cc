@@ -85,6 +85,26 @@ EwType scalar_type(const EwOperand& op) {
 
 }  // namespace
 
+bool scalar_fits(const EwOperand& op, EwType type) {
+  const Kind k = kind_of(type);
+  const bool real_valued = op.scalar == EwOperand::Scalar::kFloat || op.scalar == EwOperand::Scalar::kComplex;
+  if (op.scalar == EwOperand::Scalar::kComplex && op.imag != 0 && k != Kind::kComplex) return false;
+  if (k == Kind::kFloat || k == Kind::kComplex) {
+    if (!real_valued || !std::isfinite(op.real) || size_of(type) >= 8 * (k == Kind::kComplex ? 2 : 1)) return true;
+    const double max = type == EwType::kFloat16 ? 65504.0 : 3.3895313892515355e38;  // float32's and bfloat16's
+    return std::fabs(op.real) <= max && (op.scalar != EwOperand::Scalar::kComplex || std::fabs(op.imag) <= max);
+  }
+  const int bits = k == Kind::kBool ? 1 : 8 * size_of(type);
+  // [lo, hi] of the type, as doubles (exact: powers of two) and as integers
+  const double lo = k == Kind::kInt ? -std::ldexp(1.0, bits - 1) : 0.0;
+  const double hi = std::ldexp(1.0, k == Kind::kInt ? bits - 1 : bits);  // one past the largest
+  if (real_valued) return std::isfinite(op.real) && op.real == std::floor(op.real) && op.real >= lo && op.real < hi;
+  const int64_t v = op.int_value;
+  if (k == Kind::kInt) return bits == 64 || (v >= -(int64_t{1} << (bits - 1)) && v < (int64_t{1} << (bits - 1)));
+  // kjit carries Python ints in int64: a uint64 beyond INT64_MAX does not reach here
+  return v >= 0 && (bits >= 63 || v < (int64_t{1} << bits));
+}
+
 void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot) {
   const bool real_valued = op.scalar == EwOperand::Scalar::kFloat || op.scalar == EwOperand::Scalar::kComplex;
   double re = real_valued ? op.real : static_cast<double>(op.int_value);
@@ -179,15 +199,7 @@ void check_weak_int_fits(const std::string& fn, const EwOperand& op, EwType resu
   if (p != Promotion::kNumPy || op.scalar != EwOperand::Scalar::kInt) return;
   Kind k = kind_of(result);
   if (k != Kind::kInt && k != Kind::kUInt) return;
-  int bits = 8 * size_of(result);
-  bool fits;
-  if (k == Kind::kUInt) {
-    fits = op.int_value >= 0 && (bits == 64 || op.int_value < (int64_t{1} << bits));
-  } else {
-    int64_t hi = bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
-    fits = op.int_value >= -hi - 1 && op.int_value <= hi;
-  }
-  if (!fits) {
+  if (!scalar_fits(op, result)) {
     throw OverflowError(fn + ": Python integer " + std::to_string(op.int_value) + " out of bounds for " +
                         ew_type_name(result) + " (NumPy 2 keeps the array's dtype for Python scalars)");
   }

@@ -71,6 +71,12 @@ struct ScalarSlot {
 /// Writes a scalar operand's value converted to `type` (C++ conversions, as NumPy's).
 void write_scalar(const EwOperand& op, EwType type, ScalarSlot* slot);
 
+/// Whether scalar `op` is a value of `type` as it is: an integer in range for an
+/// integer type (a float only when whole), 0 or 1 for bool, a finite value that
+/// stays finite in a floating type; a complex one with an imaginary part only for
+/// complex types. write_scalar converts anything (wrapping, rounding).
+bool scalar_fits(const EwOperand& op, EwType type);
+
 /// The type extra scalar #e travels to the kernel in, as JITerator passes extras
 /// (the entry's declared parameter type converts from it): a bool as bool, an int
 /// as int64, a float as float64, a complex in the complex compute type. Throws

@@ -349,6 +349,14 @@ PyObject* call_returning(KjitFunction* f, PyObject* const* values, ModelArgument
   return result;
 }
 
+/// A call whose arguments pack() refused: the error, or NotImplemented for fn.eager
+/// when a torch tensor has no plain storage (the op's dispatcher takes it).
+PyObject* refused(const ModelArguments& packed, bool defer_to_torch) {
+  if (!defer_to_torch || !packed.storage_less()) return nullptr;
+  PyErr_Clear();
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
 /// A call of mod.fn. Keywords and defaults are bound by the model; the framework
 /// table refuses what it must (and with `defer_to_torch`, fn.eager, answers
 /// NotImplemented where torch's dispatcher must take the call); then the stub runs,
@@ -376,12 +384,15 @@ PyObject* call(KjitFunction* f, PyObject* const* args, size_t nargsf, PyObject* 
   PyObject* result = nullptr;
   if (!f->model->returned().empty()) {
     ModelArguments packed(n_callers, f->model->returned().size());
-    if (!packed.pack(*f->model, values, false)) return nullptr;
+    if (!packed.pack(*f->model, values, false)) return refused(packed, defer_to_torch);
     result = call_returning(f, packed.call_values(values), packed);
   } else if ((f->direct_abi && !kinds.ffi_objects) || kinds.torch) {
     ModelArguments packed(n_callers);
     const bool packed_all = packed.pack(*f->model, values, false);
-    if (!packed_all && packed.refused()) return nullptr;
+    if (!packed_all && packed.refused()) return refused(packed, defer_to_torch);
+    if (packed_all && packed.unconvertible() && f->model->infer(packed.data(), false, nullptr) != 0) {
+      return raise_pending_error(f);  // the model's message names the Python type tvm-ffi would not
+    }
     if (packed_all && f->direct_abi && !kinds.ffi_objects && packed.direct()) {
       result = call_stub(f, packed.data(), n_callers);
     } else {

@@ -1,12 +1,15 @@
 #include "model_arguments.h"
 
+#include <cstring>
+
 #include "numpy_tensors.h"
 #include "torch_tensors.h"
 
 namespace kjit::pyext {
 
-void pack_scalar(PyObject* x, TVMFFIAny* out, TVMFFIByteArray* bytes) {
+bool pack_scalar(PyObject* x, TVMFFIAny* out, TVMFFIByteArray* bytes, TVMFFIObjectHandle* owned) {
   *out = TVMFFIAny{};
+  *owned = nullptr;
   if (x == Py_None) {
     out->type_index = kTVMFFINone;
   } else if (PyBool_Check(x)) {
@@ -21,14 +24,26 @@ void pack_scalar(PyObject* x, TVMFFIAny* out, TVMFFIByteArray* bytes) {
     out->type_index = kTVMFFIFloat;
     out->v_float64 = PyFloat_AS_DOUBLE(x);
   } else if (numpy_scalar(x, out)) {
-    return;
+    return true;
   } else if (PyUnicode_Check(x)) {
     Py_ssize_t size = 0;
     const char* text = PyUnicode_AsUTF8AndSize(x, &size);
     if (text == nullptr) {
       PyErr_Clear();
       out->type_index = kTVMFFIOpaquePyObject;
-      return;
+      return true;
+    }
+    if (std::strlen(text) != static_cast<size_t>(size)) {  // a NUL inside: the whole text, with its length
+      const TVMFFIByteArray whole{text, static_cast<size_t>(size)};
+      if (TVMFFIStringFromByteArray(&whole, out) != 0) {
+        TVMFFIObjectHandle error = nullptr;
+        TVMFFIErrorMoveFromRaised(&error);
+        if (error != nullptr) TVMFFIObjectDecRef(error);
+        PyErr_NoMemory();
+        return false;
+      }
+      if (out->type_index >= kTVMFFIStaticObjectBegin) *owned = out->v_obj;
+      return true;
     }
     out->type_index = kTVMFFIRawStr;
     out->v_c_str = text;
@@ -42,10 +57,12 @@ void pack_scalar(PyObject* x, TVMFFIAny* out, TVMFFIByteArray* bytes) {
     out->type_index = kTVMFFIMap;
   } else if (PyCallable_Check(x)) {
     out->type_index = kTVMFFIFunction;
-  } else {
+  } else {  // the model's messages name its type
     out->type_index = kTVMFFIOpaquePyObject;
-    out->v_ptr = x;
+    out->zero_padding = kPythonTypeNamed;
+    out->v_c_str = Py_TYPE(x)->tp_name;
   }
+  return true;
 }
 
 bool accepted_tensor(const CallModel& model, size_t i, Framework f, bool metadata) {
@@ -114,6 +131,7 @@ ModelArguments::ModelArguments(size_t n, size_t n_outputs) : packed_(n), bytes_(
 
 ModelArguments::~ModelArguments() {
   for (PyObject* h : held_) Py_DECREF(h);
+  for (TVMFFIObjectHandle h : ffi_held_) TVMFFIObjectDecRef(h);
   for (PyObject* r : replaced_) Py_XDECREF(r);
 }
 
@@ -145,6 +163,8 @@ bool plain_scalar(const TVMFFIAny& a) {
     case kTVMFFIInt:
     case kTVMFFIFloat:
     case kTVMFFIRawStr:
+    case kTVMFFISmallStr:
+    case kTVMFFIStr:
     case kTVMFFIByteArrayPtr:
       return true;
     default:
@@ -183,11 +203,7 @@ bool ModelArguments::pack_tensor(const CallModel& model, size_t i, PyObject* x, 
   }
   Framework f = Framework::kNone;
   if (!framework_of(x, &f)) return false;
-  if (f == Framework::kNone) {  // None, a scalar, a list: the model names its kind
-    pack_scalar(x, &packed_[i], &bytes_[i]);
-    direct_ = direct_ && plain_scalar(packed_[i]);
-    return true;
-  }
+  if (f == Framework::kNone) return pack_value(i, x);  // None, a scalar, a list: the model names its kind
   if (!accepted_tensor(model, i, f, metadata)) {
     refused_ = true;
     return false;
@@ -225,10 +241,24 @@ bool ModelArguments::pack_tensor(const CallModel& model, size_t i, PyObject* x, 
   if (!direct_ || !view_direct(x, f, model.callers()[i].written, &v)) {
     direct_ = false;
     PyObject* held = nullptr;
-    if (!view_tensor(x, f, &v.tensor, v.scratch, &held)) return false;
+    const bool viewed = view_tensor(x, f, &v.tensor, v.scratch, &held);
     if (held != nullptr) held_.push_back(held);
+    if (f == Framework::kTorch && !metadata && (!viewed || !has_storage(v.tensor))) {
+      refused_ = storage_less_ = true;
+      return refuse_storage_less(model.spec().name.c_str(), i, model.callers()[i].name.c_str(), x);
+    }
+    if (!viewed) return false;
   }
   pack_view(i, x, f);
+  return true;
+}
+
+bool ModelArguments::pack_value(size_t i, PyObject* x) {
+  TVMFFIObjectHandle owned = nullptr;
+  if (!pack_scalar(x, &packed_[i], &bytes_[i], &owned)) return false;
+  if (owned != nullptr) ffi_held_.push_back(owned);
+  direct_ = direct_ && plain_scalar(packed_[i]);
+  unconvertible_ = unconvertible_ || packed_[i].type_index == kTVMFFIOpaquePyObject;
   return true;
 }
 
@@ -245,9 +275,8 @@ bool ModelArguments::pack(const CallModel& model, PyObject* const* values, bool 
   for (size_t i = 0; i < model.callers().size(); ++i) {
     if (model.callers()[i].tensor) {
       if (!pack_tensor(model, i, values[i], metadata)) return false;
-    } else {
-      pack_scalar(values[i], &packed_[i], &bytes_[i]);
-      direct_ = direct_ && plain_scalar(packed_[i]);
+    } else if (!pack_value(i, values[i])) {
+      return false;
     }
   }
   return true;

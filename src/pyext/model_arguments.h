@@ -36,6 +36,12 @@ class ModelArguments {
   /// Whether pack() failed on one of the table's own refusals (not on an object only
   /// tvm-ffi's conversion can read).
   bool refused() const { return refused_; }
+  /// Whether pack() refused a torch tensor without plain storage (a meta or sparse
+  /// tensor, one under torch.func's transforms): the torch op's dispatcher takes those.
+  bool storage_less() const { return storage_less_; }
+  /// Whether a scalar argument is an object tvm-ffi does not convert (a call with
+  /// it fails; the model's check names its Python type).
+  bool unconvertible() const { return unconvertible_; }
   /// The arguments as the stub must get them: `values` with the materialised
   /// replacements of pack() (borrowed; valid while this object lives).
   PyObject* const* call_values(PyObject* const* values);
@@ -60,6 +66,7 @@ class ModelArguments {
     int64_t scratch[128];  ///< a TensorMeta's shape and strides, or a NumPy array's strides
   };
   bool pack_tensor(const CallModel& model, size_t i, PyObject* x, bool metadata);
+  bool pack_value(size_t i, PyObject* x);
   /// A direct view of `x` in `v` (false: none; nothing set).
   bool view_direct(PyObject* x, Framework f, bool written, View* v);
   /// Argument `i` (`x`, of framework `f`) packed as its view, view(i).
@@ -73,12 +80,15 @@ class ModelArguments {
   std::unique_ptr<View[]> large_;
   size_t n_ = 0;
   SmallVector<PyObject*, 8> held_;
+  SmallVector<TVMFFIObjectHandle, 2> ffi_held_;  ///< String objects of NUL-holding str arguments
   SmallVector<PyObject*, 8> replaced_;      ///< per caller: an owned replacement, or nullptr
   SmallVector<PyObject*, 16> call_values_;  ///< call_values()'s array
   Framework framework_ = Framework::kNone;
   PyObject* first_tensor_ = Py_None;
   bool direct_ = true;
   bool refused_ = false;
+  bool storage_less_ = false;
+  bool unconvertible_ = false;
 };
 
 /// The framework table's refusals for caller `i` of `model` holding `x` of framework
@@ -114,8 +124,11 @@ TensorCheck check_tensors(const CallModel& model, PyObject* const* values, bool 
 
 /// `x` as tvm-ffi passes a scalar: bool, int (kTVMFFIBigInt beyond int64), float,
 /// NumPy scalars as their Python values, str and bytes by pointer (`bytes` holds the
-/// byte array), None; anything else by its kind only, for messages.
-void pack_scalar(PyObject* x, TVMFFIAny* out, TVMFFIByteArray* bytes);
+/// byte array), None; anything else by its kind only, for messages. A str holding
+/// NUL characters, which a C string would cut, becomes a tvm-ffi String object of
+/// its whole text, whose reference goes to `*owned` (released by the caller after
+/// the call). False with an error set when that object cannot be made.
+bool pack_scalar(PyObject* x, TVMFFIAny* out, TVMFFIByteArray* bytes, TVMFFIObjectHandle* owned);
 
 }  // namespace kjit::pyext
 

@@ -1,5 +1,7 @@
 #include "torch_tensors.h"
 
+#include <string>
+
 namespace kjit::pyext {
 namespace {
 
@@ -114,10 +116,11 @@ const DLPackExchangeAPI* torch_exchange_api(PyTypeObject* torch_tensor) {
 }
 
 ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t) {
-  if (api->dltensor_from_py_object_no_sync(x, t) != 0) {
+  if (api->dltensor_from_py_object_no_sync(x, t) != 0) {  // sparse, meta, under torch.func: the checked path names it
     PyErr_Clear();
-    return ViewResult::kNotDirect;
+    return ViewResult::kChecked;
   }
+  if (!has_storage(*t)) return ViewResult::kChecked;
   if (t->device.device_type != kDLCPU) return ViewResult::kNotDirect;
   if (g_plain.contains(x, t->data)) return ViewResult::kViewed;
   // Only complex tensors carry the conjugate bit; the negative one may be on any.
@@ -176,6 +179,70 @@ int torch_needs_grad(PyTypeObject* torch_tensor, PyObject* x) {
   const int on = enabled == Py_True;
   Py_DECREF(enabled);
   return on;
+}
+
+bool has_storage(const DLTensor& t) {
+  if (t.data != nullptr) return true;
+  for (int32_t d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return true;
+  }
+  return false;
+}
+
+namespace {
+
+/// What torch tensor `x` is, as refuse_storage_less says it (asked only on that
+/// path): its layout when not strided ("sparse_coo"), else whether it is a meta
+/// tensor; empty for one without storage (under torch.func's transforms).
+std::string layout_or_meta(PyObject* x) {
+  std::string kind;
+  PyObject* layout = PyObject_GetAttrString(x, "layout");
+  PyObject* layout_text = layout != nullptr ? PyObject_Str(layout) : nullptr;
+  const char* text = layout_text != nullptr ? PyUnicode_AsUTF8(layout_text) : nullptr;
+  const std::string prefix = "torch.";
+  if (text != nullptr && std::string(text) != "torch.strided") {
+    kind = text;
+    if (kind.rfind(prefix, 0) == 0) kind = kind.substr(prefix.size());
+  }
+  Py_XDECREF(layout_text);
+  Py_XDECREF(layout);
+  PyObject* is_meta = kind.empty() ? PyObject_GetAttrString(x, "is_meta") : nullptr;
+  if (is_meta == Py_True) kind = "meta";
+  Py_XDECREF(is_meta);
+  PyErr_Clear();
+  return kind;
+}
+
+}  // namespace
+
+bool refuse_storage_less(const char* fn, size_t i, const char* name, PyObject* x) {
+  std::string cause;
+  if (PyErr_Occurred()) {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+    const char* c = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+    if (c != nullptr) cause = std::string(c).substr(0, std::string(c).find('\n'));  // no C++ frames
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    PyErr_Clear();
+  }
+  const std::string kind = layout_or_meta(x);
+  if (!kind.empty() && kind != "meta") {
+    PyErr_Format(PyExc_TypeError, "%s: argument #%zu '%s' is a %s tensor, whose layout kjit does not read; pass %s.to_dense()",
+                 fn, i, name, kind.c_str(), name);
+    return false;
+  }
+  const char* what = kind == "meta" ? "a meta tensor (shape and dtype, no data)"
+                                    : "a torch tensor without storage (one inside torch.func.vmap, grad or functionalize)";
+  const std::string torch_said = cause.empty() ? "" : " (torch: " + cause + ")";
+  PyErr_Format(PyExc_TypeError,
+               "%s: argument #%zu '%s' is %s, which has no data a kjit function can read%s; call mod.torch.%s, the "
+               "torch op, which torch's dispatcher runs on such tensors",
+               fn, i, name, what, torch_said.c_str(), fn);
+  return false;
 }
 
 bool has_lazy_bits(PyObject* x) { return call_predicate(x, kIsNeg) || call_predicate(x, kIsConj); }

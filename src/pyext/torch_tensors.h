@@ -18,11 +18,22 @@ namespace kjit::pyext {
 /// none, one of another DLPack major version, or none that fills a DLTensor in place.
 const DLPackExchangeAPI* torch_exchange_api(PyTypeObject* torch_tensor);
 
-/// Fills `t` with a view of the CPU torch tensor `x`. kNotDirect for other devices
-/// and for tensors torch does not export (tvm-ffi's call then reports them);
+/// Fills `t` with a view of the CPU torch tensor `x`. kNotDirect for other devices;
 /// kChecked for conjugate and negative views (has_lazy_bits; the answer for the
-/// last few plain tensors is remembered). No error set.
+/// last few plain tensors is remembered) and for tensors torch does not export or
+/// that have no data (sparse and meta tensors, tensors under torch.func's
+/// transforms), which the checked path names. No error set.
 ViewResult view_torch_cpu(const DLPackExchangeAPI* api, PyObject* x, DLTensor* t);
+
+/// Whether a view has data to read: a non-empty tensor with a null data pointer
+/// (torch.func.functionalize's tensors) has none.
+bool has_storage(const DLTensor& t);
+
+/// The TypeError for argument `i` ('name') of function `fn`, torch tensor `x`, which
+/// has no plain storage (a meta or sparse tensor, or one under torch.func's vmap,
+/// grad or functionalize): what it is, and that the torch op takes it. Replaces the
+/// error torch's export raised (its first line is kept). Returns false.
+bool refuse_storage_less(const char* fn, size_t i, const char* name, PyObject* x);
 
 /// Whether torch tensor `x` is a conjugate or negative view (is_conj(), is_neg()):
 /// bits DLPack cannot carry and torch's exchange API drops, so the data it describes

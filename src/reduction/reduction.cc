@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <map>
+#include <charconv>
 #include <mutex>
 
 #include "cpu/codegen_reduction.h"
@@ -72,19 +73,26 @@ void check_takes(const PartEntry& e, const char* part, size_t n, const char* wha
                   std::to_string(e.arity.most));
 }
 
-/// The identity written as the accumulator: ValueError where it cannot be one.
+/// The identity written as the accumulator: ValueError where it is not a value of
+/// it (it would wrap, round or overflow).
 void write_identity(const std::string& fn, const EwOperand& identity, EwType acc, iterator::ScalarSlot* slot) {
   const iterator::Kind kind = iterator::kind_of(acc);
   if (identity.scalar == EwOperand::Scalar::kComplex && kind != iterator::Kind::kComplex && identity.imag != 0) {
     throw TypeError(fn + ": the identity is complex but the reduction accumulates in " + ew_type_name(acc));
   }
-  if (identity.scalar == EwOperand::Scalar::kFloat && (kind == iterator::Kind::kInt || kind == iterator::Kind::kUInt)) {
-    const double v = identity.real;
-    if (!std::isfinite(v) || v != std::floor(v) || v < -9.3e18 || v > 1.8e19) {
-      throw ValueError(fn + ": the identity " + std::to_string(v) + " is not a value of " + ew_type_name(acc) +
-                       ", which this call accumulates in; pass identity=None for a reduction without one (max, "
-                       "min), or an integer");
+  if (!iterator::scalar_fits(identity, acc)) {
+    const bool whole = identity.scalar == EwOperand::Scalar::kInt || identity.scalar == EwOperand::Scalar::kBool;
+    char value[64] = {};  // the shortest text that reads back as the value, as Python's repr
+    if (whole) {
+      std::to_chars(value, value + sizeof(value) - 1, identity.int_value);
+    } else {
+      std::to_chars(value, value + sizeof(value) - 1, identity.real);
     }
+    throw ValueError(fn + ": the identity " + std::string(value) + " is not a value of " + ew_type_name(acc) +
+                     ", which this call accumulates in (it would " +
+                     (kind == iterator::Kind::kFloat || kind == iterator::Kind::kComplex ? "overflow" : "wrap or round") +
+                     "); pass identity=None for a reduction without one (max, min), an identity of the "
+                     "accumulator's range, or dtype= a type that holds it");
   }
   iterator::write_scalar(identity, acc, slot);
 }
@@ -169,6 +177,17 @@ KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inpu
 
 namespace {
 
+/// An out= of a wider floating (or complex) type than the accumulator: the call
+/// accumulates in out's type, as NumPy's reductions take their dtype from out and
+/// torch's sum(out=) computes in out's. (A narrower out only rounds the result.)
+void accumulate_as_out(red::RedCall* c, const DLTensor* out) {
+  const std::optional<EwType> t = iterator::from_dl(out->dtype);
+  if (!t) return;  // check_out names it
+  const iterator::Kind acc = iterator::kind_of(c->acc), kind = iterator::kind_of(*t);
+  const bool floating = acc == iterator::Kind::kFloat || acc == iterator::Kind::kComplex;
+  if (floating && kind == acc && iterator::size_of(*t) > iterator::size_of(c->acc)) c->acc = *t;
+}
+
 /// A call's output: its shape and dtype, C-contiguous.
 EwOutput output_layout(const red::RedCall& c) {
   EwOutput out;
@@ -203,6 +222,8 @@ struct Reduction::Impl {
   /// An arg reduction's types (the input's, an int64 result); ValueError for more than one axis.
   void plan_arg(red::RedCall* c) const;
   void check_out(const red::RedCall& c, const DLTensor* out, Promotion p) const;
+  /// An arg reduction's out: an integer type that holds every index of the call.
+  void check_index_out(const red::RedCall& c, const DLTensor* out) const;
   std::shared_ptr<const RedPlan> make_plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                                            std::optional<EwType> dtype, const DLTensor* out, Promotion p);
   void execute(const RedPlan& plan, const std::vector<EwOperand>& inputs, const DLTensor* out, Promotion p) const;
@@ -297,6 +318,22 @@ void Reduction::Impl::check_out(const red::RedCall& c, const DLTensor* out, Prom
   as_output.own.clear();
   iterator::check_output(name, 0, out, as_output, p);
   iterator::check_self_overlap(name, &out, 1);
+  if (entries.arg) check_index_out(c, out);
+}
+
+void Reduction::Impl::check_index_out(const red::RedCall& c, const DLTensor* out) const {
+  const std::optional<EwType> t = iterator::from_dl(out->dtype);
+  const iterator::Kind kind = t ? iterator::kind_of(*t) : iterator::Kind::kFloat;
+  if (kind != iterator::Kind::kInt && kind != iterator::Kind::kUInt) {
+    throw TypeError(name + ": out has dtype " + (t ? ew_type_name(*t) : std::string("?")) +
+                    ", but an arg reduction writes int64 indices: pass an integer out (int64)");
+  }
+  const int64_t largest = c.count - 1;
+  if (!iterator::scalar_fits(EwOperand::of_int(largest), *t)) {
+    throw TypeError(name + ": out has dtype " + ew_type_name(*t) + ", which cannot hold the index " +
+                    std::to_string(largest) + " this call may return (" + std::to_string(c.count) +
+                    " elements reduced): pass an int64 out");
+  }
 }
 
 std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes,
@@ -305,6 +342,7 @@ std::shared_ptr<const RedPlan> Reduction::Impl::make_plan(const std::vector<EwOp
   auto made = std::make_shared<RedPlan>();
   RedPlan& plan = *made;
   plan.call = this->plan(inputs, axes, keepdims, dtype, p);
+  if (out != nullptr && !dtype && !entries.arg) accumulate_as_out(&plan.call, out);
   const red::RedCall& c = plan.call;
   plan.output = output_layout(c);
   if (out != nullptr) check_out(c, out, p);
@@ -421,8 +459,8 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   };
   try {
     run_split(&problem, dims, plan.call.count, plan.kernel.acc_bytes, plan.outer, call);
-  } catch (const ZeroDivisionError& e) {
-    throw ZeroDivisionError(name + ": " + e.what());
+  } catch (...) {
+    cpu::rethrow_user_error(name);
   }
 }
 

@@ -45,7 +45,7 @@ std::string arg_ops_struct(const std::string& code, const RedEntries& e, const R
   o << "struct __Best {\n  " << cs << " v;\n  int64_t i;\n};\n"
     << "struct __Ops {\n  using Acc = __Best;\n"
     << kDevice << "bool better(" << cs << " __a, " << cs << " __b) { return "
-    << iterator::entry_callee(code, e.reduce, cs) << "(__a, __b); }\n"
+    << arg_better_expr(iterator::entry_callee(code, e.reduce, cs)) << "; }\n"
     << kDevice << "__Best map(char* const* __in, int64_t __i) { return __Best{" << load_input(t.inputs[0], 0, c)
     << ", __i}; }\n"
     << kDevice << "__Best combine(__Best __a, __Best __b) {\n"

@@ -20,4 +20,8 @@ std::string RedKernelTypes::key() const {
   return k;
 }
 
+std::string arg_better_expr(const std::string& callee) {
+  return "__b != __b ? false : __a != __a ? true : static_cast<bool>(" + callee + "(__a, __b))";
+}
+
 }  // namespace kjit

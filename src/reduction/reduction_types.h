@@ -27,6 +27,14 @@ struct RedEntries {
   bool arg = false;  ///< reduce is `bool better(T a, T b)` of a value-and-index (arg) reduction
 };
 
+/// The body of an arg reduction's `better(__a, __b)` on either backend, `callee`
+/// the user's comparison: a NaN is better than any number and two NaNs are equal,
+/// so the first NaN wins, as in NumPy's and torch's argmax and argmin. A comparison
+/// alone ranks a NaN nowhere (false both ways), and the index found would depend
+/// on the order the loops compare in. `x != x` holds only for NaN (float and
+/// complex); for integer types the compiler drops it.
+std::string arg_better_expr(const std::string& callee);
+
 }  // namespace kjit
 
 #endif  // KJIT_SRC_REDUCTION_REDUCTION_TYPES_H_

@@ -255,6 +255,17 @@ class PlanBuilder {
 
 }  // namespace
 
+bool is_size_scalar(const BindingPlan& plan, size_t param) {
+  for (const BindingStep& s : plan.steps) {
+    if (s.field == BindingStep::Field::kScalar && s.param == param) return true;
+  }
+  return false;
+}
+
+std::string size_scalar_note(const std::string& name) {
+  return "; '" + name + "' is a size, which a bool is not (NumPy and torch take none as one)";
+}
+
 std::string field_label(const FunctionSpec& spec, const BindingStep& step) {
   const Param& p = spec.params[step.param];
   switch (step.field) {

@@ -51,6 +51,15 @@ struct BindingPlan {
 /// dim can never be solved or a symbol is never bound.
 BindingPlan make_binding_plan(const FunctionSpec& spec, const std::string& signature = "");
 
+/// Whether scalar parameter `param` (an index into FunctionSpec::params) binds or
+/// is checked against a shape symbol: a size, which takes an int, never a bool
+/// (NumPy and torch refuse a bool as a size).
+bool is_size_scalar(const BindingPlan& plan, size_t param);
+
+/// What a message about a bool given for size scalar `name` adds: "; 'n' is a
+/// size, which a bool is not".
+std::string size_scalar_note(const std::string& name);
+
 /// "a.shape[0]", "a.strides[1]", "argument 'n'": where a step reads its value.
 std::string field_label(const FunctionSpec& spec, const BindingStep& step);
 

@@ -400,3 +400,72 @@ def test_function_names_never_shadow_the_modules_own_state():
     assert set(names) <= set(dir(m))
     assert "def _fns(self, k: int) -> int:" in m.stub()
     assert m.functions["_stubs"] == "k: int64"
+
+
+# -- held-out cases of the earlier probe, and what a wrong argument is called -------
+
+HELD_OUT_SRC = r"""
+#include <kjit/kernel.h>
+#include <string>
+std::string echo(std::string s) { return s; }
+void fill_n(kjit::TensorView y, int64_t n) { for (int64_t i = 0; i < n; ++i) y.data<float>()[i] = 1; }
+void fill_rows(const kjit::TensorView x, kjit::TensorView y, int64_t n) {}
+void many(const kjit::TensorView x, kjit::TensorView y, float a, float b, float c, float d, int64_t s) {}
+void scale(const kjit::TensorView x, kjit::TensorView y, float alpha) {}
+"""
+HELD_OUT_SIGS = {
+    "echo": "s: str",
+    "fill_n": "y: float32[n] return, n: int64",
+    "fill_rows": "x: float32[n], y: float32[n] out, n: int64",
+    "many": "x: float32[n], y: float32[n] out, a: float32 = 1.0, b: float32 = 1.0, c: float32 = 1.0, "
+            "d: float32 = 1.0, s: int64 = 0",
+    "scale": "x: float32[n], y: float32[n] return, alpha: float32",
+}
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    return build("calls_held_out", HELD_OUT_SRC, HELD_OUT_SIGS)
+
+
+@pytest.mark.parametrize("text", ["a\0b", "\0", "ab\0\0cd" * 10, "é\0ü"])
+def test_a_str_holding_nul_reaches_the_kernel_whole(held_out, text):
+    assert held_out.echo(text) == text
+    assert held_out.echo(s=text) == text
+
+
+@pytest.mark.parametrize("call", [lambda m: m.fill_n(True), lambda m: m.fill_n(n=True),
+                                  lambda m: m.fill_rows(np.ones(1, np.float32), np.ones(1, np.float32), True)])
+def test_a_bool_is_not_a_size(held_out, call):
+    """NumPy and torch refuse a bool as a size; an integer scalar that binds a shape
+    symbol does too (fill_n(n=True) returned one element)."""
+    with pytest.raises(TypeError, match=r"argument #\d 'n': expected an int \(int64\), got bool True; 'n' is a size, "
+                                        r"which a bool is not \(NumPy and torch take none as one\)$"):
+        call(held_out)
+    assert held_out.fill_n(n=2).tolist() == [1.0, 1.0]
+
+
+def test_an_integer_out_of_range_is_named_by_its_keyword(held_out):
+    x = np.ones(2, np.float32)
+    for call in (lambda: held_out.many(x, x, s=2**70), lambda: held_out.many(x, x, 1.0, 1.0, 1.0, 1.0, 2**70)):
+        with pytest.raises(ValueError, match=r"^many: argument #6 's': the integer is out of range for int64"):
+            call()
+
+
+def test_a_returned_tensor_passed_by_the_caller_is_named(held_out):
+    x = np.ones(2, np.float32)
+    with pytest.raises(TypeError, match=r"^scale\(\) takes 2 arguments \(x, alpha\) but 3 were given; 'y' is returned "
+                                        r"by scale, not passed: call scale\(x, alpha\)$"):
+        held_out.scale(x, x, 3.0)
+    with pytest.raises(TypeError, match=r"^scale: argument #1 'alpha': expected a float \(float32\), got a "
+                                        r"numpy.ndarray; 'y' is returned by scale, not passed: call scale\(x, alpha\)$"):
+        held_out.scale(x, x)
+
+
+@pytest.mark.parametrize("value, shown", [(1j, "complex"), (object(), "object"), ({1}, "set")])
+def test_a_value_tvm_ffi_does_not_convert_is_named_by_its_type(held_out, value, shown):
+    x = np.ones(2, np.float32)
+    with pytest.raises(TypeError, match=rf"^scale: argument #1 'alpha': expected a float \(float32\), got a {shown}"):
+        held_out.scale(x, value)
+    with pytest.raises(TypeError, match=rf"^many: argument #2 'a': expected a float \(float32\), got a {shown}$"):
+        held_out.many(x, x, value)

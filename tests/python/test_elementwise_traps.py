@@ -106,3 +106,43 @@ def test_a_sigfpe_outside_a_kernel_keeps_its_default_action():
         assert proc.returncode == -signal.SIGABRT, (proc.returncode, proc.stderr)
     else:
         assert proc.returncode == -signal.SIGFPE, (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_a_division_the_compiler_sees_is_a_zero_division_error_not_sigill():
+    """A literal `/ T(0)` and the docs' integer mean over an empty slice (post_code
+    called with n = 0): GCC would make both a trap instruction (SIGILL, which killed
+    the process); kjit compiles them as divisions, which the guard turns into a
+    ZeroDivisionError naming the function."""
+    proc = run("""
+    by_zero = kjit.elementwise("template <typename T> T by_zero(T a) { return a / T(0); }")
+    print(message(lambda: by_zero(np.array([7, 8]))))
+    mean = kjit.reduction("template <typename T> T add(T a, T b) { return a + b; }", identity=0,
+                          post_code="template <typename T> T mean(T acc, int64_t n) { return acc / n; }",
+                          upcast_integers=False, name="imean")
+    print(message(lambda: mean(np.zeros((2, 0), np.int32), axis=1)))
+    print(mean(np.array([[2, 4]], np.int32), axis=1).tolist())
+    """)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == EXPECTED.replace("divmod", "by_zero")
+    assert lines[1] == EXPECTED.replace("divmod", "imean")
+    assert lines[2] == "[3]"
+
+
+def test_a_trap_instruction_is_a_runtime_error_naming_the_function():
+    """Any other trap instruction in an integer kernel (__builtin_trap) is a
+    RuntimeError naming the function, never SIGILL."""
+    proc = run("""
+    trap = kjit.elementwise("template <typename T> T trapping(T a) { if (a == 3) __builtin_trap(); return a; }")
+    try:
+        trap(np.array([1, 2, 3]))
+    except RuntimeError as e:
+        print(str(e))
+    print(trap(np.array([1, 2])).tolist())
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "trapping: the kernel executed a trap instruction (SIGILL): the compiler found undefined behaviour on this "
+        "path of the code (such as a division by a literal zero) and made it a trap; the outputs hold what the loop "
+        "wrote before it",
+        "[1, 2]"]

@@ -61,9 +61,24 @@ def mod():
     ],
 )
 def test_exception_maps_to_python(mod, which, exc, message):
+    """The kind maps to the builtin; the message names the function, as kjit's own
+    errors do ("thrower: ...")."""
     with pytest.raises(exc) as info:
         mod.thrower(which)
-    assert str(info.value) == message
+    assert str(info.value) == (message if message.startswith("thrower: ") else f"thrower: {message}")
+
+
+def test_a_kernel_message_that_names_its_function_is_named_once():
+    named = build("exceptions_named", "#include <stdexcept>\n#include <cstdint>\n"
+                  "void rmsnorm(double eps) { if (eps <= 0) throw std::invalid_argument(\"rmsnorm: eps must be "
+                  "positive\"); if (eps > 1) throw std::invalid_argument(\"rmsnormx: eps too big\"); }\n",
+                  {"rmsnorm": "eps: float64"})
+    with pytest.raises(ValueError) as info:
+        named.rmsnorm(-1.0)
+    assert str(info.value) == "rmsnorm: eps must be positive"
+    with pytest.raises(ValueError) as info:
+        named.rmsnorm(2.0)
+    assert str(info.value) == "rmsnorm: rmsnormx: eps too big"
 
 
 def test_no_exception_returns_value(mod):

@@ -201,3 +201,71 @@ def test_shard_map_over_four_host_devices(kjit_cache_dir):
     env = dict(os.environ, KJIT_CACHE_DIR=str(kjit_cache_dir))
     proc = subprocess.run([sys.executable, "-c", SHARD_MAP], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+X64_SRC = r"""
+#include <kjit/kernel.h>
+void iota(const kjit::TensorView a, kjit::TensorView y) {
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = (int64_t(1) << 40) + i;
+}
+void dbl(const kjit::TensorView x, kjit::TensorView y) {
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<double>()[i] = 2 * x.data<double>()[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def x64_mod():
+    return build("tjf_x64", X64_SRC, {"iota": "a: float32[n], y: int64[n] return",
+                                      "dbl": "x: float64[n], y: float64[n] return"}, jax=True)
+
+
+def test_a_64_bit_result_without_x64_is_refused_at_trace_time(x64_mod):
+    """With jax_enable_x64 off (JAX's default) JAX holds no int64 array: a kernel's
+    int64 values would be read as int32 by the next JAX op (2**40 + i became i)."""
+    assert not jax.config.jax_enable_x64
+    with pytest.raises(TypeError, match=r"^iota: returned tensor 'y' is int64, which JAX holds only with "
+                                        r"jax_enable_x64 \(off, JAX's default\): set "
+                                        r"jax.config.update\('jax_enable_x64', True\), or return a 32-bit dtype"):
+        jax.jit(lambda a: x64_mod.jax.iota(a) + 1)(jnp.ones(3))
+
+
+def test_a_64_bit_input_jax_converted_says_so(x64_mod):
+    with pytest.raises(TypeError, match=r"^dbl: argument #0 'x': dtype must be float64, got float32 \('x' was "
+                                        r"float64, which JAX converted to float32: jax_enable_x64 is off, JAX's "
+                                        r"default; set jax.config.update\('jax_enable_x64', True\)\)$"):
+        x64_mod.jax.dbl(np.ones(3))
+
+
+def test_x64_results_under_x64_in_a_subprocess(kjit_cache_dir):
+    """With jax_enable_x64 on, the same kernels give JAX their int64 and float64 values."""
+    code = textwrap.dedent(f"""
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp, numpy as np, kjit
+        mod = kjit.load_inline("tjf_x64", cpp_sources={X64_SRC!r},
+                               functions={{"iota": "a: float32[n], y: int64[n] return",
+                                           "dbl": "x: float64[n], y: float64[n] return"}}, jax=True)
+        got = jax.jit(lambda a: mod.jax.iota(a) + 1)(jnp.ones(3, jnp.float32))
+        assert got.dtype == jnp.int64 and got.tolist() == [2**40 + 1, 2**40 + 2, 2**40 + 3], got
+        assert mod.jax.dbl(np.ones(2)).tolist() == [2.0, 2.0]
+        print("ok")
+    """)
+    env = dict(os.environ, KJIT_CACHE_DIR=str(kjit_cache_dir))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+
+
+def test_symbolic_shapes_are_refused_with_kjits_message(mod):
+    from jax import export
+    spec = jax.ShapeDtypeStruct(export.symbolic_shape("n"), jnp.float32)
+    with pytest.raises(TypeError, match=r"^twice: argument 'x' has the symbolic shape \(n,\), but kjit functions "
+                                        r"check concrete sizes while tracing: export with concrete shapes"):
+        export.export(jax.jit(mod.jax.twice))(spec)
+
+
+def test_result_shape_dtypes_takes_shape_dtype_structs(mod):
+    assert mod.jax.twice.result_shape_dtypes(jax.ShapeDtypeStruct((3,), jnp.float32)) == \
+        [jax.ShapeDtypeStruct((6,), jnp.float32)]
+    with pytest.raises(TypeError, match=r"^twice: argument #0 'x': dtype must be float32, got int32$"):
+        mod.jax.twice.result_shape_dtypes(jax.ShapeDtypeStruct((3,), jnp.int32))

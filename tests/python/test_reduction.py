@@ -722,3 +722,148 @@ def test_reductions_as_torch_ops_pass_opcheck_and_compile(rsum, argmax):
     torch.library.opcheck(aop.op, ([x], [0], False))
     compiled = torch.compile(lambda t: op(torch.relu(t), axis=1) * 2, fullgraph=True)
     assert torch.allclose(compiled(x), torch.relu(x).sum(1) * 2)
+
+
+# -- right or refused (issue 38) ------------------------------------------------------
+
+@pytest.mark.parametrize("identity, dtype, shown", [
+    (300, "int8", "300"), (-129, "int8", "-129"), (256, "uint8", "256"), (-1, "uint16", "-1"),
+    (2**31, "int32", "2147483648"), (1.5, "int32", "1.5"), (2, "bool", "2"), (1e39, "float32", "1e\\+39"),
+    (-3.5e38, "float32", "-3.5e\\+38"),
+])
+def test_an_identity_outside_the_accumulator_is_a_value_error(identity, dtype, shown):
+    """It would wrap (300 into int8 gave 44), round or overflow: refused, as the docs say."""
+    red = kjit.reduction(ADD, identity=identity, upcast_integers=False, name="idr")
+    with pytest.raises(ValueError, match=rf"^idr: the identity {shown} is not a value of {dtype}, which this call "
+                                         r"accumulates in \(it would (wrap or round|overflow)\)"):
+        red(np.zeros(0, dtype), dtype=dtype)
+
+
+def test_identities_at_the_edges_of_the_accumulator_are_kept():
+    for identity, dtype in ((-128, "int8"), (127, "int8"), (255, "uint8"), (1, "bool"), (float("inf"), "float32"),
+                            (65504.0, "float32")):
+        red = kjit.reduction(MAX, identity=identity, upcast_integers=False, name="edge")
+        got = red(np.zeros(0, dtype), dtype=dtype)
+        assert got == np.array(identity).astype(dtype), (identity, dtype, got)
+
+
+@pytest.mark.parametrize("x_dtype, out_dtype", [("float32", "float64"), ("float16", "float64"),
+                                                ("complex64", "complex128")])
+def test_a_wider_float_out_widens_the_accumulation(rsum, x_dtype, out_dtype):
+    """np.sum(x, out=o) computes in o's dtype (ufunc.reduce's dtype defaults to
+    out's), as torch.sum(out=) does: 1e8 + 4 ones is 100000004 in float64."""
+    # 1e8 + 1 == 1e8 in float32; 2048 + 1 == 2048 in float16 (whose sums go through float32)
+    x = np.array([2048, 1, 1, 1, 1] if x_dtype == "float16" else [1e8, 1, 1, 1, 1]).astype(x_dtype)
+    out, want = np.zeros((), out_dtype), np.zeros((), out_dtype)
+    rsum(x, out=out)
+    np.sum(x, out=want)
+    assert out == want and out.dtype == want.dtype, (out, want)
+    if torch is not None:
+        t_out = torch.zeros((), dtype=getattr(torch, out_dtype))
+        rsum(torch.from_numpy(x), out=t_out)
+        assert t_out.item() == torch.sum(torch.from_numpy(x), dim=0, dtype=getattr(torch, out_dtype)).item()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_an_arg_reduction_finds_the_first_nan_whatever_its_comparison(threads, dtype):
+    """NaN is better than any number for every comparison (NumPy's and torch's
+    argmax and argmin): a plain `a > b` ranked NaN nowhere and the index depended on
+    the layout and the split."""
+    gt = kjit.arg_reduction("template <typename T> bool gt(T a, T b) { return a > b; }", name="gt")
+    lt = kjit.arg_reduction("template <typename T> bool lt(T a, T b) { return a < b; }", name="lt")
+    kjit.set_num_threads(threads)
+    try:
+        small = np.array([1.0, np.nan, 3.0, np.nan], dtype)
+        assert gt(small) == lt(small) == np.argmax(small) == np.argmin(small) == 1
+        big = np.random.default_rng(3).random(300001).astype(dtype)
+        big[[77777, 200000]] = np.nan
+        assert gt(big) == lt(big) == 77777
+        m = big[:300000].reshape(600, 500)
+        m[m < 0.01] = np.nan
+        for view in (m, m.T, m[::-1, ::7]):
+            for axis in (0, 1):
+                np.testing.assert_array_equal(gt(view, axis=axis), np.argmax(view, axis=axis))
+                np.testing.assert_array_equal(lt(view, axis=axis), np.argmin(view, axis=axis))
+        if torch is not None:
+            t = torch.from_numpy(small)
+            assert int(gt(t)) == int(torch.argmax(t)) and int(lt(t)) == int(torch.argmin(t))
+    finally:
+        kjit.set_num_threads(0)
+
+
+def test_an_arg_reductions_out_must_hold_indices(argmax):
+    x = np.arange(6000, dtype=np.float32).reshape(2, 3000)
+    with pytest.raises(TypeError, match=r"^argmax: out has dtype float32, but an arg reduction writes int64 indices: "
+                                        r"pass an integer out \(int64\)$"):
+        argmax(x, axis=1, out=np.zeros(2, np.float32))  # was [2999.0, 2999.0] (3000 for larger indices)
+    with pytest.raises(TypeError, match=r"^argmax: out has dtype int8, which cannot hold the index 2999 this call "
+                                        r"may return \(3000 elements reduced\): pass an int64 out$"):
+        argmax(x, axis=1, out=np.zeros(2, np.int8))
+    out = np.zeros(2, np.int16)
+    argmax(x, axis=1, out=out)
+    assert out.tolist() == [2999, 2999]
+
+
+def test_argmax_of_everything_with_keepdims_checks_outs_shape(argmax):
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(ValueError, match=r"^argmax: out has shape \(5, 5\) but the reduction gives \(1, 1\) "
+                                         r"\(kjit.reduction does not resize outputs\)$"):
+        argmax(x, keepdims=True, out=np.zeros((5, 5), np.int64))
+    out = np.full((1, 1), -1)
+    assert argmax(x, keepdims=True, out=out) is out and out.tolist() == [[5]]
+    with pytest.raises(TypeError, match=r"^argmax: out has dtype float64"):
+        argmax(x, keepdims=True, out=np.zeros((1, 1)))
+
+
+@pytest.mark.parametrize("keepdims", ["no", 1.5, [True]])
+def test_keepdims_must_be_a_bool(rsum, argmax, keepdims):
+    for f, name in ((rsum, "rsum"), (argmax, "argmax")):
+        with pytest.raises(TypeError, match=rf"^{name}: keepdims must be a bool, got {type(keepdims).__name__}"):
+            f(np.ones((2, 2)), axis=1, keepdims=keepdims)
+    assert rsum(np.ones((2, 2)), axis=1, keepdims=1).shape == (2, 1)  # an int, as NumPy takes it
+
+
+@pytest.mark.parametrize("n", [1.5, "2", True, None])
+def test_set_num_threads_takes_an_int(n):
+    with pytest.raises(TypeError, match=rf"^kjit.set_num_threads: n must be an int \(0 restores the default\), got "
+                                        rf"{type(n).__name__}"):
+        kjit.set_num_threads(n)
+    with pytest.raises(ValueError, match=r"kjit.set_num_threads: n must be a thread count in \[1, \d+\], or 0 for "
+                                         r"the default, got -1"):
+        kjit.set_num_threads(-1)
+
+
+@pytest.mark.parametrize("code, kind, message", [
+    ("throw 42;", RuntimeError, "^thrower: the code threw an exception that is not a std::exception$"),
+    ('throw std::runtime_error("boom");', RuntimeError, "^thrower: boom$"),
+    ('throw std::invalid_argument("bad");', ValueError, "^thrower: bad$"),
+    ('throw std::out_of_range("far");', IndexError, "^thrower: far$"),
+])
+def test_what_reduction_code_throws_maps_as_elementwise(code, kind, message):
+    """throw 42 aborted the process, std:: exceptions were 'a bug in kjit'."""
+    red = kjit.reduction("#include <stdexcept>\ntemplate <typename T> T add(T a, T b) { if (a + b > 5) { " + code +
+                         " } return a + b; }", identity=0, name="thrower")
+    for x in (np.ones(10), np.ones(1 << 20)):  # the calling thread, and pool workers
+        with pytest.raises(kind, match=message):
+            red(x)
+    assert red(np.ones(3)) == 3.0
+
+
+def test_inputs_kjit_cannot_read_are_type_errors(rsum):
+    with pytest.raises(TypeError, match=r"^kjit.reduction: input #0 has dtype float128, which kjit.reduction does "
+                                        r"not support"):
+        rsum(np.ones(3, np.longdouble))
+    f = kjit.elementwise("template <typename T> T same(T a) { return a; }")
+    with pytest.raises(TypeError, match=r"^kjit.elementwise: input #0 has dtype complex256, which kjit.elementwise "
+                                        r"does not support"):
+        f(np.ones(2, np.clongdouble))
+    if torch is not None:
+        sparse = torch.ones(3).to_sparse()
+        with pytest.raises(TypeError, match=r"^kjit.reduction: input #0 is a sparse_coo tensor, whose layout kjit "
+                                            r"does not read; pass x.to_dense\(\)$"):
+            rsum(sparse)
+        with pytest.raises(TypeError, match=r"^kjit.elementwise: input #0 is a sparse_coo tensor"):
+            f(sparse)
+        with pytest.raises(TypeError, match=r"^kjit.elementwise: input #0 is a meta tensor"):
+            f(torch.ones(3, device="meta"))

@@ -100,7 +100,7 @@ def test_schema_comes_from_the_spec(ops):
     assert schema("scale") == "torch_ops::scale(Tensor x, float alpha=2.) -> Tensor"
     assert schema("axpy") == "torch_ops::axpy(Tensor(a!) x, Tensor(b!) y, float alpha=1.) -> ()" or \
         schema("axpy") == "torch_ops::axpy(Tensor x, Tensor(a!) y, float alpha=1.) -> ()"
-    assert schema("head") == "torch_ops::head(Tensor x, int k) -> Tensor"
+    assert schema("head") == "torch_ops::head(Tensor x, SymInt k) -> Tensor"
     assert schema("bias") == "torch_ops::bias(Tensor x, Tensor? b) -> Tensor"
     assert schema("label") == "torch_ops::label(Tensor x, str tag) -> Tensor"
 

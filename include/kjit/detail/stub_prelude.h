@@ -378,6 +378,11 @@ __attribute__((format(printf, 2, 3))) KJIT_COLD int raise(const char* kind, cons
   return -1;
 }
 
+/// A kTVMFFIOpaquePyObject argument whose `zero_padding` is this holds the name of
+/// its Python type in `v_c_str` (kjit's Python call packs unknown objects so, for
+/// messages; tvm-ffi's own conversion leaves zero_padding 0).
+constexpr uint32_t kPythonTypeNamed = 0x4b4a4954;
+
 KJIT_COLD const char* kind_name(const TVMFFIAny* a, char* buf, size_t n) {
   switch (a->type_index) {
     case kTVMFFINone:
@@ -421,6 +426,10 @@ KJIT_COLD const char* kind_name(const TVMFFIAny* a, char* buf, size_t n) {
     case kTVMFFIModule:
       return "a module";
     case kTVMFFIOpaquePyObject:
+      if (a->zero_padding == kPythonTypeNamed) {  // kjit's own packing names the Python type
+        std::snprintf(buf, n, "a %s", a->v_c_str);
+        return buf;
+      }
       return "an opaque Python object (a type tvm-ffi does not convert, such as complex or numpy.bool_)";
     default:
       std::snprintf(buf, n, "an object of FFI type index %d", a->type_index);
@@ -500,16 +509,16 @@ KJIT_COLD int fail_tensor_kind(const char* fn, int i, const char* name, const ch
 }
 
 KJIT_COLD int fail_scalar_kind(const char* fn, int i, const char* name, const char* type, const char* accepted,
-                               const TVMFFIAny* a) {
-  char buf[96];
+                               const TVMFFIAny* a, const char* note = "") {
+  char buf[160];
   if (a->type_index == kTVMFFIBigInt) {
     return raise("ValueError",
                  "%s: argument #%d '%s': the integer is out of range for %s (tvm-ffi carries Python ints as int64, "
                  "so values outside [-2**63, 2**63 - 1] cannot reach a scalar)",
                  fn, i, name, type);
   }
-  return raise("TypeError", "%s: argument #%d '%s': expected %s (%s), got %s", fn, i, name, accepted, type,
-               kind_name(a, buf, sizeof(buf)));
+  return raise("TypeError", "%s: argument #%d '%s': expected %s (%s), got %s%s", fn, i, name, accepted, type,
+               kind_name(a, buf, sizeof(buf)), note);
 }
 
 KJIT_COLD int fail_int_range(const char* fn, int i, const char* name, const char* type, int64_t value,
@@ -743,6 +752,14 @@ KJIT_COLD int fail_dtype_source_unknown(const char* fn, const char* name, const 
                fn, name, source, source, format_dtype_name(got, buf, sizeof(buf)), source);
 }
 
+/// A kernel exception's message as kjit's own errors read: "fn: what" (left as it
+/// is when the kernel named the function itself).
+inline std::string named_message(const char* fn, const char* what) {
+  const size_t n = std::strlen(fn);
+  if (std::strncmp(what, fn, n) == 0 && what[n] == ':' && what[n + 1] == ' ') return what;
+  return std::string(fn) + ": " + what;
+}
+
 /// Maps the exception in flight to an FFI error; the one place C++ exceptions
 /// cross into the C ABI.
 KJIT_COLD int raise_current_exception(const char* fn) {
@@ -753,15 +770,16 @@ KJIT_COLD int raise_current_exception(const char* fn) {
     // TVM_FFI_THROW(ValueError) and friends keep their kind and traceback; a failed
     // TVM_FFI_ICHECK (kind InternalError) is the kernel's error, not kjit's bug.
     if (e.kind() != "InternalError") {
-      ::tvm::ffi::detail::SetSafeCallRaised(e);
+      ::tvm::ffi::detail::SetSafeCallRaised(
+          ::tvm::ffi::Error(e.kind(), named_message(fn, e.message().c_str()), e.backtrace()));
       return -1;
     }
     return raise("RuntimeError", "%s: %s", fn, e.message().c_str());
 #endif
   } catch (const kjit::Error& e) {  // the kind names: kjit/errors.h, shared with the runtime
-    TVMFFIErrorSetRaisedFromCStr(e.kind(), e.what());
+    TVMFFIErrorSetRaisedFromCStr(e.kind(), named_message(fn, e.what()).c_str());
   } catch (const std::exception& e) {
-    TVMFFIErrorSetRaisedFromCStr(kjit::error_kind_name(kjit::kernel_error_kind(e)), e.what());
+    TVMFFIErrorSetRaisedFromCStr(kjit::error_kind_name(kjit::kernel_error_kind(e)), named_message(fn, e.what()).c_str());
   } catch (...) {
     return raise("RuntimeError", "%s: the kernel threw an exception that is not a std::exception", fn);
   }
