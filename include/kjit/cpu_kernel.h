@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -214,6 +215,10 @@ namespace detail {
 /// in vector registers, combined in order at the end of the run.
 constexpr int kReduceLanes = 8;
 
+/// cpu_reduce's split: from this many outputs each output is reduced whole (by one
+/// thread); below it each long reduction is split into at most this many parts.
+constexpr int64_t kWholeOutputsFrom = 64;
+
 template <typename Acc, typename T, typename Reduce, typename Combine>
 Acc reduce_row(Acc acc, const char* p, int64_t stride, int64_t n, const Acc& identity, const Reduce& reduce,
                const Combine& combine) {
@@ -318,7 +323,9 @@ void cpu_reduce(const TensorIterator& iter, Acc identity, const Reduce& reduce, 
   auto reduce_all = [&](const char* in, int64_t b, int64_t e) {
     return detail::reduce_range<Acc, T>(iter, rs, in, b, e, identity, identity, reduce, combine);
   };
-  if (rs.outputs >= detail::pool_threads() || rs.reduced < grain) {
+  // The split is the problem's, never the pool's: the same call gives the same
+  // bits on any thread count (the parts are joined in order).
+  if (rs.outputs >= detail::kWholeOutputsFrom || rs.reduced < grain) {
     // Enough outputs: each thread reduces whole outputs.
     const int64_t per_output = std::max<int64_t>(rs.reduced, 1);
     parallel_for(0, rs.outputs, std::max<int64_t>(1, grain / per_output), [&](int64_t kb, int64_t ke) {
@@ -330,8 +337,10 @@ void cpu_reduce(const TensorIterator& iter, Acc identity, const Reduce& reduce, 
     return;
   }
   // Few outputs, long reductions: parts of each in parallel, joined in order.
-  const int64_t parts = std::min<int64_t>(64, rs.reduced / grain);
-  std::vector<Acc> partial(parts);
+  const int64_t parts = std::min<int64_t>(detail::kWholeOutputsFrom, rs.reduced / grain);
+  // One element per part (a std::vector<bool> would pack the parts' bools into
+  // shared words, which threads would then write at once).
+  std::unique_ptr<Acc[]> partial(new Acc[static_cast<size_t>(parts)]);
   for (int64_t k = 0; k < rs.outputs; ++k) {
     auto at = detail::reduce_output_at(iter, rs, k);
     parallel_for(0, parts, 1, [&](int64_t pb, int64_t pe) {
@@ -340,7 +349,7 @@ void cpu_reduce(const TensorIterator& iter, Acc identity, const Reduce& reduce, 
       }
     });
     Acc acc = identity;
-    for (const Acc& p : partial) acc = combine(acc, p);
+    for (int64_t p = 0; p < parts; ++p) acc = combine(acc, partial[p]);
     detail::store<Acc>(at.first, acc);
   }
 }

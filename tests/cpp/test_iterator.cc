@@ -3,6 +3,7 @@
 // every rejection's message, the accessor, the dispatch macros and parallel_for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <complex>
@@ -365,6 +366,46 @@ TEST(Iterator, LongReductionsSplitIntoPartsAndMax) {
                    int64_t{0}, [](int64_t a, int64_t b) { return a + b; });
   EXPECT_EQ(out.storage[0], std::accumulate(v.storage.begin(), v.storage.end(), int64_t{0}));
   kjit::set_num_threads(0);
+}
+
+TEST(Iterator, BoolReductionsDoNotRaceOnTheirParts) {
+  // The parts of a long reduction were a std::vector<bool>: threads wrote bits of
+  // one word at once, and `all` of 2^22 ones was sometimes false.
+  kjit::set_num_threads(2);
+  const int64_t n = int64_t{1} << 22;
+  Tensor<bool> ones({n}), out({1});
+  std::fill(ones.storage.begin(), ones.storage.end(), true);
+  auto iter = TensorIteratorConfig().is_reduction(true).add_output(out.view()).add_input(ones.view()).build();
+  for (int round = 0; round < 200; ++round) {
+    out.storage[0] = false;
+    kjit::cpu_reduce(iter, true, [](bool a, bool b) { return a && b; });
+    ASSERT_TRUE(out.storage[0]) << "round " << round;
+  }
+  kjit::set_num_threads(0);
+}
+
+TEST(Iterator, ReductionsGiveTheSameBitsOnAnyThreadCount) {
+  // Float sums depend on how the elements are grouped: the grouping must come from
+  // the problem, not from the pool's size.
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
+           {int64_t{1} << 21}, {3, (int64_t{1} << 19) + 7}, {63, 70001}, {64, 40000}, {1000, 3001}}) {
+    const std::vector<int64_t> kept_shape = {shape.size() == 1 ? 1 : shape[0], 1};
+    Tensor<float> in(shape);
+    for (size_t i = 0; i < in.storage.size(); ++i) in.storage[i] = 1.0f / static_cast<float>(1 + i % 977);
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3, 8}) {
+      kjit::set_num_threads(threads);
+      Tensor<float> out(shape.size() == 1 ? std::vector<int64_t>{1} : kept_shape);
+      kjit::cpu_reduce(TensorIteratorConfig().is_reduction(true).add_output(out.view()).add_input(in.view()).build(),
+                       0.0f, [](float a, float b) { return a + b; });
+      results.push_back(out.storage);
+    }
+    kjit::set_num_threads(0);
+    for (size_t k = 1; k < results.size(); ++k) {
+      ASSERT_EQ(std::memcmp(results[k].data(), results[0].data(), results[0].size() * sizeof(float)), 0)
+          << "shape[0] " << shape[0];
+    }
+  }
 }
 
 TEST(Iterator, EmptyReductionsGiveTheIdentity) {
