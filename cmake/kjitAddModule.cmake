@@ -12,6 +12,7 @@ set_property(GLOBAL PROPERTY KJIT_PACKAGE_DIR "${_kjit_prefix}")
 # name=signature; none reads `// @kjit` annotations. DEPENDS lists the headers the
 # sources include, so editing them rebuilds the module.
 function(kjit_add_module name)
+  set(keywords JAX OUTPUT_DIRECTORY CUDA_ARCH SOURCES FUNCTIONS INCLUDE_DIRECTORIES COMPILE_OPTIONS DEPENDS)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "JAX" "OUTPUT_DIRECTORY;CUDA_ARCH"
                         "SOURCES;FUNCTIONS;INCLUDE_DIRECTORIES;COMPILE_OPTIONS;DEPENDS")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -39,9 +40,32 @@ function(kjit_add_module name)
   set(output "${folder}/${name}.so")
 
   set(args --name "${name}" -o "${output}")
-  foreach(fn IN LISTS ARG_FUNCTIONS)
-    list(APPEND args -f "${fn}")
+  # FUNCTIONS reach `kjit build` in a file, a JSON list (--functions-file), byte for
+  # byte: read from this call's own arguments (ARGV<i>; ARG_FUNCTIONS is a CMake
+  # list, cut at the ';' of a constraint) and passed through no command line, shell
+  # or make (quotes, '#', '$', newlines). The module depends on the file.
+  set(json "")
+  set(in_functions FALSE)
+  math(EXPR last "${ARGC} - 1")
+  foreach(i RANGE 1 ${last})
+    set(arg "${ARGV${i}}")
+    if(arg IN_LIST keywords)
+      string(COMPARE EQUAL "${arg}" FUNCTIONS in_functions)
+    elseif(in_functions)
+      string(REPLACE "\\" "\\\\" arg "${arg}")
+      string(REPLACE "\"" "\\\"" arg "${arg}")
+      if(NOT json STREQUAL "")
+        string(APPEND json ",\n ")
+      endif()
+      string(APPEND json "\"${arg}\"")
+    endif()
   endforeach()
+  set(functions_file)
+  if(NOT json STREQUAL "")
+    set(functions_file "${CMAKE_CURRENT_BINARY_DIR}/${name}_functions.json")
+    _kjit_write_if_changed("${functions_file}" "[${json}]\n")
+    list(APPEND args --functions-file "${functions_file}")
+  endif()
   if(ARG_JAX)
     list(APPEND args --jax)
   endif()
@@ -65,11 +89,23 @@ function(kjit_add_module name)
   file(MAKE_DIRECTORY "${folder}")
   add_custom_command(OUTPUT "${output}"
     COMMAND "${CMAKE_COMMAND}" -E env ${env} "${python}" -m kjit build ${args} ${sources}
-    DEPENDS ${sources} ${ARG_DEPENDS}
+    DEPENDS ${sources} ${ARG_DEPENDS} ${functions_file}
     COMMENT "kjit: building module ${name}"
     VERBATIM)
   add_custom_target("${name}" ALL DEPENDS "${output}")
   set_target_properties("${name}" PROPERTIES KJIT_MODULE_FILE "${output}")
+endfunction()
+
+# Writes <text> to <file> when the file holds anything else (an unchanged file keeps
+# its time, so what depends on it is not rebuilt).
+function(_kjit_write_if_changed file text)
+  set(old "")
+  if(EXISTS "${file}")
+    file(READ "${file}" old)
+  endif()
+  if(NOT old STREQUAL text)
+    file(WRITE "${file}" "${text}")
+  endif()
 endfunction()
 
 # kjit_install_module(<name> DESTINATION <dir> [COMPONENT <component>]): installs

@@ -49,10 +49,12 @@ def cxxflags() -> list:
 
 
 def ldflags() -> list:
-    """libkjit and libtvm_ffi, each with its folder as RUNPATH."""
+    """libkjit and libtvm_ffi, each with its folder as RUNPATH; libtvm_ffi linked
+    even when the program calls none of it (--no-as-needed), since libkjit needs it
+    and the loader does not search the program's RUNPATH for libkjit's needs."""
     tvm_lib = os.path.dirname(_tvm_ffi_libinfo.find_libtvm_ffi())
-    return [f"-L{lib_dir()}", "-lkjit", f"-Wl,-rpath,{lib_dir()}", f"-L{tvm_lib}", "-ltvm_ffi",
-            f"-Wl,-rpath,{tvm_lib}"]
+    return [f"-L{lib_dir()}", "-lkjit", f"-Wl,-rpath,{lib_dir()}", f"-L{tvm_lib}", "-Wl,--push-state,--no-as-needed",
+            "-ltvm_ffi", "-Wl,--pop-state", f"-Wl,-rpath,{tvm_lib}"]
 
 
 def main(argv=None) -> int:

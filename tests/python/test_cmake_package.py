@@ -1,7 +1,10 @@
-"""The installed CMake package (docs/cpp.md): two consumer projects configured and
-built against it, one that JIT-compiles at run time (docs/cpp.md's own example),
-one whose kernels kjit_add_module builds and a program loads with no compiler;
-and every kjit_add_module mistake stopping configure with its message."""
+"""The installed CMake package (docs/cpp.md): consumer projects configured and
+built against it: one that only parses a signature, run as built and installed
+with no LD_LIBRARY_PATH; one that JIT-compiles at run time (docs/cpp.md's own
+example); one whose kernels kjit_add_module builds and a program loads with no
+compiler, and one whose FUNCTIONS hold constraints and characters CMake, shells and
+make treat specially; and every kjit_add_module mistake stopping configure with its
+message."""
 
 import os
 import pathlib
@@ -55,6 +58,18 @@ def _doc_blocks(language):
     return re.findall(rf"```{language}\n(.*?)```", DOC, re.S)
 
 
+def _doc_block(language, marker):
+    """docs/cpp.md's one ```language block that holds marker."""
+    blocks = [b for b in _doc_blocks(language) if marker in b]
+    assert len(blocks) == 1, f"docs/cpp.md has {len(blocks)} {language} blocks with {marker!r}"
+    return blocks[0]
+
+
+def _without_library_path():
+    """This environment less LD_LIBRARY_PATH: a program finds its libraries by RUNPATH alone."""
+    return {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+
+
 @pytest.fixture(scope="module")
 def kjit_dir():
     out = subprocess.run([sys.executable, "-m", "kjit.config", "--cmakedir"], capture_output=True, text=True,
@@ -76,9 +91,33 @@ def _build(project, kjit_dir):
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
 
 
+def test_a_program_that_only_parses_a_signature_starts_as_built_and_installed(tmp_path, kjit_dir):
+    # libkjit needs libtvm_ffi.so; the program calls no tvm-ffi function itself, and
+    # the loader does not look for libkjit's dependencies in the program's RUNPATH.
+    (tmp_path / "CMakeLists.txt").write_text(_doc_block("cmake", "project(parse_only"))
+    (tmp_path / "main.cc").write_text(_doc_block("cpp", "parse_signature("))
+    _build(tmp_path, kjit_dir)
+    built = tmp_path / "build" / "parse_only"
+    nm = shutil.which("nm")
+    if nm:
+        undefined = subprocess.run([nm, "-D", "--undefined-only", str(built)], capture_output=True, text=True,
+                                   check=True).stdout
+        assert "TVMFFI" not in undefined, undefined
+    prefix = tmp_path / "prefix"
+    install = subprocess.run(["cmake", "--install", str(tmp_path / "build"), "--prefix", str(prefix)],
+                             capture_output=True, text=True, timeout=120)
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    for program in (built, prefix / "bin" / "parse_only"):
+        run = subprocess.run([str(program)], capture_output=True, text=True, env=_without_library_path(),
+                             timeout=60)
+        assert run.returncode == 0, f"{program}: {run.stderr[-2000:]}"
+        assert run.stdout.splitlines() == ["x: float32[n], y: float32[n] out; n % 4 == 0",
+                                           "signature of 'quad': unexpected character '#'"], program
+
+
 def test_the_docs_jit_program_builds_against_the_package_and_runs(tmp_path, kjit_dir):
-    (tmp_path / "CMakeLists.txt").write_text(_doc_blocks("cmake")[0])
-    (tmp_path / "main.cc").write_text(_doc_blocks("cpp")[0])
+    (tmp_path / "CMakeLists.txt").write_text(_doc_block("cmake", "project(scale_jit"))
+    (tmp_path / "main.cc").write_text(_doc_block("cpp", "load_inline("))
     _build(tmp_path, kjit_dir)
     env = dict(os.environ, KJIT_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([str(tmp_path / "build" / "scale_jit")], capture_output=True, text=True, env=env,
@@ -88,7 +127,7 @@ def test_the_docs_jit_program_builds_against_the_package_and_runs(tmp_path, kjit
 
 
 def test_kjit_add_module_builds_kernels_a_program_loads_without_a_compiler(tmp_path, kjit_dir):
-    (tmp_path / "CMakeLists.txt").write_text(_doc_blocks("cmake")[2])
+    (tmp_path / "CMakeLists.txt").write_text(_doc_block("cmake", "project(aot_consumer"))
     (tmp_path / "kernels.cc").write_text(KERNELS)
     (tmp_path / "main.cc").write_text(PROGRAM)
     _build(tmp_path, kjit_dir)
@@ -121,6 +160,74 @@ def test_kjit_add_module_builds_kernels_a_program_loads_without_a_compiler(tmp_p
     mod.axpy(np.ones(2, np.float32), y)
     assert y.tolist() == [2.0, 2.0]
     assert mod.add_ints(1, 2) == 3
+
+
+QUAD = r"""#include <kjit/kernel.h>
+
+void quad(const kjit::TensorView x, kjit::TensorView y) {
+  for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = 4 * x.data<float>()[i];
+}
+
+void pair(const kjit::TensorView a, kjit::TensorView b) {
+  for (int64_t i = 0; i < a.numel(); ++i) b.data<float>()[i] = a.data<float>()[i];
+}
+
+int64_t add_ints(int64_t a, int64_t b) { return a + b; }
+"""
+
+SIGNATURES = """cmake_minimum_required(VERSION 3.18)
+project(signatures LANGUAGES CXX)
+find_package(kjit CONFIG REQUIRED)
+kjit_add_module(constrained SOURCES quad.cc
+                FUNCTIONS "quad=x: float32[n], y: float32[n] out; n % 4 == 0"
+                          "pair=a: float32[m, 2],
+                                b: float32[m, 2] out;
+                                m >= 2, m % 2 == 0"
+                          add_ints)
+"""
+
+
+def test_kjit_add_module_passes_a_signature_with_constraints_whole_and_the_module_checks_them(tmp_path, kjit_dir):
+    # The ';' before the constraints is no CMake list separator: each entry is one
+    # function, its constraints checked on every call.
+    (tmp_path / "CMakeLists.txt").write_text(SIGNATURES)
+    (tmp_path / "quad.cc").write_text(QUAD)
+    _build(tmp_path, kjit_dir)
+    import numpy as np
+
+    import kjit
+
+    mod = kjit.load(tmp_path / "build" / "constrained.so")
+    assert mod.functions == {"quad": "x: float32[n], y: float32[n] out; n % 4 == 0",
+                             "pair": "a: float32[m, 2], b: float32[m, 2] out; m >= 2, m % 2 == 0",
+                             "add_ints": "a: int64, b: int64"}
+    y = np.zeros(8, np.float32)
+    mod.quad(np.ones(8, np.float32), y)
+    assert y.tolist() == [4.0] * 8
+    with pytest.raises(ValueError) as err:
+        mod.quad(np.ones(6, np.float32), np.zeros(6, np.float32))
+    assert str(err.value) == "quad: constraint 'n % 4 == 0' failed with n = 6 (bound by x.shape[0])"
+    with pytest.raises(ValueError) as err:
+        mod.pair(np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32))
+    assert str(err.value) == "pair: constraint 'm % 2 == 0' failed with m = 3 (bound by a.shape[0])"
+    assert mod.add_ints(2, 40) == 42
+
+
+def test_kjit_add_module_hands_kjit_build_a_signature_byte_for_byte(tmp_path, kjit_dir):
+    # Characters that CMake lists, generator expressions, shells and make treat
+    # specially reach kjit's parser as written: its error quotes the whole text.
+    text = "x: float32[n], y: float32[n] out; n % 4 == 0 # \"q\" 'é' ${x} $(HOME) `id` $<SEMICOLON> \\;"
+    (tmp_path / "CMakeLists.txt").write_text(
+        HEAD + f"kjit_add_module(odd SOURCES quad.cc FUNCTIONS [=[quad={text}]=])\n", encoding="utf-8")
+    (tmp_path / "quad.cc").write_text(QUAD)
+    conf = _configure(tmp_path, kjit_dir)
+    assert conf.returncode == 0, conf.stdout[-3000:] + conf.stderr[-3000:]
+    build = subprocess.run(["cmake", "--build", str(tmp_path / "build")], capture_output=True, text=True,
+                           encoding="utf-8", timeout=600)
+    assert build.returncode != 0
+    caret = " " * (2 + text.index("#")) + "^"
+    assert f"kjit: error: signature of 'quad': unexpected character '#'\n  {text}\n{caret}\n" in (
+        build.stdout + build.stderr), build.stdout[-3000:] + build.stderr[-3000:]
 
 
 HEAD = "cmake_minimum_required(VERSION 3.18)\nproject(bad LANGUAGES CXX)\nfind_package(kjit CONFIG REQUIRED)\n"

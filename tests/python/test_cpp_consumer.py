@@ -1,6 +1,8 @@
 """A C++ program built with ``python -m kjit.config``'s flags: it loads a library
 ``kjit.build`` made (kjit::load_module) and calls its checked function, and runs
-kjit/iterator.h's cpu_kernel and parallel_for on kjit's pool, linked to libkjit."""
+kjit/iterator.h's cpu_kernel and parallel_for on kjit's pool, linked to libkjit;
+and libkjit finds the tvm-ffi installed beside it by its own RUNPATH, wherever the
+environment is."""
 
 import os
 import re
@@ -11,6 +13,18 @@ import sys
 import pytest
 
 import kjit
+
+PARSE_ONLY = r"""
+#include <kjit/spec.h>
+
+#include <cstdio>
+
+int main() {
+  kjit::FunctionSpec spec = kjit::parse_signature("quad", "x: float32[n],y: float32[n] out;n % 4 == 0");
+  std::printf("%s\n", kjit::to_string(spec).c_str());
+  return 0;
+}
+"""
 
 PROGRAM = r"""
 #include <kjit/iterator.h>
@@ -62,6 +76,42 @@ def test_a_cpp_program_loads_a_built_module_and_runs_the_iterator(tmp_path):
     lines = run.stdout.splitlines()
     assert lines[0] == "error: module 'consumer_mod' has no function 'nope' (it has: add_ints)"
     assert lines[1] == "consumer_mod 42 3 1"
+
+
+def test_libkjit_finds_the_tvm_ffi_beside_it_wherever_the_environment_is(tmp_path):
+    # pip puts libkjit in site-packages/kjit/lib and tvm-ffi's library in
+    # site-packages/tvm_ffi/lib; libkjit's RUNPATH is relative, so the same layout at
+    # another place starts a program that links libkjit alone and calls no tvm-ffi
+    # function, with no LD_LIBRARY_PATH (the loader looks for libkjit's dependencies
+    # in libkjit's RUNPATH, not the program's).
+    import tvm_ffi
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    readelf = shutil.which("readelf")
+    if cxx is None or readelf is None:
+        pytest.skip("needs a C++ compiler and readelf")
+    libdir = subprocess.run([sys.executable, "-m", "kjit.config", "--libdir"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    if os.path.realpath(libdir) != os.path.realpath(os.path.join(os.path.dirname(kjit.__file__), "lib")):
+        pytest.skip(f"libkjit ({libdir}) is not the installed package's")
+    library = os.path.join(libdir, "libkjit.so")
+    dynamic = subprocess.run([readelf, "-d", library], capture_output=True, text=True, check=True).stdout
+    assert "Library runpath: [$ORIGIN/../../tvm_ffi/lib]" in dynamic, dynamic
+    site = tmp_path / "elsewhere" / "site-packages"
+    (site / "kjit" / "lib").mkdir(parents=True)
+    shutil.copy(library, site / "kjit" / "lib" / "libkjit.so")
+    os.symlink(os.path.dirname(os.path.abspath(tvm_ffi.__file__)), site / "tvm_ffi")
+    cxxflags = subprocess.run([sys.executable, "-m", "kjit.config", "--cxxflags"], capture_output=True, text=True,
+                              check=True).stdout.split()
+    (tmp_path / "main.cc").write_text(PARSE_ONLY)
+    kjit_lib = site / "kjit" / "lib"
+    build = subprocess.run([cxx, str(tmp_path / "main.cc"), "-o", str(tmp_path / "main"), *cxxflags,
+                            f"-L{kjit_lib}", "-lkjit", f"-Wl,-rpath,{kjit_lib}"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-4000:]
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    run = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.stdout.splitlines() == ["x: float32[n], y: float32[n] out; n % 4 == 0"]
 
 
 def test_config_prints_each_value_and_refuses_unknown_options():
