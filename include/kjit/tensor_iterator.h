@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kjit/detail/loop_layout.h"
+#include "kjit/detail/memory_overlap.h"
 #include "kjit/kernel.h"
 #include "kjit/parallel.h"
 #include "kjit/small_vector.h"
@@ -146,6 +147,24 @@ inline std::pair<Int128, Int128> byte_range(const TensorView& t) {
   }
   const auto base = static_cast<Int128>(reinterpret_cast<uintptr_t>(t.data_ptr()));
   return {base + lo, base + hi + t.element_size()};
+}
+
+/// Operands i (an output) and j of a laid-out nest, whose byte ranges meet: they
+/// must share no byte (the exact test, NumPy's may_share_memory: views that
+/// interleave, such as x[::2] and x[1::2] or z.real and z.imag, share none).
+inline void check_no_shared_byte(const LoopLayout& nest, int i, int j, int n_out) {
+  const std::vector<int64_t> shape(nest.shape.begin(), nest.shape.end());
+  const OperandInfo &a = nest.operands[static_cast<size_t>(i)], &b = nest.operands[static_cast<size_t>(j)];
+  const Overlap how = may_share_memory(shape, {a.data, a.strides.data(), a.element_size},
+                                       {b.data, b.strides.data(), b.element_size});
+  if (how == Overlap::kNo) return;
+  if (how == Overlap::kTooHard) {
+    iterator_error(operand_label(i, n_out) + " may overlap " + operand_label(j, n_out) +
+                   ": their strides are too irregular to decide within the search bound (" +
+                   std::to_string(kOverlapMaxWork) + " steps), so they count as overlapping; pass a copy");
+  }
+  iterator_error(operand_label(i, n_out) + " partially overlaps " + operand_label(j, n_out) +
+                 ": an output may share memory with an input only as the same tensor (in place)");
 }
 
 inline bool same_layout(const TensorView& a, const TensorView& b) {
@@ -284,10 +303,8 @@ inline TensorIterator TensorIteratorConfig::build() const {
       if (j == i) continue;
       const auto theirs = detail::byte_range(operands_[j]);
       const bool meet = mine.first < theirs.second && theirs.first < mine.second;
-      if (meet && !(j >= n_out_ && detail::same_layout(out, operands_[j]))) {
-        iterator_error(operand_label(i, n_out_) + " partially overlaps " + operand_label(j, n_out_) +
-                       ": an output may share memory with an input only as the same tensor (in place)");
-      }
+      if (!meet || (j >= n_out_ && detail::same_layout(out, operands_[j]))) continue;
+      detail::check_no_shared_byte(it.nest_, i, j, n_out_);  // interleaved views may share no element
     }
   }
   detail::lay_out(&it.nest_);

@@ -21,6 +21,7 @@
 #include "cpu/thread_pool.h"
 #include "cpu/trap_guard.h"
 #include "iterator/entry_call.h"
+#include "iterator/overlap.h"
 #include "iterator/plan.h"
 #include "iterator/plan_cache.h"
 #include "iterator/promotion.h"
@@ -176,6 +177,37 @@ KJIT_INLINE void encode_reduction(Sink* sink, const std::vector<EwOperand>& inpu
 }
 
 namespace {
+
+/// The output and input `i`, whose byte ranges meet: they may share no byte (the
+/// exact test, NumPy's may_share_memory, over the plan's loop dims: interleaved
+/// views such as out=x[1::2] beside an input x[::2], or z.imag beside z.real,
+/// share none). Out of line: the common call's ranges do not meet.
+KJIT_NOINLINE void check_no_shared_byte(const std::string& fn, const RedPlan& plan, char* const* data, size_t i) {
+  const red::RedDims& dims = plan.dims;
+  const size_t n_ops = plan.types.inputs.size() + 1;
+  std::vector<int64_t> shape, out_strides, in_strides;
+  auto add = [&](const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      shape.push_back(sizes[d]);
+      out_strides.push_back(strides[d * n_ops]);
+      in_strides.push_back(strides[d * n_ops + i + 1]);
+    }
+  };
+  add(dims.kept_shape, dims.kept_strides);
+  add(dims.reduced_shape, dims.reduced_strides);
+  const iterator::Overlap how =
+      iterator::may_share_memory(shape, {data[0], out_strides.data(), iterator::size_of(plan.types.output)},
+                                 {data[i + 1], in_strides.data(), iterator::size_of(plan.types.inputs[i])});
+  if (how == iterator::Overlap::kNo) return;
+  if (how == iterator::Overlap::kTooHard) {
+    throw ValueError(fn + ": out may overlap input #" + std::to_string(i) +
+                     ": their strides are too irregular to decide within kjit's search bound (" +
+                     std::to_string(iterator::kOverlapMaxWork) + " steps), so kjit treats them as overlapping; pass "
+                     "a separate out");
+  }
+  throw ValueError(fn + ": out overlaps input #" + std::to_string(i) +
+                   " in memory; the reduction would read what it wrote; pass a separate out");
+}
 
 /// An out= of a wider floating (or complex) type than the accumulator: the call
 /// accumulates in out's type, as NumPy's reductions take their dtype from out and
@@ -426,8 +458,7 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
       const uintptr_t at = reinterpret_cast<uintptr_t>(data[i + 1]);
       const iterator::Extent& theirs = plan.extents[i + 1];
       if (theirs.lo != theirs.hi && at + theirs.lo < o + mine.hi && o + mine.lo < at + theirs.hi) {
-        throw ValueError(name + ": out overlaps input #" + std::to_string(i) +
-                         " in memory; the reduction would read what it wrote; pass a separate out");
+        check_no_shared_byte(name, plan, data.data(), i);
       }
     } else {
       iterator::bind_scalar_input(name, inputs[i], plan.call.call, i, p, &slots[i]);

@@ -368,6 +368,53 @@ TEST(Iterator, LongReductionsSplitIntoPartsAndMax) {
   kjit::set_num_threads(0);
 }
 
+TEST(Iterator, InterleavedViewsThatShareNoElementAreAccepted) {
+  // out = x[1::2] beside an input x[::2]: byte ranges that meet but no shared
+  // element (NumPy and torch accept them); the exact test decides, as the engines'.
+  Tensor<float> buf({16});
+  iota(buf);
+  DLTensor evens = buf.dl, odds = buf.dl;
+  int64_t eight = 8, two = 2;
+  evens.shape = odds.shape = &eight;
+  evens.strides = odds.strides = &two;
+  odds.byte_offset = sizeof(float);
+  auto iter = TensorIteratorConfig().add_output(kjit::TensorView(&odds)).add_input(kjit::TensorView(&evens)).build();
+  kjit::cpu_kernel(iter, [](float x) { return 10 * x; });
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(buf.storage[2 * i + 1], 10 * buf.storage[2 * i]);
+  // z.imag written from z.real of complex64 data: float views 8 bytes apart.
+  Tensor<float> z({2 * 5});
+  iota(z);
+  DLTensor re = z.dl, im = z.dl;
+  int64_t five = 5;
+  re.shape = im.shape = &five;
+  re.strides = im.strides = &two;
+  im.byte_offset = sizeof(float);
+  kjit::cpu_kernel(TensorIteratorConfig().add_output(kjit::TensorView(&im)).add_input(kjit::TensorView(&re)).build(),
+                   [](float x) { return -x; });
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(z.storage[2 * i + 1], -z.storage[2 * i]);
+  // A reduction into x[1] of x[::2]: no shared element either.
+  Tensor<float> v({9});
+  iota(v);
+  DLTensor every_other = v.dl, one = v.dl;
+  int64_t n5 = 5, n1 = 1;
+  every_other.shape = &n5;
+  every_other.strides = &two;
+  one.shape = &n1;
+  one.byte_offset = sizeof(float);
+  kjit::cpu_reduce(
+      TensorIteratorConfig().is_reduction(true).add_output(kjit::TensorView(&one)).add_input(kjit::TensorView(&every_other)).build(),
+      0.0f, [](float a, float b) { return a + b; });
+  EXPECT_EQ(v.storage[1], v.storage[0] + v.storage[2] + v.storage[4] + v.storage[6] + v.storage[8]);
+  // Still refused: x[1::2] written from x[:8] (element 1 is both).
+  DLTensor first_eight = buf.dl;
+  first_eight.shape = &eight;
+  EXPECT_EQ(message_of([&] {
+              TensorIteratorConfig().add_output(kjit::TensorView(&odds)).add_input(kjit::TensorView(&first_eight)).build();
+            }),
+            "kjit::TensorIterator: output 0 partially overlaps input 0: an output may share memory with an input only "
+            "as the same tensor (in place)");
+}
+
 TEST(Iterator, BoolReductionsDoNotRaceOnTheirParts) {
   // The parts of a long reduction were a std::vector<bool>: threads wrote bits of
   // one word at once, and `all` of 2^22 ones was sometimes false.

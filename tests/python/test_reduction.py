@@ -867,3 +867,21 @@ def test_inputs_kjit_cannot_read_are_type_errors(rsum):
             f(sparse)
         with pytest.raises(TypeError, match=r"^kjit.elementwise: input #0 is a meta tensor"):
             f(torch.ones(3, device="meta"))
+
+
+def test_an_out_that_interleaves_with_an_input_but_shares_no_element_is_accepted(rsum):
+    """NumPy and torch accept them; the exact test (as kjit.elementwise's) decides."""
+    x = np.arange(8.0)
+    rsum(x[::2].reshape(2, 2), axis=1, out=x[1:4:2])
+    assert x[1:4:2].tolist() == [0.0 + 2.0, 4.0 + 6.0] and x[::2].tolist() == [0.0, 2.0, 4.0, 6.0]
+    z = np.array([1 + 2j, 3 + 4j, 5 + 6j])
+    rsum(z.real.reshape(3, 1), axis=1, out=z.imag)
+    assert z.tolist() == [1 + 1j, 3 + 3j, 5 + 5j]
+    y = np.arange(8.0)
+    with pytest.raises(ValueError, match=r"^rsum: out overlaps input #0 in memory; the reduction would read what it "
+                                         r"wrote; pass a separate out$"):
+        rsum(y[:4].reshape(2, 2), axis=1, out=y[1:3])
+    if torch is not None:
+        t = torch.arange(8.0)
+        rsum(t[::2].reshape(2, 2), axis=1, out=t[1:4:2])
+        assert t[1:4:2].tolist() == [2.0, 10.0]
