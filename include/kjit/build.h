@@ -169,10 +169,29 @@ struct CacheEntry {
   std::string made_by;    ///< "kjit 0.1.0, tvm-ffi 0.1.4, <compiler>" ("" when an older kjit built it)
 };
 
+/// The version of the tvm-ffi library this process runs, "0.1.16"
+/// (TVMFFIGetVersion): what cache entries record as what made them (`origin`),
+/// what `kjit --version` prints, and what kjit.load checks a library's recorded
+/// tvm-ffi ABI against.
+std::string tvm_ffi_version();
+
+/// The directory builds with `dir` as their cache ("" for the default) use, after
+/// the checks every build runs (ownership and permissions: cache_detail's
+/// private_cache_root, creating it as a build would) and a probe that a build
+/// directory can be made there. Throws the CacheError a build would meet.
+std::string usable_cache_root(const std::string& dir);
+
 /// The entries of the cache at `dir` ("" for the default), most recently used
-/// first; nothing for a directory that does not exist. Throws CacheError for a
-/// directory that is not ours.
+/// first; nothing for a directory that does not exist. Only what kjit made is an
+/// entry: a build directory holding kjit's build marker or a whole manifest, an
+/// NVRTC image whose seal checks (docs/cache.md, What kjit touches). Throws
+/// CacheError for a directory that is not ours.
 std::vector<CacheEntry> list_cache(const std::string& dir);
+
+/// The files and folders of the cache at `dir` that kjit did not make (no magic and
+/// checksum of its own), in its root and in its `locks/`, `cuda-kernels/`, `failed/`
+/// and `toolchains/` folders; folders end in '/'. Cache maintenance never touches them.
+std::vector<std::string> foreign_cache_files(const std::string& dir);
 
 struct PruneOptions {
   int64_t older_than_seconds = -1;  ///< remove entries not used for longer (-1: no age limit)
@@ -182,16 +201,26 @@ struct PruneOptions {
   std::string keep;                 ///< an entry's path never removed (the build just published)
 };
 
+/// An entry removal could not remove, and why (the system's reason, naming the path).
+struct PruneFailure {
+  CacheEntry entry;
+  std::string reason;
+};
+
 struct PruneResult {
   std::vector<CacheEntry> removed;
-  std::vector<CacheEntry> busy;  ///< chosen, but a build of it held its lock
+  std::vector<CacheEntry> busy;      ///< chosen, but a build of it held its lock
+  std::vector<PruneFailure> failed;  ///< chosen, but removing it failed (a cache that cannot be written)
+  std::vector<std::string> skipped;  ///< what kjit did not make and left (foreign_cache_files)
   uint64_t freed_bytes = 0;
   int lock_files_removed = 0;  ///< of entries no longer there
 };
 
 /// Removes cache entries as `options` say (an entry whose build lock another
-/// process holds is left and reported busy), then the lock files of entries that
-/// are gone. Throws CacheError for a directory that is not ours.
+/// process holds is left and reported busy, one that cannot be removed is reported
+/// failed), then the lock files kjit made of entries that are gone. Never touches
+/// what kjit did not make (reported skipped). Throws CacheError for a directory
+/// that is not ours.
 PruneResult prune_cache(const std::string& dir, const PruneOptions& options);
 
 /// KJIT_CACHE_MAX_SIZE in bytes ("500M", "2G", "1073741824"; K, M, G, T are powers

@@ -100,11 +100,16 @@ std::pair<std::string, std::string> definition_of(const std::vector<SourceText>&
 std::string device_of(const FunctionSpec& s);
 
 /// The name of the exported tvm-ffi function every module has (since kjit 0.1):
-/// it returns the module's manifest, JSON with "kjit_manifest" (1), "name",
-/// "functions" ([{"name", "signature", "device", "location", "return_type"}], in order), "xla_handlers" and
+/// it returns the module's manifest, JSON with "kjit_manifest" (kManifestVersion),
+/// "kjit_version" (the kjit that generated it), "tvm_ffi_abi" (the tvm-ffi headers
+/// it was compiled against, "0.1.16"), "name", "functions" ([{"name", "signature",
+/// "device", "location", "return_type"}], in order), "xla_handlers" and
 /// "tvm_ffi_bridge": what kjit::load_module needs to give back a full Module with
-/// no source and no compiler.
+/// no source and no compiler (it checks the manifest against each stub's own
+/// metadata first, docs/shipping.md).
 inline constexpr char kManifestFunction[] = "__kjit_manifest";
+/// The manifest's format: 2 added the versions.
+inline constexpr int kManifestVersion = 2;
 
 /// kStubIncludesLine (first), the prelude, the user's sources (each under #line 1 "<file>"),
 /// every stub and the manifest (kManifestFunction) of module `generated_name`

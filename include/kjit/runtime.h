@@ -101,8 +101,12 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
 /// A module built earlier (kjit.build, or any kjit library), from its path alone:
 /// its specs come from the manifest it exports (kManifestFunction, kjit/codegen.h),
 /// so nothing is compiled and no source is needed; calls check their arguments as
-/// the built module's did. host_source() and full_source() are empty. Throws
-/// ValueError for a file that does not load or is not a kjit module.
+/// the built module's did. host_source() and full_source() are empty. Before
+/// dlopen the ELF headers must lie inside the file (a truncated file is refused,
+/// not mapped); then the manifest must be whole, record a compatible kjit and
+/// tvm-ffi ABI, and agree with each stub's own metadata (docs/shipping.md, What
+/// kjit.load checks). Throws ValueError naming the file and what is wrong for a
+/// file that fails any of these, does not load or is not a kjit module.
 Module load_module(const std::string& path);
 
 /// The shared library holding `__kjit_xla_elementwise`, the XLA FFI handler through

@@ -8,16 +8,31 @@ The docs that docstrings name as ``docs/<topic>.md`` ship with the package, in
 the folder ``python -m kjit.config --docdir`` prints (README.md first).
 """
 
-from ._lib import api as _api
-from ._frameworks import TensorMeta
-from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
-from .elementwise import elementwise
-from .elementwise import get_num_threads, set_num_threads
-from .reduction import arg_reduction, reduction
-from .module import Module, build, load, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
-from .spec import Spec, parse_signature
+import os as _os
+import sys as _sys
 
-__version__ = str(_api.version())
+
+def _version_only() -> bool:
+    """Whether this process is ``kjit --version`` (the command, or ``python -m kjit
+    --version``): kjit._versions reads the versions without libkjit and tvm_ffi,
+    whose import pulls in torch (seconds), so they are not loaded. As tvm_ffi itself
+    skips its imports for ``python -m tvm_ffi.config``."""
+    argv = list(getattr(_sys, "orig_argv", None) or [])[1:]
+    return argv == ["-m", "kjit", "--version"] or (
+        len(argv) == 2 and argv[1] == "--version" and _os.path.basename(argv[0]) == "kjit")
+
+
+if not _version_only():
+    from ._lib import api as _api
+    from ._frameworks import TensorMeta
+    from .errors import CacheError, CompileError, InternalError, SpecError, ToolchainError
+    from .elementwise import elementwise
+    from .elementwise import get_num_threads, set_num_threads
+    from .reduction import arg_reduction, reduction
+    from .module import Module, build, load, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
+    from .spec import Spec, parse_signature
+
+    __version__ = str(_api.version())
 
 
 def default_cache_dir() -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import errno
-import importlib.metadata
 import importlib.util
+import json
 import os
 import sys
 import time
@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("-f", "--function", action="append", default=None, metavar="FN[=SIGNATURE]",
                        help="a function to export, with its signature or inferred from its C++ definition "
                             "(repeat; none: the sources' // @kjit annotations)")
+    build.add_argument("--functions-file", default=None, metavar="FILE",
+                       help="a JSON list of FN[=SIGNATURE] strings, as -f takes them (CMake's kjit_add_module "
+                            "writes one)")
     build.add_argument("-o", "--output", required=True, help="the library to write (e.g. mod.so)")
     build.add_argument("--jax", action="store_true", help="also build an XLA FFI handler per function (mod.jax)")
     build.add_argument("-I", "--include-directory", action="append", default=[], metavar="DIR",
@@ -92,10 +95,9 @@ def main(argv=None) -> int:
 
     try:
         return _run(kjit, args) or 0
-    except _UsageError as err:
-        print(f"kjit: error: {err}", file=sys.stderr)
-        return USAGE_ERROR
-    except kjit.SpecError as err:
+    except (_UsageError, ValueError, TypeError) as err:
+        # A value the user gave that kjit refuses (kjit.SpecError is a ValueError too):
+        # kjit's own message names it. A bug in kjit is an InternalError, never here.
         print(f"kjit: error: {err}", file=sys.stderr)
         return USAGE_ERROR
     except (kjit.CompileError, kjit.ToolchainError, kjit.CacheError, OSError) as err:
@@ -131,9 +133,9 @@ def _run(kjit, args) -> int:
 
 
 def _version() -> int:
-    import kjit  # noqa: PLC0415
+    from ._versions import version_text  # noqa: PLC0415  (no tvm_ffi, no torch: milliseconds)
 
-    print(f"kjit {kjit.__version__} (tvm-ffi {_distribution_version('apache-tvm-ffi') or 'unknown'})")
+    print(version_text())
     return 0
 
 
@@ -147,10 +149,13 @@ def _check_files(paths) -> None:
 def _functions(args, command: str):
     """-f FN[=SIGNATURE]... as load_inline's functions: {name: signature, or None
     (inferred from the C++)}, or None for none (the sources' annotations)."""
-    if not args.function:
+    entries = list(args.function or [])
+    if getattr(args, "functions_file", None) is not None:
+        entries += _functions_file(args.functions_file, command)
+    if not entries:
         return None
     functions = {}
-    for f in args.function:
+    for f in entries:
         name, eq, sig = f.partition("=")
         if eq and not sig.strip():
             raise _UsageError(f"kjit {command}: -f {f!r} has an empty signature; write -f {name} to infer it "
@@ -159,6 +164,22 @@ def _functions(args, command: str):
             raise _UsageError(f"kjit {command}: -f names the function {name!r} twice")
         functions[name] = sig if eq else None
     return functions
+
+
+def _functions_file(path: str, command: str) -> list:
+    """--functions-file: a JSON list of FN[=SIGNATURE] strings (a signature may hold
+    any character: kjit_add_module passes its FUNCTIONS so)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f, strict=False)
+    except OSError as err:
+        raise _UsageError(f"kjit {command}: cannot read the functions file {path!r}: {err.strerror}") from None
+    except ValueError as err:
+        raise _UsageError(f"kjit {command}: the functions file {path!r} is not JSON: {err}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise _UsageError(f"kjit {command}: the functions file {path!r} must hold a JSON list of "
+                          "FN[=SIGNATURE] strings")
+    return entries
 
 
 def _stubgen(kjit, args) -> str:
@@ -189,18 +210,30 @@ def _cache_dir(kjit, args) -> str:
     return args.dir if args.dir is not None else kjit._lib.api.default_cache_dir()
 
 
+def _skipped_line(skipped) -> str:
+    """What cache maintenance left because kjit did not make it (docs/cache.md)."""
+    shown = ", ".join(str(p) for p in list(skipped)[:10]) + (", ..." if len(skipped) > 10 else "")
+    return f"skipped {len(skipped)} files kjit did not make: {shown}"
+
+
 def _cache(kjit, args) -> int:
     import tvm_ffi  # noqa: PLC0415
 
+    from ._versions import version_text  # noqa: PLC0415
+
     directory = _cache_dir(kjit, args)
-    entries = [dict(e) for e in tvm_ffi.get_global_func("kjit.cache_list")(directory)]
+    listing = tvm_ffi.get_global_func("kjit.cache_list")(directory)
+    entries = [dict(e) for e in listing["entries"]]
     if args.action == "list":
         now = time.time()
         for e in entries:
             made = f"  ({e['made_by']})" if e["made_by"] else ""
             print(f"{_age_text(now - e['last_used']):>13}  {_size_text(e['bytes']):>10}  {e['kind']:<18}  "
                   f"{e['name']}{made}\n{'':>15}{e['path']}")
-        print(f"{len(entries)} entries, {_size_text(sum(e['bytes'] for e in entries))} in {directory}")
+        print(f"{len(entries)} entries, {_size_text(sum(e['bytes'] for e in entries))} in {directory}; "
+              f"this is {version_text()}")
+        if listing["skipped"]:
+            print(_skipped_line(listing["skipped"]) + " (not listed)")
     elif args.action == "info":
         cap = os.environ.get("KJIT_CACHE_MAX_SIZE")
         print(f"directory:  {directory}")
@@ -238,27 +271,28 @@ def _prune(directory: str, args, tvm_ffi) -> int:
         print(f"{verb} {e['kind']} {e['name']} ({_size_text(e['bytes'])}): {e['path']}")
     for e in busy:
         print(f"left {e['kind']} {e['name']}: another process is building it")
+    failed = list(result["failed"])
+    for e in failed:
+        print(f"kjit: error: could not remove {e['kind']} {e['name']}: {e['reason']}", file=sys.stderr)
     print(f"{verb} {len(removed)} entries ({_size_text(result['freed_bytes'])}) from {directory}"
           + (f"; {len(busy)} busy" if busy else "")
+          + (f"; {len(failed)} could not be removed" if failed else "")
           + (f"; {result['lock_files_removed']} stale lock files" if result["lock_files_removed"] else ""))
-    return 0
+    if result["skipped"]:
+        print(_skipped_line(result["skipped"]))
+    return FAILURE if failed else 0
 
 
 # --- kjit doctor ---
 
-def _distribution_version(name: str):
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def _package_line(module: str, distribution: str, enables: str, version=None) -> str:
+    from ._versions import distribution_version  # noqa: PLC0415
 
-
-def _package_line(module: str, distribution: str, enables: str) -> str:
     spec = importlib.util.find_spec(module)  # found, not imported: jax and torch take seconds to import
     if spec is None:
         return f"  {module:<12} not installed: {enables} unavailable (pip install {distribution})"
     where = os.path.dirname(spec.origin) if spec.origin else "?"
-    return f"  {module:<12} {_distribution_version(distribution) or '?'} at {where}: {enables}"
+    return f"  {module:<12} {version or distribution_version(distribution) or '?'} at {where}: {enables}"
 
 
 def _doctor(kjit) -> int:
@@ -272,18 +306,23 @@ def _doctor(kjit) -> int:
         "cuda_driver": ("CUDA driver", "running CUDA kernels (a GPU)"),
         "cache_dir": ("cache", "where builds are kept (KJIT_CACHE_DIR)"),
     }
+    from ._versions import versions  # noqa: PLC0415
+
     print(f"kjit {kjit.__version__} at {os.path.dirname(kjit.__file__)}")
     for key, (label, what) in enables.items():
         r = report[key]
         detail = str(r["detail"]).strip().splitlines()[0] if str(r["detail"]).strip() else ""
-        state = "ok" if r["found"] else "MISSING"
+        # The cache line is the check every build runs (ownership, permissions, a build
+        # directory made there): a cache builds refuse is refused here too.
+        state = "ok" if r["found"] else ("REFUSED" if key == "cache_dir" else "MISSING")
         print(f"  {label:<12} {state}: {detail}" + ("" if r["found"] else f" -> {what} unavailable")
               + (f" -> {what}" if r["found"] else ""))
-    print(_package_line("tvm_ffi", "apache-tvm-ffi", "the ABI every kjit function is called through"))
+    print(_package_line("tvm_ffi", "apache-tvm-ffi", "the ABI every kjit function is called through",
+                        versions()["tvm-ffi"]))
     print(_package_line("torch", "torch", "torch tensors, kjit.torch ops"))
     print(_package_line("jax", "jax", "kjit.jax callables and XLA targets"))
     print(_package_line("numpy", "numpy", "NumPy arrays"))
-    return 0 if report["cxx"]["found"] else FAILURE
+    return 0 if report["cxx"]["found"] and report["cache_dir"]["found"] else FAILURE
 
 
 if __name__ == "__main__":

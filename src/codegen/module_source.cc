@@ -5,6 +5,7 @@
 #include "declare/cpp_signature.h"
 #include "kjit/build.h"
 #include "kjit/codegen.h"
+#include "kjit/version.h"
 
 namespace kjit {
 namespace {
@@ -64,10 +65,15 @@ void append_sources(const std::vector<SourceText>& sources, std::string* text) {
 
 size_t count_lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
 
-/// The exported function returning the module's manifest (kManifestFunction).
+/// The exported function returning the module's manifest (kManifestFunction). It
+/// records the kjit that generated it and the tvm-ffi ABI it was compiled against:
+/// that one from tvm-ffi's own version macros, at compile time, so it is the
+/// headers the compiler read (kjit.load refuses a library of another ABI).
 std::string emit_manifest(const std::string& module, const std::vector<FunctionSpec>& specs,
                           const std::vector<SourceText>& sources, bool xla_handlers, bool tvm_ffi_bridge) {
-  std::string json = "{\"kjit_manifest\":1,\"name\":" + json_quote(module) + ",\"functions\":[";
+  const std::string head = "{\"kjit_manifest\":" + std::to_string(kManifestVersion) +
+                           ",\"kjit_version\":" + json_quote(KJIT_VERSION) + ",\"tvm_ffi_abi\":\"";
+  std::string json = "\",\"name\":" + json_quote(module) + ",\"functions\":[";
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::pair<std::string, std::string> where = definition_of(sources, specs[i].name);
     json += std::string(i ? "," : "") + "{\"name\":" + json_quote(specs[i].name) +
@@ -77,8 +83,12 @@ std::string emit_manifest(const std::string& module, const std::vector<FunctionS
   json += std::string("],\"xla_handlers\":") + (xla_handlers ? "true" : "false") +
           ",\"tvm_ffi_bridge\":" + (tvm_ffi_bridge ? "true" : "false") + "}";
   return std::string("\n// ---- the manifest kjit.load reads ----\n") +
+         "#define KJIT_MANIFEST_TEXT_(x) #x\n#define KJIT_MANIFEST_TEXT(x) KJIT_MANIFEST_TEXT_(x)\n" +
          "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi_" + kManifestFunction +
          "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n  return kjit_stub::store_text(result, " +
+         c_string(head) +
+         "\n      KJIT_MANIFEST_TEXT(TVM_FFI_VERSION_MAJOR) \".\" KJIT_MANIFEST_TEXT(TVM_FFI_VERSION_MINOR) \".\" "
+         "KJIT_MANIFEST_TEXT(TVM_FFI_VERSION_PATCH)\n      " +
          c_string(json) + ");\n}\n";
 }
 

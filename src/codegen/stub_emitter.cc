@@ -552,8 +552,8 @@ class StubEmitter {
     std::string head = R"({"type_schema":)" + quoted_head.substr(0, quoted_head.size() - 1);
     // kjit_signature and kjit_device are what the stub checks: kjit.load holds the
     // module's manifest against them.
-    std::string tail = quoted_tail.substr(1) + R"(,"kjit_signature":)" + json_quote(signature) +
-                       R"(,"kjit_device":)" + json_quote(device_of(spec_)) + R"(,"doc":)" + json_quote(doc) + "}";
+    std::string tail = quoted_tail.substr(1) + R"(,"kjit_signature":)" + json_quote(signature) + R"(,"kjit_device":)" +
+                       json_quote(device_of(spec_)) + R"(,"doc":)" + json_quote(doc) + "}";
     out_ << "\nextern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__metadata_" << spec_.name
          << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"
          << "  using namespace kjit_stub;\n"

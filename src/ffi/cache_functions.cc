@@ -31,6 +31,22 @@ Array<FieldMap> entry_list(const std::vector<CacheEntry>& entries) {
   return out;
 }
 
+Array<String> string_list(const std::vector<std::string>& items) {
+  Array<String> out;
+  for (const std::string& s : items) out.push_back(String(s));
+  return out;
+}
+
+Array<FieldMap> failure_list(const std::vector<PruneFailure>& failures) {
+  Array<FieldMap> out;
+  for (const PruneFailure& f : failures) {
+    FieldMap m = entry_fields(f.entry);
+    m.Set("reason", String(f.reason));
+    out.push_back(m);
+  }
+  return out;
+}
+
 /// What one tool of the toolchain is: found (and where, which version) or why not.
 template <typename F>
 FieldMap probe(F&& find) {
@@ -54,7 +70,7 @@ FieldMap toolchain_report() {
          cuda::cuda_driver();
          return std::string("libcuda loaded and initialised");
        })},
-      {"cache_dir", probe([] { return default_cache_dir(); })},
+      {"cache_dir", probe([] { return usable_cache_root(""); })},  // the checks every build runs
   };
 }
 
@@ -64,7 +80,12 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef()
       .def("kjit.cache_list",
-           [](const String& dir) { return at_ffi_boundary([&] { return entry_list(list_cache(std::string(dir))); }); })
+           [](const String& dir) {
+             return at_ffi_boundary([&] {
+               return FieldMap{{"entries", entry_list(list_cache(std::string(dir)))},
+                               {"skipped", string_list(foreign_cache_files(std::string(dir)))}};
+             });
+           })
       .def("kjit.cache_prune",
            [](const String& dir, int64_t older_than_seconds, int64_t max_bytes, bool all, bool dry_run) {
              return at_ffi_boundary([&] {
@@ -76,6 +97,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
                const PruneResult r = prune_cache(std::string(dir), o);
                return FieldMap{{"removed", entry_list(r.removed)},
                                {"busy", entry_list(r.busy)},
+                               {"failed", failure_list(r.failed)},
+                               {"skipped", string_list(r.skipped)},
                                {"freed_bytes", static_cast<int64_t>(r.freed_bytes)},
                                {"lock_files_removed", static_cast<int64_t>(r.lock_files_removed)}};
              });

@@ -1,4 +1,5 @@
 // load_inline: the pipeline spec -> codegen -> build -> load, read top to bottom.
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/map.h>
@@ -14,9 +15,11 @@
 #include "kjit/codegen.h"
 #include "kjit/errors.h"
 #include "kjit/runtime.h"
+#include "kjit/version.h"
 #include "runtime/xla_builds.h"
 #include "signature/lexer.h"
 #include "signature/validate.h"
+#include "toolchain/library_exports.h"
 
 namespace kjit {
 
@@ -201,13 +204,149 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
 
 namespace {
 
-/// A manifest field, or a ValueError naming the library.
+using tvm::ffi::Any;
+using tvm::ffi::Map;
+using tvm::ffi::String;
+using JsonObject = Map<String, Any>;
+
+/// The one way kjit.load refuses a library: a ValueError naming the file, then
+/// what is wrong, what was expected and what it holds (`what` says all three).
+[[noreturn]] void refuse_library(const std::string& path, const std::string& what) {
+  throw ValueError("kjit.load: " + path + " " + what);
+}
+
+[[noreturn]] void broken_manifest(const std::string& path, const std::string& what) {
+  refuse_library(path, std::string("has a broken manifest (its ") + kManifestFunction + "): " + what +
+                           "; rebuild it with kjit.build");
+}
+
+/// A field of a manifest object, or the broken-manifest error naming it.
 template <typename T>
-T manifest_field(const tvm::ffi::Map<tvm::ffi::String, tvm::ffi::Any>& m, const char* key, const std::string& path) {
+T manifest_field(const JsonObject& m, const char* key, const char* type, const std::string& where,
+                 const std::string& path) {
   auto it = m.find(key);
-  std::optional<T> v = it == m.end() ? std::nullopt : (*it).second.as<T>();
-  if (!v) throw ValueError("kjit.load: the manifest of " + path + " has no valid '" + key + "'");
+  if (it == m.end()) broken_manifest(path, where + " has no field '" + key + "'");
+  std::optional<T> v = (*it).second.as<T>();
+  if (!v) broken_manifest(path, where + "'s field '" + key + "' is not " + type);
   return *v;
+}
+
+/// The manifest the library exports, parsed.
+JsonObject read_manifest(const tvm::ffi::Function& manifest, const std::string& path) {
+  std::optional<String> text = manifest().as<String>();
+  if (!text) broken_manifest(path, "it returns no text");
+  Any parsed;
+  try {
+    parsed = tvm::ffi::json::Parse(*text);
+  } catch (const tvm::ffi::Error& e) {
+    broken_manifest(path, "it is not JSON (" + e.message() + ")");
+  }
+  std::optional<JsonObject> m = parsed.as<JsonObject>();
+  if (!m) broken_manifest(path, "it is not a JSON object");
+  return *m;
+}
+
+/// Major, minor and patch of "0.1.16" (anything after them ignored); false when
+/// `text` does not start with such a version.
+bool version_numbers(const std::string& text, long long out[3]) {
+  return std::sscanf(text.c_str(), "%lld.%lld.%lld", &out[0], &out[1], &out[2]) == 3 && out[0] >= 0 && out[1] >= 0 &&
+         out[2] >= 0;
+}
+
+/// Semantic versioning's rule: the same major version, and for 0.x the same minor.
+bool compatible_versions(const std::string& built, const std::string& here) {
+  long long a[3] = {}, b[3] = {};
+  if (!version_numbers(built, a) || !version_numbers(here, b)) return false;
+  return a[0] == b[0] && (a[0] != 0 || a[1] == b[1]);
+}
+
+/// The library was built by a kjit and for a tvm-ffi ABI that this process can run.
+void check_versions(const JsonObject& m, const std::string& path) {
+  const int64_t format = manifest_field<int64_t>(m, "kjit_manifest", "an integer", "it", path);
+  if (format != kManifestVersion) {
+    refuse_library(path,
+                   "has a manifest of format " + std::to_string(format) +
+                       ", but this kjit (" KJIT_VERSION ") reads format " + std::to_string(kManifestVersion) +
+                       " (which records the kjit and tvm-ffi versions a library needs); rebuild it with this kjit");
+  }
+  const std::string kjit(manifest_field<String>(m, "kjit_version", "a string", "it", path));
+  const std::string abi(manifest_field<String>(m, "tvm_ffi_abi", "a string", "it", path));
+  const std::string here_abi = tvm_ffi_version();
+  if (!compatible_versions(kjit, KJIT_VERSION) || !compatible_versions(abi, here_abi)) {
+    refuse_library(path, "was built by kjit " + kjit + " for the tvm-ffi ABI " + abi + ", but this is kjit " +
+                             KJIT_VERSION + " with tvm-ffi " + here_abi +
+                             " (a library needs the same major version of each, and the same minor one below 1.0); "
+                             "rebuild it with this kjit");
+  }
+}
+
+/// What the stub of `fn` checks, from its own metadata (the stub emitter writes
+/// kjit_signature and kjit_device): the truth a manifest is held against.
+std::pair<std::string, std::string> stub_checks(const tvm::ffi::Module& mod, const std::string& fn,
+                                                const std::string& path) {
+  const std::string symbol = std::string("__tvm_ffi__metadata_") + fn;
+  tvm::ffi::Optional<String> text = mod->GetFunctionMetadata(fn, false);
+  std::optional<JsonObject> meta;
+  if (text.has_value()) {
+    try {
+      meta = tvm::ffi::json::Parse(*text).as<JsonObject>();
+    } catch (const tvm::ffi::Error&) {
+      meta = std::nullopt;
+    }
+  }
+  auto signature = meta ? meta->find("kjit_signature") : JsonObject().end();
+  auto device = meta ? meta->find("kjit_device") : JsonObject().end();
+  if (!meta || signature == meta->end() || device == meta->end() || !(*signature).second.as<String>() ||
+      !(*device).second.as<String>()) {
+    refuse_library(path, "exports '" + fn + "' without the metadata kjit's stubs carry (" + symbol +
+                             " with kjit_signature and kjit_device): it is not a kjit stub, or the library is "
+                             "damaged; rebuild it with kjit.build");
+  }
+  return {std::string(*(*signature).second.as<String>()), std::string(*(*device).second.as<String>())};
+}
+
+/// The spec of one manifest function, held against its stub's own metadata: a
+/// manifest that says anything else (a default, a dtype, a device) is refused.
+FunctionSpec checked_spec(const tvm::ffi::Module& mod, const JsonObject& f, size_t index, const std::string& path) {
+  const std::string where = "function #" + std::to_string(index);
+  const std::string fn(manifest_field<String>(f, "name", "a string", where, path));
+  const std::string signature(manifest_field<String>(f, "signature", "a string", where, path));
+  const std::string device(manifest_field<String>(f, "device", "a string", where, path));
+  if (!mod->GetFunction(fn, false).has_value()) {
+    refuse_library(path, "lists '" + spec_detail::printable(fn) + "' in its manifest but does not export it");
+  }
+  if (device != "cpu" && device != "cuda" && device != "none") {
+    broken_manifest(path, where + " ('" + fn + "') has the device '" + spec_detail::printable(device) +
+                              "', expected cpu, cuda or none");
+  }
+  const auto [stub_signature, stub_device] = stub_checks(mod, fn, path);
+  FunctionSpec spec;
+  try {
+    spec = parse_signature(fn, signature, device == "cuda" ? DeviceKind::kCUDA : DeviceKind::kCPU);
+  } catch (const Error& e) {
+    broken_manifest(path, "the signature of '" + fn + "' does not parse (" + e.what() + ")");
+  }
+  const std::string says = to_string(spec), means = device_of(spec);
+  if (says != stub_signature || means != stub_device) {
+    refuse_library(path, "has a manifest that disagrees with its stub of '" + fn + "': the manifest says '" + says +
+                             "' (" + means + "), the stub checks '" + stub_signature + "' (" + stub_device +
+                             "); the library was edited or damaged, rebuild it with kjit.build");
+  }
+  return spec;
+}
+
+/// Each function's XLA handler must be there when the manifest says the library has them.
+void check_xla_handlers(const std::vector<FunctionSpec>& specs, const std::string& path) {
+  void* self = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  for (const FunctionSpec& spec : specs) {
+    const std::string symbol = xla_handler_symbol(spec.name);
+    if (self == nullptr || dlsym(self, symbol.c_str()) == nullptr) {
+      if (self != nullptr) dlclose(self);
+      refuse_library(path, "has a manifest that says it has XLA handlers, but it does not export " + symbol +
+                               "; rebuild it with kjit.build(..., jax=True)");
+    }
+  }
+  if (self != nullptr) dlclose(self);
 }
 
 }  // namespace
@@ -215,41 +354,47 @@ T manifest_field(const tvm::ffi::Map<tvm::ffi::String, tvm::ffi::Any>& m, const 
 Module load_module(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw ValueError("kjit.load: " + path + " is not a file (kjit.build writes the library there)");
+    refuse_library(path, "is not a file (kjit.build writes the library there)");
   }
+  // Before dlopen: a truncated file is mapped as it claims to be, and its missing
+  // pages raise SIGBUS when touched.
+  const std::string problem = build_detail::library_file_problem(path);
+  if (!problem.empty()) refuse_library(path, "does not load as a shared library: " + problem);
   auto state = std::make_shared<Module::State>();
   try {
     state->ffi_module = tvm::ffi::Module::LoadFromFile(path);
   } catch (const tvm::ffi::Error& e) {
-    throw ValueError("kjit.load: " + path + " does not load as a shared library: " + e.message());
+    refuse_library(path, "does not load as a shared library: " + e.message());
   }
-  auto manifest = (*state->ffi_module)->GetFunction(kManifestFunction);
+  const tvm::ffi::Module& mod = *state->ffi_module;
+  auto manifest = mod->GetFunction(kManifestFunction, false);
   if (!manifest) {
-    throw ValueError("kjit.load: " + path + " is not a kjit module: it exports no " + kManifestFunction +
-                     " (kjit.build and kjit.load_inline libraries do)");
+    refuse_library(path, std::string("is not a kjit module: it exports no ") + kManifestFunction +
+                             " (kjit.build and kjit.load_inline libraries do)");
   }
-  using tvm::ffi::Any;
-  using tvm::ffi::Map;
-  using tvm::ffi::String;
-  const auto m = tvm::ffi::json::Parse((*manifest)().cast<String>()).cast<Map<String, Any>>();
-  if (manifest_field<int64_t>(m, "kjit_manifest", path) != 1) {
-    throw ValueError("kjit.load: " + path + " has a manifest of another version; rebuild it with this kjit");
+  const JsonObject m = read_manifest(*manifest, path);
+  check_versions(m, path);
+  state->name = std::string(manifest_field<String>(m, "name", "a string", "it", path));
+  if (!is_c_identifier(state->name)) {
+    broken_manifest(path, "the module name '" + spec_detail::printable(state->name) + "' is not a C identifier");
   }
-  state->name = std::string(manifest_field<String>(m, "name", path));
   state->build.library_path = path;
-  state->xla_handlers = manifest_field<bool>(m, "xla_handlers", path);
-  state->tvm_ffi_bridge = manifest_field<bool>(m, "tvm_ffi_bridge", path);
-  for (const Any& f : manifest_field<tvm::ffi::Array<Any>>(m, "functions", path)) {
-    const auto fm = f.cast<Map<String, Any>>();
-    const std::string fn(manifest_field<String>(fm, "name", path));
-    const std::string device(manifest_field<String>(fm, "device", path));
-    state->specs.push_back(parse_signature(fn, std::string(manifest_field<String>(fm, "signature", path)),
-                                           device == "cuda" ? DeviceKind::kCUDA : DeviceKind::kCPU));
-    auto fun = (*state->ffi_module)->GetFunction(fn);
-    if (!fun) throw ValueError("kjit.load: " + path + " lists '" + fn + "' in its manifest but does not export it");
-    state->functions.push_back(*fun);
+  state->xla_handlers = manifest_field<bool>(m, "xla_handlers", "true or false", "it", path);
+  state->tvm_ffi_bridge = manifest_field<bool>(m, "tvm_ffi_bridge", "true or false", "it", path);
+  const auto functions = manifest_field<tvm::ffi::Array<Any>>(m, "functions", "a list", "it", path);
+  for (size_t i = 0; i < functions.size(); ++i) {
+    std::optional<JsonObject> f = functions[static_cast<int64_t>(i)].as<JsonObject>();
+    if (!f) broken_manifest(path, "function #" + std::to_string(i) + " is not a JSON object");
+    FunctionSpec spec = checked_spec(mod, *f, i, path);
+    for (const FunctionSpec& earlier : state->specs) {
+      if (earlier.name == spec.name) broken_manifest(path, "it lists the function '" + spec.name + "' twice");
+    }
+    state->functions.push_back(*mod->GetFunction(spec.name, false));
+    state->specs.push_back(std::move(spec));
     state->host_sources.emplace_back();
   }
+  if (state->specs.empty()) broken_manifest(path, "it lists no functions");
+  if (state->xla_handlers) check_xla_handlers(state->specs, path);
   return Module(state, true);
 }
 

@@ -38,16 +38,26 @@ void append_file(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-/// An exclusive flock held for the object's lifetime.
+/// An exclusive flock on the lock file of `entry`, held for the object's lifetime.
+/// A new lock file gets kjit's stamp (cache_detail::lock_file_text), so cache
+/// maintenance removes only lock files kjit made.
 class FileLock {
  public:
-  FileLock(const fs::path& path, bool verbose) {
+  FileLock(const fs::path& path, const std::string& entry, bool verbose) {
     fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) throw CacheError("kjit: cannot open the lock file " + path.string() + ": " + std::strerror(errno));
-    if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-    if (verbose) std::fprintf(stderr, "[kjit] waiting for another process building %s\n", path.c_str());
-    while (flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) throw CacheError("kjit: cannot lock " + path.string() + ": " + std::strerror(errno));
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (verbose) std::fprintf(stderr, "[kjit] waiting for another process building %s\n", path.c_str());
+      while (flock(fd_, LOCK_EX) != 0) {
+        if (errno != EINTR) throw CacheError("kjit: cannot lock " + path.string() + ": " + std::strerror(errno));
+      }
+    }
+    struct stat st {};
+    if (fstat(fd_, &st) == 0 && st.st_size == 0) {  // written under the lock: one writer
+      const std::string text = cd::lock_file_text(entry);
+      if (write(fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+        (void)ftruncate(fd_, 0);  // a torn stamp is no stamp; the lock works without it
+      }
     }
   }
   ~FileLock() {
@@ -286,9 +296,7 @@ EntryPaths entry_paths(const fs::path& root, const BuildRequest& r, const std::s
 /// What made a build, for `kjit cache list`: one line in the entry's `origin` file
 /// (informational: the key already holds these, hashed).
 std::string origin_of(const BuildRequest& r) {
-  std::string text = "kjit " KJIT_VERSION ", tvm-ffi " + std::to_string(TVM_FFI_VERSION_MAJOR) + "." +
-                     std::to_string(TVM_FFI_VERSION_MINOR) + "." + std::to_string(TVM_FFI_VERSION_PATCH) + ", " +
-                     find_toolchain().identity;
+  std::string text = "kjit " KJIT_VERSION ", tvm-ffi " + tvm_ffi_version() + ", " + find_toolchain().identity;
   if (!r.cuda_source.empty()) text += ", nvcc " + find_cuda_toolchain().version;
   for (char& c : text) c = c == '\n' ? ' ' : c;
   return text + "\n";
@@ -471,6 +479,8 @@ std::vector<fs::path> build_objects(const BuildRequest& r) {
 /// stay.
 constexpr size_t kKeptFailures = 16;
 
+constexpr uint64_t kMaxKeptBytes = uint64_t{1} << 30;
+
 std::string keep_failed_sources(const EntryPaths& p, const fs::path& tmp) {
   std::error_code ec;
   const fs::path folder = p.root / "failed";
@@ -478,15 +488,19 @@ std::string keep_failed_sources(const EntryPaths& p, const fs::path& tmp) {
   if (ec) return "";
   fs::path kept;
   for (const char* ext : {".cc", ".cu"}) {
-    const fs::path from = tmp / (p.stem + ext);
-    if (!fs::exists(from, ec)) continue;
+    std::string text;
+    if (!cd::read_own_small_file(tmp / (p.stem + ext), kMaxKeptBytes, &text)) continue;
     const fs::path to = folder / (p.entry + ext);
-    fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-    if (!ec && kept.empty()) kept = to;
+    try {
+      cd::write_private_file(to, cd::stamp(text));  // stamped: only kept sources are ever pruned below
+    } catch (const CacheError&) {
+      continue;
+    }
+    if (kept.empty()) kept = to;
   }
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
-    files.emplace_back(e.last_write_time(ec), e.path());
+    if (cd::is_stamped_file(e.path())) files.emplace_back(e.last_write_time(ec), e.path());
   }
   if (files.size() > 2 * kKeptFailures) {  // .cc and .cu per failure at most
     std::sort(files.begin(), files.end());
@@ -509,6 +523,7 @@ fs::path compile_private(const BuildRequest& r, const EntryPaths& p, const std::
   fs::path source = tmp / (p.stem + ".cc");
   fs::path library = tmp / p.library.filename();
   try {
+    cd::write_private_file(tmp / cd::kBuildMarker, cd::build_marker_text(p.entry));  // first: kjit made this
     cd::write_private_file(source, r.source);
     std::vector<fs::path> dep_files{source.string() + ".d"};
     const std::vector<fs::path> objects = build_objects(r);
@@ -589,7 +604,7 @@ BuildResult build_shared_library(const BuildRequest& request, const std::string&
   }
   cd::remove_stale_builds(p.root);  // before our own lock, so our own killed build's leftovers go too
   cd::ensure_private_dir(p.root / "locks", "lock directory");
-  FileLock lock(p.root / "locks" / (p.entry + ".lock"), r.verbose);
+  FileLock lock(p.root / "locks" / (p.entry + ".lock"), p.entry, r.verbose);
   const std::string key_text = cd::format_key_parts(cd::key_parts(r));  // once per build: it hashes the source
   if (!r.force_rebuild) {
     EntryCheck again = check_entry(p);
@@ -605,6 +620,23 @@ BuildResult build_shared_library(const BuildRequest& request, const std::string&
   if (r.verbose) std::fprintf(stderr, "[kjit] module '%s': published %s\n", r.name.c_str(), p.library.c_str());
   apply_size_cap(r, p);
   return published(p, key, false);
+}
+
+std::string tvm_ffi_version() {
+  TVMFFIVersion v{};
+  TVMFFIGetVersion(&v);
+  return std::to_string(v.major) + "." + std::to_string(v.minor) + "." + std::to_string(v.patch);
+}
+
+std::string usable_cache_root(const std::string& dir) {
+  const fs::path root = cd::private_cache_root(dir.empty() ? default_cache_dir() : absolute_cache_dir(dir));
+  std::string probe = (root / ".tmp-kjit-probe-XXXXXX").string();  // what compile_private makes first
+  if (mkdtemp(probe.data()) == nullptr) {
+    throw CacheError("kjit: cannot create a build directory in the cache directory " + root.string() + ": " +
+                     std::strerror(errno));
+  }
+  rmdir(probe.c_str());
+  return root.string();
 }
 
 void evict(const BuildResult& result) {

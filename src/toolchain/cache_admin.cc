@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <string>
@@ -58,13 +59,19 @@ std::string first_line_of(const fs::path& file) {
   return text.substr(0, text.find('\n'));
 }
 
-/// A build entry's record, or false when `dir` is not one of ours.
+/// Whether `dir` is a build entry kjit made: named `<stem>-<key>`, ours, and holding
+/// kjit's build marker or a whole manifest (a look-alike directory is never touched).
+bool is_kjit_entry(const fs::path& dir, struct stat* st) {
+  const std::string name = dir.filename().string();
+  if (entry_stem(name).empty() || lstat(dir.c_str(), st) != 0 || !S_ISDIR(st->st_mode)) return false;
+  return st->st_uid == geteuid() && cd::is_kjit_build(dir, name);
+}
+
+/// A build entry's record, or false when `dir` is not one kjit made.
 bool describe_build(const fs::path& dir, CacheEntry* out) {
-  const std::string stem = entry_stem(dir.filename().string());
   struct stat st {};
-  if (stem.empty() || lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) return false;
-  struct stat manifest {};  // only kjit's entries have one: a look-alike directory is never touched
-  if (lstat((dir / "manifest").c_str(), &manifest) != 0 || !S_ISREG(manifest.st_mode)) return false;
+  if (!is_kjit_entry(dir, &st)) return false;
+  const std::string stem = entry_stem(dir.filename().string());
   std::error_code ec;
   const bool object = fs::exists(dir / (stem + ".o"), ec);
   out->path = dir.string();
@@ -76,13 +83,13 @@ bool describe_build(const fs::path& dir, CacheEntry* out) {
   return true;
 }
 
-/// The NVRTC images of `root/cuda-kernels`.
+/// The NVRTC images of `root/cuda-kernels`: files whose seal checks.
 void add_cuda_images(const fs::path& root, std::vector<CacheEntry>* out) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(root / "cuda-kernels", ec)) {
     const std::string name = e.path().filename().string();
     struct stat st {};
-    if (name.find(".tmp-") != std::string::npos || lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !cd::is_sealed_file(e.path())) continue;
     CacheEntry c;
     c.path = e.path().string();
     c.name = name.substr(0, name.find('-'));
@@ -117,20 +124,32 @@ std::vector<CacheEntry> entries_of(const fs::path& root) {
 }
 
 /// Removes one entry under its build lock (an NVRTC image is one atomic unlink).
-bool remove_entry(const fs::path& root, const CacheEntry& e) {
-  if (e.kind == "CUDA image") return unlink(e.path.c_str()) == 0;
-  return cd::remove_if_unlocked(root, fs::path(e.path).filename().string(), e.path);
+cd::RemovalResult remove_entry(const fs::path& root, const CacheEntry& e) {
+  if (e.kind != "CUDA image") return cd::remove_if_unlocked(root, fs::path(e.path).filename().string(), e.path);
+  if (unlink(e.path.c_str()) == 0) return cd::RemovalResult{};
+  return cd::RemovalResult{cd::Removal::kFailed, "cannot remove " + e.path + ": " + std::strerror(errno)};
 }
 
-/// Lock files whose entry is gone and whose lock nobody holds.
+/// The entry a lock file `<entry>.lock` is for, when kjit made it (its stamp names
+/// that entry); else "".
+std::string lock_entry(const fs::path& file) {
+  constexpr uint64_t kLockBytes = 4096;
+  const std::string name = file.filename().string();
+  const size_t suffix = name.rfind(".lock");
+  if (suffix == std::string::npos || suffix == 0 || suffix + 5 != name.size()) return "";
+  std::string entry = name.substr(0, suffix);
+  std::string text;
+  if (!cd::read_own_small_file(file, kLockBytes, &text) || text != cd::lock_file_text(entry)) return "";
+  return entry;
+}
+
+/// Lock files kjit made whose entry is gone and whose lock nobody holds.
 int remove_orphan_locks(const fs::path& root) {
   int removed = 0;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(root / "locks", ec)) {
-    const std::string name = e.path().filename().string();
-    const size_t suffix = name.rfind(".lock");
-    if (suffix == std::string::npos || suffix + 5 != name.size()) continue;
-    if (fs::exists(root / name.substr(0, suffix), ec)) continue;
+    const std::string entry = lock_entry(e.path());
+    if (entry.empty() || fs::exists(fs::symlink_status(root / entry, ec))) continue;
     const int fd = open(e.path().c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -140,6 +159,41 @@ int remove_orphan_locks(const fs::path& root) {
     close(fd);
   }
   return removed;
+}
+
+/// Whether `path`, a child of the cache root's folder `folder` ("" for the root
+/// itself), is something kjit made there.
+bool made_by_kjit(const std::string& folder, const fs::path& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return true;  // gone meanwhile: nothing to report
+  if (folder == "locks") return !lock_entry(path).empty();
+  if (folder == "cuda-kernels" || folder == "toolchains") {
+    return cd::is_sealed_file(path) || cd::is_sealed_temporary(path);
+  }
+  if (folder == "failed") return cd::is_stamped_file(path);
+  const std::string name = path.filename().string();
+  if (name == "locks" || name == "cuda-kernels" || name == "toolchains" || name == "failed") {
+    return S_ISDIR(st.st_mode);
+  }
+  const std::string building = cd::build_dir_entry(name);
+  if (!building.empty()) return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && cd::is_kjit_build(path, building);
+  return is_kjit_entry(path, &st);
+}
+
+std::vector<std::string> foreign_under(const fs::path& root) {
+  std::vector<std::string> out;
+  if (root.empty()) return out;
+  for (const char* folder : {"", "locks", "cuda-kernels", "failed", "toolchains"}) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(root / folder, ec)) {
+      if (made_by_kjit(folder, e.path())) continue;
+      struct stat st {};
+      const bool dir = lstat(e.path().c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      out.push_back(e.path().string() + (dir ? "/" : ""));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool chosen(const CacheEntry& e, const PruneOptions& o, int64_t now, uint64_t* kept_bytes) {
@@ -154,6 +208,8 @@ bool chosen(const CacheEntry& e, const PruneOptions& o, int64_t now, uint64_t* k
 
 std::vector<CacheEntry> list_cache(const std::string& dir) { return entries_of(existing_root(dir)); }
 
+std::vector<std::string> foreign_cache_files(const std::string& dir) { return foreign_under(existing_root(dir)); }
+
 PruneResult prune_cache(const std::string& dir, const PruneOptions& options) {
   PruneResult result;
   const fs::path root = existing_root(dir);
@@ -166,17 +222,21 @@ PruneResult prune_cache(const std::string& dir, const PruneOptions& options) {
       continue;
     }
     if (!chosen(e, options, now, &kept_bytes)) continue;
-    if (options.dry_run || remove_entry(root, e)) {
+    const cd::RemovalResult done = options.dry_run ? cd::RemovalResult{} : remove_entry(root, e);
+    if (done.state == cd::Removal::kRemoved) {
       result.freed_bytes += e.bytes;
       result.removed.push_back(e);
-    } else {
+    } else if (done.state == cd::Removal::kBusy) {
       result.busy.push_back(e);
+    } else {
+      result.failed.push_back(PruneFailure{e, done.reason});
     }
   }
   if (!options.dry_run) {
     cd::remove_stale_builds(root);
     result.lock_files_removed = remove_orphan_locks(root);
   }
+  result.skipped = foreign_under(root);
   return result;
 }
 

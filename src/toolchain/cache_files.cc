@@ -25,11 +25,15 @@ namespace {
 
 constexpr size_t kMaxStem = 64;         // keeps `<stem>-<key>.lock` and `.tmp-...` far below NAME_MAX
 constexpr size_t kStemPrefix = 40;      // of a long name, kept readable before its hash
-constexpr int64_t kLegacyAge = 86400;   // s; a build dir without a key-named lock is stale after a day
 constexpr int64_t kImageTmpAge = 3600;  // s; an NVRTC image is written in milliseconds
 constexpr size_t kHashBlock = 1 << 16;  // bytes read per step while hashing a library
 constexpr const char* kManifestMagic = "kjit-manifest 1";
 constexpr const char* kSealMagic = "kjit-sealed 1";
+constexpr const char* kStampPrefix = "// kjit-stamp ";
+constexpr uint64_t kMarkerBytes = 4096;                // a lock file or build marker is one short line and its stamp
+constexpr uint64_t kManifestBytes = 64 << 20;          // a manifest lists headers: far below this
+constexpr uint64_t kSealedBytes = uint64_t{1} << 30;   // NVRTC images and toolchain records
+constexpr uint64_t kStampedBytes = uint64_t{1} << 30;  // kept failed sources
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -158,9 +162,51 @@ bool is_hex(const std::string& s, size_t n) {
   return true;
 }
 
-/// "<stem>-<key>" of a build directory `.tmp-<stem>-<key>-XXXXXX[.old]`; "" if
-/// the name has no key (a build of an older kjit).
+bool older_than(const struct stat& st, int64_t seconds) { return std::time(nullptr) - st.st_mtime > seconds; }
+
+/// Leftover temporary NVRTC images of killed processes (only those carrying kjit's
+/// seal: a file kjit did not make never matches).
+int remove_stale_images(const fs::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    struct stat st {};
+    if (lstat(e.path().c_str(), &st) != 0 || !older_than(st, kImageTmpAge) || !is_sealed_temporary(e.path())) {
+      continue;
+    }
+    removed += unlink(e.path().c_str()) == 0 ? 1 : 0;
+  }
+  return removed;
+}
+
+RemovalResult removal_failed(const std::string& what, const fs::path& path, const std::string& reason) {
+  return RemovalResult{Removal::kFailed, "cannot " + what + " " + path.string() + ": " + reason};
+}
+
+/// Removes `dir`: an entry is first renamed to a fresh build directory name, so a
+/// cache that cannot be written fails before anything in the entry is deleted.
+RemovalResult remove_directory(const fs::path& root, const std::string& entry, const fs::path& dir) {
+  fs::path doomed = dir;
+  if (dir.filename().string().rfind(".tmp-", 0) != 0) {
+    std::string pattern = (root / (".tmp-" + entry + "-XXXXXX")).string();
+    if (mkdtemp(pattern.data()) == nullptr) return removal_failed("remove", dir, errno_text(errno));
+    if (rename(dir.c_str(), pattern.c_str()) != 0) {  // onto the empty directory just made
+      const int err = errno;
+      rmdir(pattern.c_str());
+      return removal_failed("remove", dir, errno_text(err));
+    }
+    doomed = pattern;
+  }
+  std::error_code ec;
+  fs::remove_all(doomed, ec);
+  if (ec) return removal_failed("remove", doomed, ec.message());
+  return RemovalResult{};
+}
+
+}  // namespace
+
 std::string build_dir_entry(const std::string& name) {
+  if (name.rfind(".tmp-", 0) != 0) return "";
   std::string s = name.substr(5);  // after ".tmp-"
   if (s.size() > 4 && s.compare(s.size() - 4, 4, ".old") == 0) s.resize(s.size() - 4);
   if (s.size() < 7 + 33 || s[s.size() - 7] != '-') return "";
@@ -169,36 +215,97 @@ std::string build_dir_entry(const std::string& name) {
   return s;
 }
 
-bool older_than(const struct stat& st, int64_t seconds) { return std::time(nullptr) - st.st_mtime > seconds; }
-
-/// Leftover temporary NVRTC images (`*.tmp-XXXXXX`) of killed processes.
-int remove_stale_images(const fs::path& dir) {
-  int removed = 0;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    struct stat st {};
-    if (name.find(".tmp-") == std::string::npos || lstat(e.path().c_str(), &st) != 0) continue;
-    if (st.st_uid != geteuid() || !S_ISREG(st.st_mode) || !older_than(st, kImageTmpAge)) continue;
-    removed += unlink(e.path().c_str()) == 0 ? 1 : 0;
+/// Removes the directory `dir` of `entry` if no process holds that entry's build
+/// lock (so no build owns it); the lock is held while removing.
+RemovalResult remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir) {
+  const fs::path lock = root / "locks" / (entry + ".lock");
+  const int fd = open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno != ENOENT) return removal_failed("open the lock file", lock, errno_text(errno));
+  Fd guard(fd);  // no lock file: no build of this entry ever ran under this kjit
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return RemovalResult{Removal::kBusy, ""};
+    return removal_failed("lock", lock, errno_text(errno));
   }
-  return removed;
+  RemovalResult out = remove_directory(root, entry, dir);
+  if (fd >= 0) flock(fd, LOCK_UN);
+  return out;
 }
 
-}  // namespace
+std::string stamp(const std::string& text) {
+  const std::string body = text.empty() || text.back() == '\n' ? text : text + "\n";
+  return body + kStampPrefix + hash_hex(body) + "\n";
+}
 
-/// Removes the build directory `dir` of `entry` if no process holds that entry's
-/// build lock (so no build owns it); the lock is held while removing.
-bool remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir) {
-  fs::path lock = root / "locks" / (entry + ".lock");
-  int fd = open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno != ENOENT) return false;
-  Fd guard(fd);  // no lock file: no build of this entry ever ran under this kjit
-  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) return false;
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (fd >= 0) flock(fd, LOCK_UN);
-  return !ec;
+bool unstamp(const std::string& file, std::string* text) {
+  const size_t prefix = std::strlen(kStampPrefix);
+  if (file.size() < prefix + 33 || file.back() != '\n') return false;
+  const size_t start = file.size() - prefix - 33;
+  if (file.compare(start, prefix, kStampPrefix) != 0 || (start > 0 && file[start - 1] != '\n')) return false;
+  const std::string body = file.substr(0, start);
+  if (file.compare(start + prefix, 32, hash_hex(body)) != 0) return false;
+  *text = body;
+  return true;
+}
+
+bool read_own_small_file(const fs::path& path, uint64_t max_bytes, std::string* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  Fd guard(fd);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !trusted_owner(st.st_uid)) return false;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || static_cast<uint64_t>(st.st_size) > max_bytes) return false;
+  out->clear();
+  char buf[8192];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > max_bytes) return false;
+  }
+}
+
+std::string lock_file_text(const std::string& entry) { return stamp("kjit-lock " + entry + "\n"); }
+
+std::string build_marker_text(const std::string& entry) { return stamp("kjit-build " + entry + "\n"); }
+
+bool has_build_marker(const fs::path& dir, const std::string& entry) {
+  std::string text;
+  return read_own_small_file(dir / kBuildMarker, kMarkerBytes, &text) && text == build_marker_text(entry);
+}
+
+bool is_kjit_build(const fs::path& dir, const std::string& entry) {
+  if (has_build_marker(dir, entry)) return true;
+  std::string text;
+  Manifest m;
+  return read_own_small_file(dir / "manifest", kManifestBytes, &text) && parse_manifest(text, &m);
+}
+
+bool starts_sealed(const std::string& file) { return file.rfind(std::string(kSealMagic) + " ", 0) == 0; }
+
+bool is_sealed_file(const fs::path& path) {
+  std::string file, bytes;
+  return read_own_small_file(path, kSealedBytes, &file) && unseal(file, &bytes);
+}
+
+bool is_sealed_temporary(const fs::path& path) {
+  const std::string name = path.filename().string();
+  const size_t tmp = name.rfind(".tmp-");
+  if (tmp == std::string::npos || tmp == 0 || name.size() - tmp != 11) return false;
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  Fd guard(fd);
+  struct stat st {};
+  char head[32] = {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
+  const ssize_t n = read(fd, head, sizeof(head));
+  return n > 0 && starts_sealed(std::string(head, static_cast<size_t>(n)));
+}
+
+bool is_stamped_file(const fs::path& path) {
+  std::string file, text;
+  return read_own_small_file(path, kStampedBytes, &file) && unstamp(file, &text);
 }
 
 std::string hex64(uint64_t v) {
@@ -457,13 +564,10 @@ int remove_stale_builds(const fs::path& root) {
     struct stat st {};
     if (name.rfind(".tmp-", 0) != 0 || lstat(e.path().c_str(), &st) != 0) continue;
     if (st.st_uid != geteuid() || !S_ISDIR(st.st_mode)) continue;  // only ours
-    std::string entry = build_dir_entry(name);
-    if (!entry.empty()) {
-      removed += remove_if_unlocked(root, entry, e.path()) ? 1 : 0;
-    } else if (older_than(st, kLegacyAge)) {
-      std::error_code gone;
-      removed += fs::remove_all(e.path(), gone) > 0 && !gone ? 1 : 0;
-    }
+    // Only what kjit made: a directory a person named `.tmp-...` is never touched.
+    const std::string entry = build_dir_entry(name);
+    if (entry.empty() || !is_kjit_build(e.path(), entry)) continue;
+    removed += remove_if_unlocked(root, entry, e.path()).state == Removal::kRemoved ? 1 : 0;
   }
   return removed + remove_stale_images(root / "cuda-kernels");
 }

@@ -94,13 +94,59 @@ std::string seal(const std::string& bytes);
 /// The bytes of a sealed file; false if the header or the checksum does not match.
 bool unseal(const std::string& file, std::string* bytes);
 
+/// `text` (ending in a newline) followed by the line `// kjit-stamp <XXH3-128 of
+/// text>`: how kjit marks the small files it makes (lock files, build markers, kept
+/// failed sources) as its own. The `//` keeps a stamped C++ source compilable.
+std::string stamp(const std::string& text);
+/// The text before a valid stamp line; false when `file` carries none.
+bool unstamp(const std::string& file, std::string* text);
+
+/// Reads the regular file `path` (never through a symlink) if it is ours and at most
+/// `max_bytes` long; false otherwise (missing, foreign, too long, unreadable). For
+/// the checks of cache maintenance, which must never fail on a file kjit did not make.
+bool read_own_small_file(const fs::path& path, uint64_t max_bytes, std::string* out);
+
+/// The contents of the lock file of `entry` ("<stem>-<key>"): its name, stamped.
+std::string lock_file_text(const std::string& entry);
+/// The marker every build directory gets first (and keeps once published as the
+/// entry): file name and contents naming `entry`, stamped.
+constexpr const char* kBuildMarker = "kjit-build";
+std::string build_marker_text(const std::string& entry);
+/// Whether `dir` holds kjit's build marker for `entry`.
+bool has_build_marker(const fs::path& dir, const std::string& entry);
+/// Whether `file` starts as kjit's sealed files do (seal's header).
+bool starts_sealed(const std::string& file);
+/// Whether the file at `path` is ours and a whole sealed file (NVRTC images,
+/// toolchain records).
+bool is_sealed_file(const fs::path& path);
+/// Whether the file at `path` is a temporary publish_file left of a sealed file:
+/// `<name>.tmp-XXXXXX`, ours, starting with the seal's header.
+bool is_sealed_temporary(const fs::path& path);
+/// Whether the file at `path` is ours and stamped (stamp).
+bool is_stamped_file(const fs::path& path);
+
+/// What removing a directory of the cache came to.
+enum class Removal { kRemoved, kBusy, kFailed };
+struct RemovalResult {
+  Removal state = Removal::kRemoved;
+  std::string reason;  ///< kFailed: what the system said, naming the path
+};
+
 /// Removes `dir` (an entry `entry` of the cache at `root`, or its build directory)
 /// unless a process holds that entry's build lock; the lock is held while removing.
-/// False when it is busy or could not be removed.
-bool remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir);
+RemovalResult remove_if_unlocked(const fs::path& root, const std::string& entry, const fs::path& dir);
 
-/// Removes build directories (`.tmp-*`) in `root` left by killed builds: only ours,
-/// and only those whose build lock is free (or, without a lock, older than a day).
+/// Whether `dir` is a directory kjit built for `entry`: it holds kjit's build marker
+/// for that entry, or (an entry of a kjit before the markers) a whole manifest.
+bool is_kjit_build(const fs::path& dir, const std::string& entry);
+
+/// "<stem>-<key>" of a build directory name `.tmp-<stem>-<key>-XXXXXX[.old]`; "" if
+/// the name is not one.
+std::string build_dir_entry(const std::string& name);
+
+/// Removes build directories (`.tmp-<entry>-XXXXXX`) in `root` left by killed builds:
+/// only ours, only those kjit built (is_kjit_build), and only when that entry's
+/// build lock is free; also stale temporary NVRTC images that carry kjit's seal.
 /// Returns how many it removed.
 int remove_stale_builds(const fs::path& root);
 

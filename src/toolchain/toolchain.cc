@@ -92,7 +92,8 @@ Toolchain make_toolchain() {
   fs::path real = fs::canonical(tc.compiler[0], ec);
   tc.identity = (ec ? tc.compiler[0] : real.string()) + " | " + first_line(v.output);
   for (size_t i = 1; i < tc.compiler.size(); ++i) tc.identity += " " + tc.compiler[i];
-  tc.gcc = v.output.find("Free Software Foundation") != std::string::npos && v.output.find("clang") == std::string::npos;
+  tc.gcc =
+      v.output.find("Free Software Foundation") != std::string::npos && v.output.find("clang") == std::string::npos;
   return tc;
 }
 

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -170,26 +172,74 @@ TEST_F(CacheFilesTest, ChangedDependencyIsFoundBySizeOrContents) {
   EXPECT_EQ(changed_dependency({d}), h.string() + " is gone (No such file or directory)");
 }
 
-TEST_F(CacheFilesTest, StaleBuildDirectoriesGoOnlyWhenTheirLockIsFree) {
+TEST_F(CacheFilesTest, StaleBuildDirectoriesGoOnlyWhenKjitMadeThemAndTheirLockIsFree) {
   fs::create_directories(dir_ / "locks");
   const std::string key(32, 'a');
   fs::path held = dir_ / (".tmp-held-" + key + "-XyZ123");
   fs::path free_dir = dir_ / (".tmp-free-" + key + "-AbC456");
   fs::path free_old = dir_ / (".tmp-free-" + key + "-AbC456.old");
+  fs::path lookalike = dir_ / (".tmp-photos-" + key + "-Qw1234");    // named like one, no marker: the user's
+  fs::path wrong_marker = dir_ / (".tmp-other-" + key + "-Zx9876");  // a marker copied from another build
   fs::path legacy = dir_ / ".tmp-legacy-Qw1234";
   fs::path entry = dir_ / ("mod-" + key);
-  for (const fs::path& p : {held, free_dir, free_old, legacy, entry}) fs::create_directories(p / "sub");
+  for (const fs::path& p : {held, free_dir, free_old, lookalike, wrong_marker, legacy, entry}) {
+    fs::create_directories(p / "sub");
+  }
+  for (const std::string& e : {"held", "free"})
+    write_private_file(dir_ / (".tmp-" + e + "-" + key + "-" + (e == "held" ? "XyZ123" : "AbC456")) / kBuildMarker,
+                       build_marker_text(e + "-" + key));
+  write_private_file(free_old / kBuildMarker, build_marker_text("free-" + key));
+  write_private_file(wrong_marker / kBuildMarker, build_marker_text("free-" + key));
+  write_private_file(entry / kBuildMarker, build_marker_text("mod-" + key));
+  const std::string legacy_age = "touch -d '3 days ago' " + legacy.string() + " " + lookalike.string();
+  ASSERT_EQ(std::system(legacy_age.c_str()), 0);
   int fd = open((dir_ / "locks" / ("held-" + key + ".lock")).c_str(), O_RDWR | O_CREAT, 0600);
   ASSERT_EQ(flock(fd, LOCK_EX), 0);
   EXPECT_EQ(remove_stale_builds(dir_), 2);
   EXPECT_TRUE(fs::exists(held));
   EXPECT_FALSE(fs::exists(free_dir));
   EXPECT_FALSE(fs::exists(free_old));
-  EXPECT_TRUE(fs::exists(legacy));  // no key: kept until a day old
-  EXPECT_TRUE(fs::exists(entry));   // published entries are never touched
+  EXPECT_TRUE(fs::exists(lookalike / "sub"));     // kjit did not make it: never touched, however old
+  EXPECT_TRUE(fs::exists(wrong_marker / "sub"));  // its marker names another entry
+  EXPECT_TRUE(fs::exists(legacy / "sub"));
+  EXPECT_TRUE(fs::exists(entry));  // published entries are never touched
   close(fd);
   EXPECT_EQ(remove_stale_builds(dir_), 1);
   EXPECT_FALSE(fs::exists(held));
+}
+
+TEST(Stamp, MarksKjitsFilesAndCatchesAnyEdit) {
+  const std::string text = "kjit-lock m-" + std::string(32, 'a') + "\n";
+  const std::string stamped = stamp(text);
+  EXPECT_EQ(stamped.rfind(text + "// kjit-stamp ", 0), 0u);
+  EXPECT_EQ(stamped, lock_file_text("m-" + std::string(32, 'a')));
+  std::string back;
+  ASSERT_TRUE(unstamp(stamped, &back));
+  EXPECT_EQ(back, text);
+  for (size_t i = 0; i < stamped.size(); ++i) {
+    std::string edited = stamped;
+    edited[i] = static_cast<char>(edited[i] ^ 0x01);
+    EXPECT_FALSE(unstamp(edited, &back)) << "byte " << i;
+  }
+  EXPECT_FALSE(unstamp(stamped.substr(0, stamped.size() - 1), &back));
+  EXPECT_FALSE(unstamp("", &back));
+  EXPECT_FALSE(unstamp(text, &back));
+  EXPECT_EQ(stamp("no newline"), stamp("no newline\n"));  // a C++ source without one stays a C++ source
+}
+
+TEST_F(CacheFilesTest, OnlyOwnSmallRegularFilesAreReadForTheChecks) {
+  fs::create_directories(dir_);
+  write(dir_ / "small", "abc");
+  std::string out;
+  EXPECT_TRUE(read_own_small_file(dir_ / "small", 3, &out));
+  EXPECT_EQ(out, "abc");
+  EXPECT_FALSE(read_own_small_file(dir_ / "small", 2, &out));  // longer than asked: never kjit's
+  EXPECT_FALSE(read_own_small_file(dir_ / "missing", 10, &out));
+  fs::create_symlink(dir_ / "small", dir_ / "link");
+  EXPECT_FALSE(read_own_small_file(dir_ / "link", 10, &out));
+  EXPECT_FALSE(read_own_small_file(dir_, 10, &out));
+  chmod((dir_ / "small").c_str(), 0666);
+  EXPECT_FALSE(read_own_small_file(dir_ / "small", 10, &out));  // writable by others: no check can trust it
 }
 
 TEST_F(CacheFilesTest, PublishFileIsAtomicAndPrivate) {
@@ -425,7 +475,22 @@ TEST(LibraryExports, DamagedLibrariesAreReadSafely) {
   for (size_t size : {size_t{0}, size_t{4}, size_t{63}, size_t{64}, bytes.size() / 2, bytes.size() - 1}) {
     write(bytes.substr(0, size));
     EXPECT_EQ(kjit::build_detail::missing_exports(copy.string(), {"k_value"}).size(), 1u) << "truncated to " << size;
+    EXPECT_NE(kjit::build_detail::library_file_problem(copy.string()), "") << "truncated to " << size;
   }
+  write(bytes);
+  EXPECT_EQ(kjit::build_detail::library_file_problem(copy.string()), "");
+  // Offsets near 2^64 in the headers: no overflow into "inside the file".
+  std::string hostile = bytes;
+  const uint64_t far = ~uint64_t{0} - 8;
+  std::memcpy(&hostile[0x20], &far, sizeof(far));  // e_phoff
+  write(hostile);
+  EXPECT_EQ(kjit::build_detail::library_file_problem(copy.string()),
+            "its program headers need bytes [" + std::to_string(far) + ", past 2^64) but the file has " +
+                std::to_string(bytes.size()) + " bytes: it is truncated (an interrupted download or copy?)");
+  hostile = bytes;
+  hostile[0] = 'X';
+  write(hostile);
+  EXPECT_EQ(kjit::build_detail::library_file_problem(copy.string()), "it does not start with the ELF magic (\\x7fELF)");
   uint32_t state = 12345;
   for (int i = 0; i < 2000; ++i) {
     std::string flipped = bytes;
@@ -436,6 +501,7 @@ TEST(LibraryExports, DamagedLibrariesAreReadSafely) {
     }
     write(flipped);
     (void)kjit::build_detail::missing_exports(copy.string(), {"k_value"});
+    (void)kjit::build_detail::library_file_problem(copy.string());
   }
   EXPECT_EQ(kjit::build_detail::missing_exports((dir / "absent.so").string(), {"k_value"}).size(), 1u);
   fs::remove_all(dir);

@@ -338,13 +338,15 @@ def build_dirs(cache):
     return sorted(p.name for p in cache.iterdir() if p.name.startswith(".tmp-"))
 
 
-def test_killed_build_leaves_a_directory_the_next_build_removes(tmp_path, cache):
+def kill_a_build(tmp_path, cache, name):
+    """Starts a build of `name` whose compiler hangs, kills it; returns the build
+    directory it left (kjit's own: it holds the build marker)."""
     compiler = tmp_path / "hang-c++"
     compiler.write_text(HANGING_COMPILER)
     compiler.chmod(0o755)
-    mark = tmp_path / "started"
+    mark = tmp_path / f"started-{name}"
     env = dict(os.environ, KJIT_CACHE_DIR=str(cache), CXX=str(compiler), KJIT_TEST_MARK=str(mark))
-    proc = subprocess.Popen([sys.executable, "-c", NO_TORCH + textwrap.dedent(loader("killed"))], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", NO_TORCH + textwrap.dedent(loader(name))], env=env,
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -352,28 +354,39 @@ def test_killed_build_leaves_a_directory_the_next_build_removes(tmp_path, cache)
     assert mark.exists(), proc.communicate()[1]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
-    left = build_dirs(cache)
-    assert len(left) == 1 and left[0].startswith(".tmp-killed-"), left
+    left = [d for d in build_dirs(cache) if d.startswith(f".tmp-{name}-")]
+    assert len(left) == 1, build_dirs(cache)
+    return cache / left[0]
+
+
+def test_killed_build_leaves_a_directory_the_next_build_removes(tmp_path, cache):
+    left = kill_a_build(tmp_path, cache, "killed")
+    assert (left / "kjit-build").read_text().startswith(f"kjit-build {left.name[5:-7]}\n// kjit-stamp ")
     assert parse(run_python(loader("killed"), cache))[::2] == (42, False)
     assert build_dirs(cache) == []
 
 
-def test_build_directories_in_use_or_recent_are_kept(cache):
-    parse(run_python(loader("first"), cache))
+def test_build_directories_kjit_did_not_make_or_in_use_are_kept(tmp_path, cache):
+    """A cache miss removes a build directory a killed build left only when it holds
+    kjit's build marker (magic and checksum) and its entry's lock is free: a folder a
+    person named `.tmp-...` stays, whatever its name or age, with its contents."""
+    held = kill_a_build(tmp_path, cache, "held")
     key = "0123456789abcdef0123456789abcdef"
-    busy = cache / f".tmp-busy-{key}-Ab12Cd"
-    legacy_new = cache / ".tmp-legacy-Zz99Yy"  # no key: an older kjit's; kept for a day
-    legacy_old = cache / ".tmp-ancient-Qq11Ww"
-    for d in (busy, legacy_new, legacy_old):
+    lookalike = cache / f".tmp-photos-{key}-Ab12Cd"  # named like a build directory, not kjit's
+    ancient = cache / ".tmp-ancient-Qq11Ww"
+    for d in (lookalike, ancient):
         d.mkdir()
+        (d / "keep.txt").write_text("the user's")
     two_days_ago = time.time() - 2 * 86400
-    os.utime(legacy_old, (two_days_ago, two_days_ago))
-    with open(cache / "locks" / f"busy-{key}.lock", "w") as lock:
+    for d in (lookalike, ancient):
+        os.utime(d, (two_days_ago, two_days_ago))
+    with open(cache / "locks" / f"{held.name[5:-7]}.lock") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a build of that entry is running
         parse(run_python(loader("second"), cache))
-        assert build_dirs(cache) == [busy.name, legacy_new.name]
+        assert build_dirs(cache) == sorted([held.name, lookalike.name, ancient.name])
     parse(run_python(loader("third"), cache))
-    assert build_dirs(cache) == [legacy_new.name]
+    assert build_dirs(cache) == sorted([lookalike.name, ancient.name])
+    assert (lookalike / "keep.txt").read_text() == (ancient / "keep.txt").read_text() == "the user's"
 
 
 @pytest.mark.parametrize("how", ["KJIT_CACHE_DIR", "build_directory"])
@@ -509,3 +522,23 @@ def test_a_verbose_miss_says_which_key_part_changed(tmp_path, capfd):
         labels = [line.split("\t")[0] for line in (entry / "key").read_text().splitlines()]
         assert labels[:8] == ["kjit version", "tvm-ffi version", "compiler", "extra_cflags", "extra_ldflags",
                               "include paths", "name", "source"]
+
+
+def test_pruning_kept_failed_sources_leaves_files_kjit_did_not_make(tmp_path):
+    """The newest 32 kept sources (16 failures' .cc and .cu) stay in <cache>/failed;
+    older ones go, but only sources kjit kept there (their stamp line checks): a
+    file of the user's in that folder stays, however old."""
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    mine = failed / f"notes-{'0' * 32}.cc"
+    mine.write_text("// the user's notes\n")
+    long_ago = time.time() - 30 * 86400
+    os.utime(mine, (long_ago, long_ago))
+    for i in range(34):
+        with pytest.raises(kjit.CompileError):
+            kjit.load_inline(f"kept_{i}", cpp_sources=f"int f{i}( {{", functions={f"f{i}": "x: int64"},
+                             build_directory=tmp_path)
+    kept = sorted(p.name for p in failed.iterdir() if p != mine)
+    assert len(kept) == 32 and "kept_0-" not in " ".join(kept), kept
+    assert mine.read_text() == "// the user's notes\n"
+    assert (failed / kept[0]).read_text().splitlines()[-1].startswith("// kjit-stamp ")

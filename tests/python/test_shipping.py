@@ -249,3 +249,136 @@ def test_a_missing_framework_names_its_pip_extra():
         "it with pip install 'kjit[torch]'",
         "load_inline(jax=True) needs jax.ffi, which could not be imported (No module named 'jax.ffi'; 'jax' is not a "
         "package); install it with pip install 'kjit[jax]'"]
+
+
+# ---- what kjit.load checks (docs/shipping.md) ----
+
+def _manifest_of(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    start = data.index(b'{"kjit_manifest"')
+    return data, start, json.loads(data[start:data.index(b"\0", start)])
+
+
+def _edited(built, tmp_path, name, old, new):
+    """A copy of the library with one edit in its manifest (same length: the ELF file
+    is otherwise intact)."""
+    assert len(old) == len(new)
+    data, start, _ = _manifest_of(built)
+    at = data.index(old, start)
+    path = tmp_path / f"{name}.so"
+    path.write_bytes(data[:at] + new + data[at + len(old):])
+    return str(path)
+
+
+def test_load_holds_the_manifest_against_the_stubs_and_versions(built, tmp_path):
+    """A one-byte edit of the manifest (a default, a parameter's name, a device, the
+    JSON, a version, the XLA flag) is refused, naming the library, what the manifest
+    says and what the stub checks or this kjit runs; never a silent wrong default or
+    a call that fails over an argument nobody passes. In a child: each copy is loaded."""
+    from kjit._versions import versions  # noqa: PLC0415
+
+    _, _, manifest = _manifest_of(built)
+    abi, here = manifest["tvm_ffi_abi"], versions()["tvm-ffi"]
+    kjit_version = manifest["kjit_version"]
+    assert (kjit_version, abi.split(".")[:2]) == (kjit.__version__, here.split(".")[:2])
+    axpy = FUNCTIONS["axpy"]
+    disagrees = ("has a manifest that disagrees with its stub of 'axpy': the manifest says '{}' ({}), the stub checks "
+                 f"'{axpy}' (cpu); the library was edited or damaged, rebuild it with kjit.build")
+    cases = {
+        "default": (b"alpha: float32 = 2.0", b"alpha: float32 = 9.0",
+                    disagrees.format(axpy.replace("2.0", "9.0"), "cpu")),
+        "name": (b"alpha: float32", b"alphb: float32", disagrees.format(axpy.replace("alpha", "alphb"), "cpu")),
+        "device": (b'"device":"cpu","location":"cpp_sources:3"', b'"device":"cuda","location":"cpp_sources:"',
+                   disagrees.format(axpy, "cuda")),
+        "json": (b'"kjit_manifest":2,', b'"kjit_manifest":2;',
+                 "has a broken manifest (its __kjit_manifest): it is not JSON (Expecting ',' delimiter: line 1 column "
+                 "19 (char 18)); rebuild it with kjit.build"),
+        "kjit": (b'"kjit_version":"' + kjit_version.encode(), b'"kjit_version":"9' + kjit_version[1:].encode(),
+                 f"was built by kjit 9{kjit_version[1:]} for the tvm-ffi ABI {abi}, but this is kjit {kjit.__version__} "
+                 f"with tvm-ffi {here} (a library needs the same major version of each, and the same minor one below "
+                 "1.0); rebuild it with this kjit"),
+        "abi": (b'"tvm_ffi_abi":"' + abi.encode(), b'"tvm_ffi_abi":"9' + abi[1:].encode(),
+                f"was built by kjit {kjit_version} for the tvm-ffi ABI 9{abi[1:]}, but this is kjit {kjit.__version__} "
+                f"with tvm-ffi {here} (a library needs the same major version of each, and the same minor one below "
+                "1.0); rebuild it with this kjit"),
+        "xla": (b'"xla_handlers":false', b'"xla_handlers":true ',
+                "has a manifest that says it has XLA handlers, but it does not export __kjit_xla_axpy; rebuild it with "
+                "kjit.build(..., jax=True)"),
+        "missing": (b'"name":"twice"', b'"name":"twixe"', "lists 'twixe' in its manifest but does not export it"),
+    }
+    paths = {case: _edited(built, tmp_path, case, old, new) for case, (old, new, _) in cases.items()}
+    out = _child(f"""
+        import json, kjit
+        got = {{}}
+        for case, path in {paths!r}.items():
+            try:
+                kjit.load(path)
+                got[case] = "loaded"
+            except Exception as e:
+                got[case] = type(e).__name__ + ": " + str(e)
+        print(json.dumps(got))
+    """, tmp_path)
+    got = json.loads(out.strip().splitlines()[-1])
+    for case, (_, _, message) in cases.items():
+        assert got[case] == f"ValueError: kjit.load: {paths[case]} {message}", case
+
+
+def _elf_problem(data, n):
+    """What kjit.load says of `data` cut to n bytes (docs/shipping.md): the ELF header,
+    then the program headers and each segment the loader maps, then the section table."""
+    import struct  # noqa: PLC0415
+
+    cut = " bytes: it is truncated (an interrupted download or copy?)"
+    if n < 64:
+        return f"it is {n} bytes, shorter than an ELF header (64 bytes): it is truncated or not a library"
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phnum, shentsize, shnum = struct.unpack_from("<HHH", data, 0x38)[0], *struct.unpack_from("<HH", data, 0x3A)
+    if phoff + 56 * phnum > n:
+        return f"its program headers need bytes [{phoff}, {phoff + 56 * phnum}) but the file has {n}{cut}"
+    kinds = {1: "PT_LOAD", 2: "PT_DYNAMIC", 3: "PT_INTERP"}
+    for i in range(phnum):
+        kind, = struct.unpack_from("<I", data, phoff + 56 * i)
+        offset, _, _, filesz = struct.unpack_from("<QQQQ", data, phoff + 56 * i + 8)
+        if kind in kinds and offset + filesz > n:
+            return f"its segment #{i} ({kinds[kind]}) needs bytes [{offset}, {offset + filesz}) but the file has {n}{cut}"
+    if shnum and shoff + shnum * shentsize > n:
+        return f"its section headers need bytes [{shoff}, {shoff + shnum * shentsize}) but the file has {n}{cut}"
+    return None
+
+
+@pytest.mark.parametrize("sections", [True, False])
+def test_load_of_a_truncated_library_is_a_value_error_not_sigbus(built, tmp_path, sections):
+    """An interrupted download (`head -c N m.so > t.so`) is refused before dlopen, which
+    maps the missing pages and dies of SIGBUS on touching them: a ValueError naming the
+    file and the bytes its headers need. Without a section table (stripped of it), the
+    program headers' segments are what is checked. Each load runs in a child, so a
+    crash fails the test instead of killing pytest."""
+    data = bytearray(open(built, "rb").read())
+    if not sections:
+        data[0x28:0x30] = bytes(8)  # e_shoff
+        data[0x3C:0x3E] = bytes(2)  # e_shnum
+    size = len(data)
+    lengths = sorted({0, 10, 63, 64, 100, 1000, 4096, size // 2, size * 3 // 4, size - 1})
+    paths = {}
+    for n in lengths:
+        path = tmp_path / f"cut{n}.so"
+        path.write_bytes(bytes(data[:n]))
+        paths[n] = str(path)
+    for n in lengths:
+        problem = _elf_problem(data, n)
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import sys; sys.modules["torch"] = None
+            import kjit
+            try:
+                kjit.load({paths[n]!r})
+                print("loaded")
+            except ValueError as e:
+                print(e)
+        """)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{n} bytes: exit status {proc.returncode}\n{proc.stderr[-3000:]}"
+        if problem is None:  # only what no segment needs is missing: it loads and works
+            assert proc.stdout.strip() == "loaded", (n, proc.stdout)
+        else:
+            assert proc.stdout.strip() == f"kjit.load: {paths[n]} does not load as a shared library: {problem}", n
+    assert any(_elf_problem(data, n) and "segment #" in _elf_problem(data, n) for n in lengths) or sections

@@ -280,8 +280,9 @@ def test_metadata_carries_kjit_signature_and_doc():
     assert mod.subtract(10, 5) == 5
     assert abs(mod.divide(10.0, 2.0) - 5.0) < 0.001
     meta = mod.ffi_module.get_function_metadata("add")
-    assert set(meta) == {"type_schema", "kjit_signature", "doc"}
+    assert set(meta) == {"type_schema", "kjit_signature", "kjit_device", "doc"}
     assert meta["kjit_signature"] == "a: int32, b: int32"
+    assert meta["kjit_device"] == "none"  # what the stub checks: kjit.load holds the manifest against both
     doc = "add(a: int32, b: int32)\n\nArguments are checked by kjit before the kernel runs."
     assert meta["doc"] == doc
     assert mod.get_function_doc("add") == doc
