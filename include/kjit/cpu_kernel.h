@@ -127,11 +127,11 @@ __attribute__((noinline)) void streamed_row(const F& op, int64_t n, R* __restric
   for (; i + kPer <= n; i += kPer) {
     for (int j = 0; j < kPer; ++j) buf[j] = op(in[i + j]...);
     for (int q = 0; q < kStreamBlockBytes; q += 64) {
-      kjit_stream::stream64(reinterpret_cast<char*>(out + i) + q, reinterpret_cast<const char*>(buf) + q);
+      kjit_stream::__stream64(reinterpret_cast<char*>(out + i) + q, reinterpret_cast<const char*>(buf) + q);
     }
   }
   for (; i < n; ++i) out[i] = op(in[i]...);
-  kjit_stream::stream_fence();
+  kjit_stream::__stream_fence();
 }
 #endif
 

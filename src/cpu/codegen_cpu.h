@@ -29,12 +29,15 @@ std::string store_stmt(EwType t, const std::string& p, std::string v, const std:
 std::string memory_access_text();
 
 /// What every generated CPU kernel source starts with: the `title` comment, the C
-/// headers (and <complex> when `complex`), the user's code, then `#line 1 "<loop>"`
-/// and the float16 conversions.
-std::string kernel_source_head(const std::string& title, const std::string& code, bool complex, const char* loop);
+/// headers (and <complex> when `complex`), kjit's headers (the float16 conversions
+/// and `loop_header`, the loop's own), the user's code, then `#line 1 "<loop>"`.
+/// What follows the user's code may use only kjit's own (kjit_...) and reserved
+/// (__...) names: user macros would rewrite any other.
+std::string kernel_source_head(const std::string& title, const std::string& code, bool complex, const char* loop,
+                               const char* loop_header);
 
-/// What a kernel's own namespace starts with: the float16 helpers by their short
-/// names, `__C` (the type the code computes in) and memory_access_text().
+/// What a kernel's own namespace starts with: `__C` (the type the code computes
+/// in) and memory_access_text().
 std::string kernel_namespace_head(EwType compute);
 
 }  // namespace cpu

@@ -28,24 +28,24 @@ bool uses_complex(const RedKernelTypes& t) {
 std::string arg_ops_struct(const std::string& code, const RedEntries& e, const RedKernelTypes& t) {
   std::ostringstream o;
   const std::string better = iterator::entry_callee(code, e.reduce, "__C");
-  o << "struct __Best {\n  __C v;\n  int64_t i;\n};\n"
-    << "struct __Ops {\n  using Acc = __Best;\n  using Value = __C;\n  static constexpr bool kArg = true;\n"
-    << "  static constexpr int kOperands = 2;\n"
-    << "  static constexpr int64_t kSizes[kOperands] = {" << iterator::size_of(t.output) << ", "
+  o << "struct __Best {\n  __C __v;\n  int64_t __i;\n};\n"
+    << "struct __Ops {\n  using __Acc = __Best;\n  using __Value = __C;\n  static constexpr bool __kArg = true;\n"
+    << "  static constexpr int __kOperands = 2;\n"
+    << "  static constexpr int64_t __kSizes[__kOperands] = {" << iterator::size_of(t.output) << ", "
     << iterator::size_of(t.inputs[0]) << "};\n"
-    << "  static inline __attribute__((always_inline)) __C value(const char* __p) {\n"
+    << "  static inline __attribute__((always_inline)) __C __value(const char* __p) {\n"
     << "    return " << cpu::load_expr(t.inputs[0], "__p", std::nullopt) << ";\n  }\n"
-    << "  static inline __attribute__((always_inline)) bool better(__C __a, __C __b) {\n"
+    << "  static inline __attribute__((always_inline)) bool __better(__C __a, __C __b) {\n"
     << "    return " << arg_better_expr(better) << ";\n  }\n"
-    << "  static inline __attribute__((always_inline)) __Best map(const char* const* __in, int64_t __i) {\n"
-    << "    return __Best{value(__in[1]), __i};\n  }\n"
-    << "  static inline __attribute__((always_inline)) __Best combine(__Best __a, __Best __b) {\n"
-    << "    if (better(__b.v, __a.v)) return __b;\n"
-    << "    if (better(__a.v, __b.v)) return __a;\n"
-    << "    return __a.i <= __b.i ? __a : __b;\n  }\n"
-    << "  static inline __Best identity(const void*) { return __Best{__C(), -1}; }\n"
-    << "  static inline void store(char* __p, __Best __acc, int64_t) { "
-    << cpu::store_stmt(t.output, "__p", "__acc.i", std::nullopt) << " }\n};\n";
+    << "  static inline __attribute__((always_inline)) __Best __map(const char* const* __in, int64_t __i) {\n"
+    << "    return __Best{__value(__in[1]), __i};\n  }\n"
+    << "  static inline __attribute__((always_inline)) __Best __combine(__Best __a, __Best __b) {\n"
+    << "    if (__better(__b.__v, __a.__v)) return __b;\n"
+    << "    if (__better(__a.__v, __b.__v)) return __a;\n"
+    << "    return __a.__i <= __b.__i ? __a : __b;\n  }\n"
+    << "  static inline __Best __identity(const void*) { return __Best{__C(), -1}; }\n"
+    << "  static inline void __store(char* __p, __Best __acc, int64_t) { "
+    << cpu::store_stmt(t.output, "__p", "__acc.__i", std::nullopt) << " }\n};\n";
   return o.str();
 }
 
@@ -53,9 +53,9 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
   if (e.arg) return arg_ops_struct(code, e, t);
   std::ostringstream o;
   const size_t n_in = t.inputs.size();
-  o << "struct __Ops {\n  using Acc = __C;\n  static constexpr bool kArg = false;\n"
-    << "  static constexpr int kOperands = " << n_in + 1 << ";\n"
-    << "  static constexpr int64_t kSizes[kOperands] = {" << iterator::size_of(t.output);
+  o << "struct __Ops {\n  using __Acc = __C;\n  static constexpr bool __kArg = false;\n"
+    << "  static constexpr int __kOperands = " << n_in + 1 << ";\n"
+    << "  static constexpr int64_t __kSizes[__kOperands] = {" << iterator::size_of(t.output);
   for (EwType x : t.inputs) o << ", " << iterator::size_of(x);
   o << "};\n";
   std::string loads;
@@ -63,12 +63,12 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
     loads += (i ? ", " : "") + cpu::load_expr(t.inputs[i], "__in[" + std::to_string(i + 1) + "]", std::nullopt);
   }
   const std::string mapped = e.map.empty() ? loads : iterator::entry_callee(code, e.map, "__C") + "(" + loads + ")";
-  o << "  static inline __attribute__((always_inline)) __C map(const char* const* __in, int64_t) {\n"
+  o << "  static inline __attribute__((always_inline)) __C __map(const char* const* __in, int64_t) {\n"
     << "    return static_cast<__C>(" << mapped << ");\n  }\n"
-    << "  static inline __attribute__((always_inline)) __C combine(__C __a, __C __b) {\n"
+    << "  static inline __attribute__((always_inline)) __C __combine(__C __a, __C __b) {\n"
     << "    return static_cast<__C>(" << iterator::entry_callee(code, e.reduce, "__C") << "(__a, __b));\n  }\n"
-    << "  static inline __C identity(const void* __p) { return __ld<__C>(static_cast<const char*>(__p)); }\n"
-    << "  static inline void store(char* __p, __C __acc, int64_t __n) {\n";
+    << "  static inline __C __identity(const void* __p) { return __ld<__C>(static_cast<const char*>(__p)); }\n"
+    << "  static inline void __store(char* __p, __C __acc, int64_t __n) {\n";
   if (e.post.empty()) {
     o << "    (void)__n;\n    " << cpu::store_stmt(t.output, "__p", "__acc", std::nullopt) << "\n";
   } else {
@@ -85,20 +85,17 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
 std::string emit_reduction_cpu(const std::string& code, const RedEntries& entries, const RedKernelTypes& types) {
   std::ostringstream o;
   o << cpu::kernel_source_head("reduction '" + entries.reduce + "' " + types.text(), code, uses_complex(types),
-                               "kjit_reduction_loop")
-    << detail::reduction_loop_text() << "namespace __kjit_red {\nnamespace {\n"
+                               "kjit_reduction_loop", detail::reduction_loop_text())
+    << "namespace __kjit_red {\nnamespace {\n"
     << cpu::kernel_namespace_head(types.acc) << ops_struct(code, entries, types)
     << "}  // namespace\n}  // namespace __kjit_red\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_red_kernel(char**, const int64_t* __range,\n"
     << "                                                                        int64_t __mode, const void* __problem) "
        "{\n"
-    << "  const kjit_red::Reducer<__kjit_red::__Ops> __r(*static_cast<const kjit_red_problem*>(__problem));\n"
-    << "  if (__mode == kRedStore) __r.store(__range[0], __range[1]);\n"
-    << "  else if (__mode == kRedPartial) __r.partial(__range[2], __range[3], __range[4]);\n"
-    << "  else __r.finish(__range[0], __range[1], __range[5]);\n"
+    << "  kjit_red::kjit_red_run<__kjit_red::__Ops>(__range, __mode, __problem);\n"
     << "}\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) int64_t kjit_red_acc_bytes() {\n"
-    << "  return sizeof(__kjit_red::__Ops::Acc);\n}\n";
+    << "  return sizeof(__kjit_red::__Ops::__Acc);\n}\n";
   return o.str();
 }
 

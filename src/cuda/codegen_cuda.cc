@@ -107,12 +107,12 @@ class CudaKernelWriter {
     return false;
   }
   std::string params() const {
-    return std::string("int n, kjit_ptrs data") + (strided() ? ", kjit_offsets oc" : "") +
-           (any_by_value() ? ", kjit_scalars sc" : "") + (t_.extra.empty() ? "" : ", kjit_extra ex");
+    return std::string("int __n, kjit_ptrs __data") + (strided() ? ", kjit_offsets __oc" : "") +
+           (any_by_value() ? ", kjit_scalars __sc" : "") + (t_.extra.empty() ? "" : ", kjit_extra __ex");
   }
   std::string args() const {
-    return std::string("n, data") + (strided() ? ", oc" : "") + (any_by_value() ? ", sc" : "") +
-           (t_.extra.empty() ? "" : ", ex");
+    return std::string("__n, __data") + (strided() ? ", __oc" : "") + (any_by_value() ? ", __sc" : "") +
+           (t_.extra.empty() ? "" : ", __ex");
   }
 
   std::string declarations() const {
@@ -121,14 +121,14 @@ class CudaKernelWriter {
       << "constexpr int KJIT_WORK = " << ew_cuda_work_per_thread(t_) << ";\n"
       << "constexpr int KJIT_BLOCK_WORK = KJIT_THREADS * KJIT_WORK;\n"
       << "constexpr int KJIT_NOPS = " << n_ops_ << ";\n"
-      << "struct kjit_ptrs { char* p[KJIT_NOPS]; };\n";
+      << "struct kjit_ptrs { char* __p[KJIT_NOPS]; };\n";
     if (!t_.extra.empty()) {  // each extra in its travel type, in a 16-byte slot
-      o << "struct kjit_extra { alignas(16) unsigned char b[" << kEwExtraSlotBytes * t_.extra.size() << "]; };\n";
+      o << "struct kjit_extra { alignas(16) unsigned char __b[" << kEwExtraSlotBytes * t_.extra.size() << "]; };\n";
     }
     if (any_by_value()) {
       o << "struct kjit_scalars {";
       for (size_t i = 0; i < t_.inputs.size(); ++i) {
-        if (by_value(i)) o << " " << cuda_device_type(t_.inputs[i]) << " s" << i << ";";
+        if (by_value(i)) o << " " << cuda_device_type(t_.inputs[i]) << " __s" << i << ";";
       }
       o << " };\nstatic_assert(sizeof(kjit_scalars) == " << ew_cuda_scalars_layout(t_).back()
         << ", \"kjit_scalars must match the host's packing\");\n";
@@ -140,28 +140,28 @@ class CudaKernelWriter {
   std::string offsets_struct() const {
     std::ostringstream o;
     o << "constexpr int KJIT_MAX_DIMS = " << kEwCudaMaxDims << ";\n"
-      << "struct kjit_divider { uint32_t divisor, magic, shift; };\n"
-      << "struct kjit_offsets {\n  int ndim;\n  kjit_divider sizes[KJIT_MAX_DIMS];\n"
-      << "  int strides[KJIT_MAX_DIMS][KJIT_NOPS];\n};\n"
+      << "struct kjit_divider { uint32_t __divisor, __magic, __shift; };\n"
+      << "struct kjit_offsets {\n  int __ndim;\n  kjit_divider __sizes[KJIT_MAX_DIMS];\n"
+      << "  int __strides[KJIT_MAX_DIMS][KJIT_NOPS];\n};\n"
       << "static_assert(sizeof(kjit_offsets) == " << ew_cuda_offsets_bytes(n_ops_)
       << ", \"kjit_offsets must match the host's packing\");\n"
       << "// n / divisor for n < 2^31 (PyTorch's IntDivider): mul-hi, add, shift.\n"
-      << "__device__ __forceinline__ uint32_t kjit_div(const kjit_divider& d, uint32_t n) {\n"
-      << "  return (__umulhi(n, d.magic) + n) >> d.shift;\n}\n"
-      << "__device__ __forceinline__ void kjit_offsets_of(const kjit_offsets& oc, uint32_t linear, int* off) {\n"
-      << "#pragma unroll\n  for (int k = 0; k < KJIT_NOPS; ++k) off[k] = 0;\n"
-      << "#pragma unroll\n  for (int d = 0; d < KJIT_MAX_DIMS; ++d) {\n    if (d == oc.ndim) break;\n"
-      << "    const uint32_t q = kjit_div(oc.sizes[d], linear);\n"
-      << "    const int r = static_cast<int>(linear - q * oc.sizes[d].divisor);\n"
-      << "#pragma unroll\n    for (int k = 0; k < KJIT_NOPS; ++k) off[k] += r * oc.strides[d][k];\n"
-      << "    linear = q;\n  }\n}\n";
+      << "__device__ __forceinline__ uint32_t kjit_div(const kjit_divider& __d, uint32_t __n) {\n"
+      << "  return (__umulhi(__n, __d.__magic) + __n) >> __d.__shift;\n}\n"
+      << "__device__ __forceinline__ void kjit_offsets_of(const kjit_offsets& __oc, uint32_t __linear, int* __off) {\n"
+      << "#pragma unroll\n  for (int __k = 0; __k < KJIT_NOPS; ++__k) __off[__k] = 0;\n"
+      << "#pragma unroll\n  for (int __d = 0; __d < KJIT_MAX_DIMS; ++__d) {\n    if (__d == __oc.__ndim) break;\n"
+      << "    const uint32_t __q = kjit_div(__oc.__sizes[__d], __linear);\n"
+      << "    const int __r = static_cast<int>(__linear - __q * __oc.__sizes[__d].__divisor);\n"
+      << "#pragma unroll\n    for (int __k = 0; __k < KJIT_NOPS; ++__k) __off[__k] += __r * __oc.__strides[__d][__k];\n"
+      << "    __linear = __q;\n  }\n}\n";
     return o.str();
   }
 
   /// Byte address of operand `op` for element index `i` (the strided form uses off[]).
   std::string address(size_t op, const std::string& i) const {
-    std::string p = "data.p[" + std::to_string(op) + "]";
-    if (strided()) return p + " + off[" + std::to_string(op) + "]";
+    std::string p = "__data.__p[" + std::to_string(op) + "]";
+    if (strided()) return p + " + __off[" + std::to_string(op) + "]";
     return p + " + " + i + " * " + std::to_string(ew_cuda_operand_size(t_, op));
   }
 
@@ -182,7 +182,7 @@ class CudaKernelWriter {
   std::string load_input(size_t i, const std::string& i_expr) const {
     if (!by_value(i)) return load(n_out_ + i, address(n_out_ + i, i_expr));
     EwType t = t_.inputs[i];
-    return to_compute(t, cuda_widen(t, "sc.s" + std::to_string(i)));
+    return to_compute(t, cuda_widen(t, "__sc.__s" + std::to_string(i)));
   }
 
   std::string store(size_t op, const std::string& addr, std::string value) const {
@@ -211,50 +211,52 @@ class CudaKernelWriter {
   std::string compute(const std::string& j) const {
     std::string a;
     for (size_t i = 0; i < t_.inputs.size(); ++i)
-      a += (a.empty() ? "" : ", ") + ("in" + std::to_string(i) + "[" + j + "]");
+      a += (a.empty() ? "" : ", ") + ("__in" + std::to_string(i) + "[" + j + "]");
     for (size_t e = 0; e < t_.extra.size(); ++e) {
-      a += (a.empty() ? "" : ", ") + ("*reinterpret_cast<const " + cuda_device_type(t_.extra[e]) + "*>(ex.b + " +
+      a += (a.empty() ? "" : ", ") + ("*reinterpret_cast<const " + cuda_device_type(t_.extra[e]) + "*>(__ex.__b + " +
                                       std::to_string(kEwExtraSlotBytes * e) + ")");
     }
     std::string s = "{";
     std::string results;
     for (size_t k = 0; k < n_out_; ++k) {
-      s += " " + result_spelling(k) + " r" + std::to_string(k) + ";";
-      results += "r" + std::to_string(k) + ", ";
+      s += " " + result_spelling(k) + " __r" + std::to_string(k) + ";";
+      results += "__r" + std::to_string(k) + ", ";
     }
     s += " __kjit_apply(" + results + a + ");";
-    for (size_t k = 0; k < n_out_; ++k) s += " out" + std::to_string(k) + "[" + j + "] = r" + std::to_string(k) + ";";
+    for (size_t k = 0; k < n_out_; ++k)
+      s += " __out" + std::to_string(k) + "[" + j + "] = __r" + std::to_string(k) + ";";
     return s + " }";
   }
 
   std::string register_arrays() const {
     std::ostringstream o;
-    for (size_t i = 0; i < t_.inputs.size(); ++i) o << "  " << c_ << " in" << i << "[KJIT_WORK];\n";
-    for (size_t k = 0; k < n_out_; ++k) o << "  " << result_spelling(k) << " out" << k << "[KJIT_WORK];\n";
+    for (size_t i = 0; i < t_.inputs.size(); ++i) o << "  " << c_ << " __in" << i << "[KJIT_WORK];\n";
+    for (size_t k = 0; k < n_out_; ++k) o << "  " << result_spelling(k) << " __out" << k << "[KJIT_WORK];\n";
     return o.str();
   }
 
   /// One guarded pass over the thread's elements j (element start + tid + j * 128).
   std::string pass(const std::string& head, const std::string& body) const {
-    return "#pragma unroll\n  for (int j = 0; j < KJIT_WORK; ++j) {\n"
-           "    const int k = static_cast<int>(threadIdx.x) + j * KJIT_THREADS;\n"
-           "    if (k >= remaining) break;\n" +
+    return "#pragma unroll\n  for (int __j = 0; __j < KJIT_WORK; ++__j) {\n"
+           "    const int __k = kjit_thread_index() + __j * KJIT_THREADS;\n"
+           "    if (__k >= __remaining) break;\n" +
            head + body + "  }\n";
   }
 
   /// Where the element's operands are: its index, or (strided) every operand's
   /// offset, computed once; the outputs' offsets are kept for the store pass.
   std::string locate() const {
-    if (!strided()) return "    const int i = start + k;\n";
-    std::string s = "    int off[KJIT_NOPS];\n    kjit_offsets_of(oc, static_cast<uint32_t>(start + k), off);\n";
+    if (!strided()) return "    const int __i = __start + __k;\n";
+    std::string s =
+        "    int __off[KJIT_NOPS];\n    kjit_offsets_of(__oc, static_cast<uint32_t>(__start + __k), __off);\n";
     for (size_t k = 0; k < n_out_; ++k)
-      s += "    out_off" + std::to_string(k) + "[j] = off[" + std::to_string(k) + "];\n";
+      s += "    __out_off" + std::to_string(k) + "[__j] = __off[" + std::to_string(k) + "];\n";
     return s;
   }
 
   std::string store_address(size_t k) const {
-    if (!strided()) return address(k, "i");
-    return "data.p[" + std::to_string(k) + "] + out_off" + std::to_string(k) + "[j]";
+    if (!strided()) return address(k, "__i");
+    return "__data.__p[" + std::to_string(k) + "] + __out_off" + std::to_string(k) + "[__j]";
   }
 
   /// Loads all, computes all, then stores all: the loads are in flight together.
@@ -262,31 +264,31 @@ class CudaKernelWriter {
     std::ostringstream arrays, loads, stores;
     arrays << register_arrays();
     if (strided()) {
-      for (size_t k = 0; k < n_out_; ++k) arrays << "  int out_off" << k << "[KJIT_WORK];\n";
+      for (size_t k = 0; k < n_out_; ++k) arrays << "  int __out_off" << k << "[KJIT_WORK];\n";
     }
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      loads << "    in" << i << "[j] = " << load_input(i, "i") << ";\n";
+      loads << "    __in" << i << "[__j] = " << load_input(i, "__i") << ";\n";
     }
     for (size_t k = 0; k < n_out_; ++k) {
-      stores << "    " << store(k, store_address(k), "out" + std::to_string(k) + "[j]") << "\n";
+      stores << "    " << store(k, store_address(k), "__out" + std::to_string(k) + "[__j]") << "\n";
     }
     std::ostringstream o;
-    o << "__device__ __forceinline__ void kjit_unrolled(" << params() << ", int start) {\n"
-      << "  const int remaining = n - start;\n"
-      << arrays.str() << pass(locate(), loads.str()) << pass("", "    " + compute("j") + "\n")
-      << pass(strided() ? "" : "    const int i = start + k;\n", stores.str()) << "}\n";
+    o << "__device__ __forceinline__ void kjit_unrolled(" << params() << ", int __start) {\n"
+      << "  const int __remaining = __n - __start;\n"
+      << arrays.str() << pass(locate(), loads.str()) << pass("", "    " + compute("__j") + "\n")
+      << pass(strided() ? "" : "    const int __i = __start + __k;\n", stores.str()) << "}\n";
     return o.str();
   }
 
   std::string unrolled_kernel() const {
     return "extern \"C\" __global__ void " + ew_cuda_kernel_name(variant_) + "(" + params() + ") {\n" +
-           "  kjit_unrolled(" + args() + ", static_cast<int>(blockIdx.x) * KJIT_BLOCK_WORK);\n}\n";
+           "  kjit_unrolled(" + args() + ", kjit_block_index() * KJIT_BLOCK_WORK);\n}\n";
   }
 
   /// A loop over the thread's vectors u (elements start + (tid + u * 128) * V ...).
   static std::string vector_pass(const std::string& body) {
-    return "#pragma unroll\n  for (int u = 0; u < KJIT_WORK / V; ++u) {\n"
-           "    const int i = start + (static_cast<int>(threadIdx.x) + u * KJIT_THREADS) * V;\n" +
+    return "#pragma unroll\n  for (int __u = 0; __u < KJIT_WORK / __V; ++__u) {\n"
+           "    const int __i = __start + (kjit_thread_index() + __u * KJIT_THREADS) * __V;\n" +
            body + "  }\n";
   }
 
@@ -294,12 +296,14 @@ class CudaKernelWriter {
     std::ostringstream o;
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
       if (by_value(i)) {
-        o << "#pragma unroll\n    for (int e = 0; e < V; ++e) in" << i << "[u * V + e] = " << load_input(i, "i")
-          << ";\n";
+        o << "#pragma unroll\n    for (int __e = 0; __e < __V; ++__e) __in" << i
+          << "[__u * __V + __e] = " << load_input(i, "__i") << ";\n";
         continue;
       }
-      o << "    const vec_t v" << i << " = *reinterpret_cast<const vec_t*>(" << address(n_out_ + i, "i") << ");\n"
-        << "#pragma unroll\n    for (int e = 0; e < V; ++e) in" << i << "[u * V + e] = v" << i << ".v[e];\n";
+      o << "    const __vec_t __v" << i << " = *reinterpret_cast<const __vec_t*>(" << address(n_out_ + i, "__i")
+        << ");\n"
+        << "#pragma unroll\n    for (int __e = 0; __e < __V; ++__e) __in" << i << "[__u * __V + __e] = __v" << i
+        << ".__v[__e];\n";
     }
     return o.str();
   }
@@ -307,8 +311,9 @@ class CudaKernelWriter {
   std::string vector_stores() const {
     std::ostringstream o;
     for (size_t k = 0; k < n_out_; ++k) {
-      o << "    vec_t w" << k << ";\n#pragma unroll\n    for (int e = 0; e < V; ++e) w" << k << ".v[e] = out" << k
-        << "[u * V + e];\n    *reinterpret_cast<vec_t*>(" << address(k, "i") << ") = w" << k << ";\n";
+      o << "    __vec_t __w" << k << ";\n#pragma unroll\n    for (int __e = 0; __e < __V; ++__e) __w" << k
+        << ".__v[__e] = __out" << k << "[__u * __V + __e];\n    *reinterpret_cast<__vec_t*>(" << address(k, "__i")
+        << ") = __w" << k << ";\n";
     }
     return o.str();
   }
@@ -316,13 +321,13 @@ class CudaKernelWriter {
   /// Full blocks use aligned vector accesses; the tail block runs the unrolled loop.
   std::string vectorized_function() const {
     std::ostringstream o;
-    o << "template <typename S, int V>\nstruct alignas(sizeof(S) * V) kjit_vec { S v[V]; };\n"
-      << "template <int V>\n__device__ __forceinline__ void kjit_vectorized(" << params() << ") {\n"
-      << "  const int start = static_cast<int>(blockIdx.x) * KJIT_BLOCK_WORK;\n"
-      << "  if (n - start < KJIT_BLOCK_WORK) {\n    kjit_unrolled(" << args() << ", start);\n    return;\n  }\n"
-      << "  typedef kjit_vec<" << c_ << ", V> vec_t;\n"
-      << register_arrays() << vector_pass(vector_loads()) << "#pragma unroll\n  for (int j = 0; j < KJIT_WORK; ++j) "
-      << compute("j") << "\n"
+    o << "template <typename __S, int __V>\nstruct alignas(sizeof(__S) * __V) kjit_vec { __S __v[__V]; };\n"
+      << "template <int __V>\n__device__ __forceinline__ void kjit_vectorized(" << params() << ") {\n"
+      << "  const int __start = kjit_block_index() * KJIT_BLOCK_WORK;\n"
+      << "  if (__n - __start < KJIT_BLOCK_WORK) {\n    kjit_unrolled(" << args() << ", __start);\n    return;\n  }\n"
+      << "  typedef kjit_vec<" << c_ << ", __V> __vec_t;\n"
+      << register_arrays() << vector_pass(vector_loads())
+      << "#pragma unroll\n  for (int __j = 0; __j < KJIT_WORK; ++__j) " << compute("__j") << "\n"
       << vector_pass(vector_stores()) << "}\n";
     return o.str();
   }

@@ -74,24 +74,24 @@ std::string entry_apply(const std::string& callee, const std::vector<std::string
   std::ostringstream o;
   o << "template <class... __A> struct __kjit_list {};\n"
     << "template <class __T> " << d << "__T&& __kjit_declval() noexcept;  // unevaluated only\n"
-    << "template <class __T> struct __kjit_is_void { static constexpr bool value = false; };\n"
-    << "template <> struct __kjit_is_void<void> { static constexpr bool value = true; };\n"
+    << "template <class __T> struct __kjit_is_void { static constexpr bool __value = false; };\n"
+    << "template <> struct __kjit_is_void<void> { static constexpr bool __value = true; };\n"
     << "// The entry's form for these arguments: it returns its result(s), or it\n"
     << "// returns void and takes one reference per output after them.\n"
-    << "template <class __L, class = void> struct __kjit_returns { static constexpr bool value = false; };\n"
+    << "template <class __L, class = void> struct __kjit_returns { static constexpr bool __value = false; };\n"
     << "template <class... __A>\n"
     << "struct __kjit_returns<__kjit_list<__A...>, decltype(void(" << by_return << "))> {\n"
-    << "  static constexpr bool value = !__kjit_is_void<decltype(" << by_return << ")>::value;\n"
+    << "  static constexpr bool __value = !__kjit_is_void<decltype(" << by_return << ")>::__value;\n"
     << "};\n"
-    << "template <class __L, class = void> struct __kjit_writes { static constexpr bool value = false; };\n"
+    << "template <class __L, class = void> struct __kjit_writes { static constexpr bool __value = false; };\n"
     << "template <class... __A>\n"
     << "struct __kjit_writes<__kjit_list<__A...>, decltype(void(" << by_ref << "))> {\n"
-    << "  static constexpr bool value = __kjit_is_void<decltype(" << by_ref << ")>::value;\n"
+    << "  static constexpr bool __value = __kjit_is_void<decltype(" << by_ref << ")>::__value;\n"
     << "};\n"
-    << "template <class... __A> struct __kjit_false { static constexpr bool value = false; };\n"
+    << "template <class... __A> struct __kjit_false { static constexpr bool __value = false; };\n"
     << "template <class... __A>\n"
     << fn_attrs << " void __kjit_apply(" << name_list(n_out, r_param) << ", __A... __a) {\n"
-    << "  if constexpr (__kjit_returns<__kjit_list<__A...>>::value) {\n";
+    << "  if constexpr (__kjit_returns<__kjit_list<__A...>>::__value) {\n";
   if (n_out == 1) {
     o << "    __r0 = static_cast<" << results[0] << ">(" << callee << "(__a...));\n";
   } else {  // a tuple-like or an aggregate with one member per output
@@ -99,12 +99,12 @@ std::string entry_apply(const std::string& callee, const std::vector<std::string
     o << "    auto&& [" << name_list(n_out, v) << "] = " << callee << "(__a...);\n";
     for (size_t k = 0; k < n_out; ++k) o << "    " << r(k) << " = static_cast<" << results[k] << ">(" << v(k) << ");\n";
   }
-  o << "  } else if constexpr (__kjit_writes<__kjit_list<__A...>>::value) {\n"
+  o << "  } else if constexpr (__kjit_writes<__kjit_list<__A...>>::__value) {\n"
     << "    " << callee << "(__a..., " << name_list(n_out, r) << ");\n"
     << "  } else {\n"
-    << "    static_assert(__kjit_false<__A...>::value, \"kjit.elementwise: the entry function must take the inputs "
+    << "    static_assert(__kjit_false<__A...>::__value, \"kjit.elementwise: the entry function must take the inputs "
        "and extra scalars and return the result ("
-    << n_out << " output(s): a value, or a tuple or struct of " << n_out << "), or take them followed by " << n_out
+    << n_out << " output(s): a __value, or a tuple or struct of " << n_out << "), or take them followed by " << n_out
     << " reference(s) T& and return void; the call below shows the arguments\");\n"
     << "    " << callee << "(__a...);\n"
     << "  }\n"

@@ -279,6 +279,36 @@ class ElementwiseCudaErrors : public ::testing::Test {
   }
 };
 
+/// `#define word 1` for every common word: the names a user's macros may take,
+/// which kjit's code after the user's must not use (issue 38).
+std::string common_word_macros() {
+  std::string out;
+  for (const char* w :
+       {"count",   "n",     "data",      "out",    "identity", "value", "map", "combine", "store", "better",    "Acc",
+        "Value",   "kArg",  "kOperands", "kSizes", "i",        "j",     "k",   "u",       "e",     "v",         "w",
+        "r",       "s",     "p",         "b",      "d",        "q",     "V",   "S",       "start", "remaining", "off",
+        "oc",      "sc",    "ex",        "in",     "in0",      "out0",  "r0",  "out_off", "vec_t", "linear",    "sizes",
+        "strides", "ndim",  "divisor",   "magic",  "shift",    "x",     "y",   "part",    "parts", "partials",  "acc",
+        "index",   "level", "leaf",      "block",  "lanes",    "base"}) {
+    out += std::string("#define ") + w + " 1\n";
+  }
+  return out;
+}
+
+TEST_F(ElementwiseCudaErrors, UserMacrosNamedLikeCommonWordsDoNotReachTheGeneratedCode) {
+  const std::string code =
+      common_word_macros() + "template <typename Tz> Tz f(Tz lhs, Tz rhs, double scale) { return lhs * rhs; }";
+  const EwKernelTypes t = types_of({T::kFloat32}, {T::kInt32, T::kFloat32}, T::kFloat32, {T::kFloat64});
+  for (EwCudaVariant v : {EwCudaVariant::kCastContiguous, EwCudaVariant::kCastStrided}) {
+    EXPECT_EQ(error_of(code.c_str(), "f", t, v), "") << ew_cuda_variant_name(v);
+  }
+  const std::string plain = common_word_macros() + "template <typename Tz> Tz f(Tz lhs, Tz rhs) { return lhs * rhs; }";
+  const EwKernelTypes same = types_of({T::kFloat32}, {T::kFloat32, T::kFloat32}, T::kFloat32);
+  for (EwCudaVariant v : {EwCudaVariant::kVectorized, EwCudaVariant::kStrided}) {
+    EXPECT_EQ(error_of(plain.c_str(), "f", same, v), "") << ew_cuda_variant_name(v);
+  }
+}
+
 TEST_F(ElementwiseCudaErrors, UserCodeErrorPointsAtTheCodeLineAndNamesTheDtypes) {
   const char* code = "template <typename T>\nT f(T a, T b) {\n  return a + undefined_name;\n}\n";
   EwKernelTypes t = types_of({T::kFloat32}, {T::kInt32, T::kFloat32}, T::kFloat32);
@@ -348,7 +378,7 @@ TEST_F(ElementwiseCudaErrors, OutputsOfTheEntrysOwnTypeCompile) {
   const char* less = "template <typename T> bool lt(T a, T b) { return a < b; }";
   for (EwCudaVariant v : {EwCudaVariant::kCastContiguous, EwCudaVariant::kCastStrided}) {
     EXPECT_EQ(error_of(less, "lt", lt, v), "") << ew_cuda_variant_name(v);
-    EXPECT_NE(emit_elementwise_cuda(less, "lt", lt, v).find("bool r0;"), std::string::npos);
+    EXPECT_NE(emit_elementwise_cuda(less, "lt", lt, v).find("bool __r0;"), std::string::npos);
   }
   EwKernelTypes two = types_of({T::kBool, T::kFloat64}, {T::kFloat64}, T::kFloat64);
   two.results = {T::kBool, T::kFloat64};
@@ -665,9 +695,9 @@ TEST(ElementwiseCudaPacking, ScalarsLayoutFollowsNaturalAlignment) {
 TEST(ElementwiseCudaSource, ScalarsStructSizeIsPinnedInTheSource) {
   EwKernelTypes t = by_value(types_of({T::kFloat64}, {T::kInt8, T::kFloat64}, T::kFloat64), {true, true});
   const std::string src = emit_elementwise_cuda(kAdd, "add", t, EwCudaVariant::kCastContiguous);
-  EXPECT_NE(src.find("struct kjit_scalars { int8_t s0; double s1; };"), std::string::npos) << src;
+  EXPECT_NE(src.find("struct kjit_scalars { int8_t __s0; double __s1; };"), std::string::npos) << src;
   EXPECT_NE(src.find("static_assert(sizeof(kjit_scalars) == 16"), std::string::npos) << src;
-  EXPECT_NE(src.find("kjit_scalars sc"), std::string::npos);
+  EXPECT_NE(src.find("kjit_scalars __sc"), std::string::npos);
   // Without by-value inputs the parameter is absent.
   EXPECT_EQ(emit_elementwise_cuda(kAdd, "add", types_of({T::kFloat64}, {T::kFloat64, T::kFloat64}, T::kFloat64),
                                   EwCudaVariant::kStrided)

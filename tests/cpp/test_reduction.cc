@@ -18,20 +18,21 @@ using kjit::EwOperand;
 using kjit::ReduceAxes;
 using kjit::Reduction;
 
-/// The Ops a generated kernel defines, for float inputs summed in double.
+/// The Ops a generated kernel defines, for float inputs summed in double (its
+/// members have the reserved names generated code gives them: reduction_loop.h).
 struct SumOps {
-  using Acc = double;
-  static constexpr bool kArg = false;
-  static constexpr int kOperands = 2;
-  static constexpr int64_t kSizes[kOperands] = {8, 4};
-  static double map(const char* const* in, int64_t) {
+  using __Acc = double;
+  static constexpr bool __kArg = false;
+  static constexpr int __kOperands = 2;
+  static constexpr int64_t __kSizes[__kOperands] = {8, 4};
+  static double __map(const char* const* in, int64_t) {
     float v;
     std::memcpy(&v, in[1], sizeof(v));
     return v;
   }
-  static double combine(double a, double b) { return a + b; }
-  static double identity(const void* p) { return *static_cast<const double*>(p); }
-  static void store(char* p, double acc, int64_t) { std::memcpy(p, &acc, sizeof(acc)); }
+  static double __combine(double a, double b) { return a + b; }
+  static double __identity(const void* p) { return *static_cast<const double*>(p); }
+  static void __store(char* p, double acc, int64_t) { std::memcpy(p, &acc, sizeof(acc)); }
 };
 
 /// A (rows, cols) float matrix reduced over one axis with Reducer<SumOps>.

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/nvrtc.h"
@@ -129,6 +130,25 @@ TEST_P(ReductionCudaNvrtc, PtxForCompute90AssemblesWithPtxas) {
 
 INSTANTIATE_TEST_SUITE_P(ReductionCuda, ReductionCudaNvrtc, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+TEST(ReductionCudaNvrtcErrors, UserMacrosNamedLikeCommonWordsDoNotReachTheGeneratedCode) {
+  if (!nvrtc_skip_reason().empty()) GTEST_SKIP() << nvrtc_skip_reason();
+  std::string macros;
+  for (const char* w : {"count",  "n",     "data",     "out",  "identity",  "value",  "map", "combine", "store",
+                        "better", "Acc",   "Value",    "kArg", "kOperands", "kSizes", "i",   "v",       "p",
+                        "part",   "parts", "partials", "acc",  "base",      "o",      "r",   "k"}) {
+    macros += std::string("#define ") + w + " 1\n";
+  }
+  const RedKernelTypes sum{{T::kFloat32}, T::kFloat32, T::kFloat32};
+  const RedKernelTypes arg{{T::kFloat32}, T::kFloat32, T::kInt64};
+  const std::string add = macros + "template <typename Tz> Tz add(Tz lhs, Tz rhs) { return lhs + rhs; }";
+  const std::string gt = macros + "template <typename Tz> bool gt(Tz lhs, Tz rhs) { return lhs > rhs; }";
+  for (const auto& [code, entries, types] : {std::make_tuple(add, RedEntries{"add", "", "", false}, sum),
+                                             std::make_tuple(gt, RedEntries{"gt", "", "", true}, arg)}) {
+    const cuda::NvrtcResult r = cuda::compile_cuda(emit_reduction_cuda(code, entries, types), "sm_80");
+    EXPECT_GT(r.binary.size(), 4u) << r.log;
+  }
+}
 
 TEST(ReductionCudaNvrtcErrors, AUserErrorIsACompileErrorWithTheLog) {
   if (!nvrtc_skip_reason().empty()) GTEST_SKIP() << nvrtc_skip_reason();

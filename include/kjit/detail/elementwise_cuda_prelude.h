@@ -16,6 +16,11 @@ typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 
+// threadIdx.x and blockIdx.x for the kernels after the user's code, whose macros
+// (`#define x ...`) would rewrite the member name there.
+__device__ __forceinline__ int kjit_thread_index() { return static_cast<int>(threadIdx.x); }
+__device__ __forceinline__ int kjit_block_index() { return static_cast<int>(blockIdx.x); }
+
 // float16/bfloat16 by bits, as the CPU backend converts (float16_conversions.h): the
 // same results on both, and no asm, so the kernels also build as host C++.
 __device__ __forceinline__ float kjit_half_to_float(uint16_t h) {

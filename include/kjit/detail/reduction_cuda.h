@@ -75,28 +75,28 @@ __device__ __forceinline__ void kjit_red_cuda_partial(const kjit_red_cuda_proble
       for (int op = 0; op < KJIT_RED_OPS; ++op) at[op] = base[op];
       kjit_red_cuda_locate(r, p.n_reduced, p.reduced_shape, p.reduced_strides, at);
     }
-    return Ops::map(at, r);
+    return Ops::__map(at, r);
   };
   // From the part's first element: a combine without an identity (max) never sees
   // one; only an empty reduction stores the identity.
-  typename Ops::Acc acc = part < p.count ? value_at(part) : Ops::identity(p.identity);
-  for (int64_t r = part + p.parts; r < p.count; r += p.parts) acc = Ops::combine(acc, value_at(r));
+  typename Ops::__Acc acc = part < p.count ? value_at(part) : Ops::__identity(p.identity);
+  for (int64_t r = part + p.parts; r < p.count; r += p.parts) acc = Ops::__combine(acc, value_at(r));
   if (p.parts == 1) {
-    Ops::store(base[0], acc, p.count);
+    Ops::__store(base[0], acc, p.count);
   } else {
-    reinterpret_cast<typename Ops::Acc*>(p.partials)[o * p.parts + part] = acc;
+    reinterpret_cast<typename Ops::__Acc*>(p.partials)[o * p.parts + part] = acc;
   }
 }
 
 template <class Ops>
 __device__ __forceinline__ void kjit_red_cuda_finish(const kjit_red_cuda_problem& p, int64_t o) {
   if (o >= p.outputs) return;
-  const typename Ops::Acc* partial = reinterpret_cast<const typename Ops::Acc*>(p.partials) + o * p.parts;
-  typename Ops::Acc acc = partial[0];
-  for (int64_t k = 1; k < p.parts; ++k) acc = Ops::combine(acc, partial[k]);
+  const typename Ops::__Acc* partial = reinterpret_cast<const typename Ops::__Acc*>(p.partials) + o * p.parts;
+  typename Ops::__Acc acc = partial[0];
+  for (int64_t k = 1; k < p.parts; ++k) acc = Ops::__combine(acc, partial[k]);
   char* base[KJIT_RED_OPS];
   kjit_red_cuda_output(p, o, base);
-  Ops::store(base[0], acc, p.count);
+  Ops::__store(base[0], acc, p.count);
 }
 
 #endif  // KJIT_DETAIL_REDUCTION_CUDA_H_

@@ -10,10 +10,11 @@
 // summation, also over rows of an outer reduction (where NumPy adds row by row).
 // The combine must be associative and commutative (CuPy's ReductionKernel rule).
 //
-// Ops: Acc, kOperands, kSizes[kOperands] (bytes, the output first), map(in, index),
-// combine(a, b), identity(bytes), store(out, acc, count), and kArg: true for a
-// value-and-index reduction, whose Ops also has Value, value(bytes) and
-// better(a, b).
+// Ops: __Acc, __kOperands, __kSizes[__kOperands] (bytes, the output first),
+// __map(in, index), __combine(a, b), __identity(bytes), __store(out, acc, count),
+// and __kArg: true for a value-and-index reduction, whose Ops also has __Value,
+// __value(bytes) and __better(a, b). Reserved names: the generated Ops follows the
+// user's code, whose macros would rewrite any other (this header comes before it).
 #ifndef KJIT_DETAIL_REDUCTION_LOOP_H_
 #define KJIT_DETAIL_REDUCTION_LOOP_H_
 
@@ -53,26 +54,26 @@ namespace kjit_red {
 template <class Ops>
 class Reducer {
  public:
-  using Acc = typename Ops::Acc;
-  static constexpr int kOps = Ops::kOperands;  // 1 + inputs
+  using Acc = typename Ops::__Acc;
+  static constexpr int kOps = Ops::__kOperands;  // 1 + inputs
 
   explicit Reducer(const kjit_red_problem& p) : p_(p) {}
 
   /// Stores the outputs [ob, oe), each the whole reduction.
   void store(int64_t ob, int64_t oe) const {
     if (p_.count == 0) {
-      const Acc identity = Ops::identity(p_.identity);
-      for_outputs(ob, oe, [&](char* const* at, int64_t) { Ops::store(at[0], identity, 0); });
+      const Acc identity = Ops::__identity(p_.identity);
+      for_outputs(ob, oe, [&](char* const* at, int64_t) { Ops::__store(at[0], identity, 0); });
       return;
     }
     if (vertical()) {
       vertical_rows(ob, oe, 0, p_.reduced_shape[0], [&](char* out, int64_t, const Acc* acc, int64_t w) {
-        for (int64_t j = 0; j < w; ++j) Ops::store(out + j * Ops::kSizes[0], acc[j], p_.count);
+        for (int64_t j = 0; j < w; ++j) Ops::__store(out + j * Ops::__kSizes[0], acc[j], p_.count);
       });
       return;
     }
     for_outputs(ob, oe,
-                [&](char* const* at, int64_t) { Ops::store(at[0], level(at, 0, 0, p_.reduced_shape[0]), p_.count); });
+                [&](char* const* at, int64_t) { Ops::__store(at[0], level(at, 0, 0, p_.reduced_shape[0]), p_.count); });
   }
 
   /// Writes the accumulators of every output over [rb, re) of the outermost
@@ -95,8 +96,8 @@ class Reducer {
     const Acc* all = static_cast<const Acc*>(p_.partials);
     for_outputs(ob, oe, [&](char* const* at, int64_t o) {
       Acc acc = all[o];
-      for (int64_t q = 1; q < parts; ++q) acc = Ops::combine(acc, all[q * outputs + o]);
-      Ops::store(at[0], acc, p_.count);
+      for (int64_t q = 1; q < parts; ++q) acc = Ops::__combine(acc, all[q * outputs + o]);
+      Ops::__store(at[0], acc, p_.count);
     });
   }
 
@@ -105,7 +106,7 @@ class Reducer {
   static constexpr int kLanes = sizeof(Acc) >= 16 ? 8 : (sizeof(Acc) >= 8 ? 16 : 32);
   /// Elements of a block: each lane adds 32 of them in order. An arg reduction is
   /// exact in any order, so its blocks are long: a block ends in a fold of its lanes.
-  static constexpr int64_t kBlock = Ops::kArg ? int64_t{1} << 16 : 32 * kLanes;
+  static constexpr int64_t kBlock = Ops::__kArg ? int64_t{1} << 16 : 32 * kLanes;
   /// Outputs an outer reduction carries at once, and rows before it splits.
   static constexpr int64_t kColumns = 4096 / (sizeof(Acc) < 4 ? 4 : sizeof(Acc));
   static constexpr int64_t kRows = 16;
@@ -157,7 +158,7 @@ class Reducer {
     if (lvl == p_.n_reduced - 1) return leaf(at, b, e);
     if (e - b > 1) {
       const int64_t m = b + (e - b) / 2;
-      return Ops::combine(level(at, lvl, b, m), level(at, lvl, m, e));
+      return Ops::__combine(level(at, lvl, b, m), level(at, lvl, m, e));
     }
     char* row[kOps];
     for (int op = 0; op < kOps; ++op) row[op] = at[op] + b * reduced_stride(lvl, op);
@@ -173,7 +174,7 @@ class Reducer {
     int64_t step[kOps];
     for (int op = 0; op < kOps; ++op) {
       step[op] = reduced_stride(inner, op);
-      if (op > 0) contiguous = contiguous && step[op] == Ops::kSizes[op];
+      if (op > 0) contiguous = contiguous && step[op] == Ops::__kSizes[op];
     }
     Acc stack[64];
     int level[64];
@@ -183,28 +184,28 @@ class Reducer {
       Acc sum = contiguous && end - i >= kLanes ? block(at, i, end) : strided(at, step, i, end);
       int lv = 0;
       while (top > 0 && level[top - 1] == lv) {
-        sum = Ops::combine(stack[--top], sum);
+        sum = Ops::__combine(stack[--top], sum);
         ++lv;
       }
       stack[top] = sum;
       level[top++] = lv;
     }
     Acc acc = stack[--top];
-    while (top > 0) acc = Ops::combine(stack[--top], acc);
+    while (top > 0) acc = Ops::__combine(stack[--top], acc);
     return acc;
   }
 
   /// [b, e) one element after another.
   static Acc strided(char* const* at, const int64_t* step, int64_t b, int64_t e) {
     Acc acc = map_at(at, step, b, b);
-    for (int64_t i = b + 1; i < e; ++i) acc = Ops::combine(acc, map_at(at, step, i, i));
+    for (int64_t i = b + 1; i < e; ++i) acc = Ops::__combine(acc, map_at(at, step, i, i));
     return acc;
   }
 
-  /// A contiguous block: lanes of values, or for an arg reduction (Ops::kArg) arg_block.
+  /// A contiguous block: lanes of values, or for an arg reduction (Ops::__kArg) arg_block.
   static Acc block(char* const* at, int64_t b, int64_t e) {
-    if constexpr (Ops::kArg) {
-      return arg_block<typename Ops::Value>(at[1], b, e);
+    if constexpr (Ops::__kArg) {
+      return arg_block<typename Ops::__Value>(at[1], b, e);
     } else {
       return lanes(at, b, e);
     }
@@ -222,17 +223,17 @@ class Reducer {
     constexpr int L = sizeof(V) >= 64 ? 1 : static_cast<int>(64 / sizeof(V));  // one 64-byte vector of values
     constexpr int G = 8;
     constexpr int32_t kGroup = L * G;
-    constexpr int64_t kSize = Ops::kSizes[1];
+    constexpr int64_t kSize = Ops::__kSizes[1];
     const char* base = in + b * kSize;
     const auto n = static_cast<int32_t>(e - b);  // a block is shorter than 2^31
     const int32_t groups = n / kGroup;
     // The tail, after the groups (when there is one): its best and where it is first.
     const bool has_tail = groups * kGroup < n;
     int32_t tail_at = groups * kGroup;
-    V tail = has_tail ? Ops::value(base + tail_at * kSize) : V{};
+    V tail = has_tail ? Ops::__value(base + tail_at * kSize) : V{};
     for (int32_t k = tail_at + 1; k < n; ++k) {
-      const V v = Ops::value(base + k * kSize);
-      if (Ops::better(v, tail)) tail = v, tail_at = k;
+      const V v = Ops::__value(base + k * kSize);
+      if (Ops::__better(v, tail)) tail = v, tail_at = k;
     }
     if (groups == 0) return Acc{tail, b + tail_at};
     V best[L];
@@ -242,13 +243,13 @@ class Reducer {
       const char* at = base + static_cast<int64_t>(g) * kGroup * kSize;
 #pragma GCC unroll 8
       for (int k = 0; k < G; ++k) {
-        for (int j = 0; j < L; ++j) t[k][j] = Ops::value(at + (k * L + j) * kSize);
+        for (int j = 0; j < L; ++j) t[k][j] = Ops::__value(at + (k * L + j) * kSize);
       }
 #pragma GCC unroll 8
       for (int w = G / 2; w > 0; w /= 2) {
 #pragma GCC unroll 8
         for (int k = 0; k < w; ++k) {
-          for (int j = 0; j < L; ++j) t[k][j] = Ops::better(t[k + w][j], t[k][j]) ? t[k + w][j] : t[k][j];
+          for (int j = 0; j < L; ++j) t[k][j] = Ops::__better(t[k + w][j], t[k][j]) ? t[k + w][j] : t[k][j];
         }
       }
       if (g == 0) {
@@ -256,7 +257,7 @@ class Reducer {
         continue;
       }
       for (int j = 0; j < L; ++j) {
-        const bool wins = Ops::better(t[0][j], best[j]);
+        const bool wins = Ops::__better(t[0][j], best[j]);
         best[j] = wins ? t[0][j] : best[j];
         first_group[j] = wins ? g : first_group[j];
       }
@@ -264,13 +265,13 @@ class Reducer {
     V top = best[0];
     int32_t group = first_group[0];
     for (int j = 1; j < L; ++j) {
-      if (Ops::better(best[j], top) || (!Ops::better(top, best[j]) && first_group[j] < group)) {
+      if (Ops::__better(best[j], top) || (!Ops::__better(top, best[j]) && first_group[j] < group)) {
         top = best[j], group = first_group[j];
       }
     }
-    if (has_tail && Ops::better(tail, top)) return Acc{tail, b + tail_at};
+    if (has_tail && Ops::__better(tail, top)) return Acc{tail, b + tail_at};
     int32_t at = group * kGroup;
-    while (Ops::better(top, Ops::value(base + at * kSize))) ++at;  // the group holds an element no worse than top
+    while (Ops::__better(top, Ops::__value(base + at * kSize))) ++at;  // the group holds an element no worse than top
     return Acc{top, b + at};
   }
 
@@ -279,18 +280,18 @@ class Reducer {
     // Unrolled in full, so the lanes live in vector registers, not in memory.
     Acc acc[kLanes];
 #pragma GCC unroll 64
-    for (int j = 0; j < kLanes; ++j) acc[j] = map_at(at, Ops::kSizes, b + j, b + j);
+    for (int j = 0; j < kLanes; ++j) acc[j] = map_at(at, Ops::__kSizes, b + j, b + j);
     int64_t i = b + kLanes;
     for (; i + kLanes <= e; i += kLanes) {
 #pragma GCC unroll 64
-      for (int j = 0; j < kLanes; ++j) acc[j] = Ops::combine(acc[j], map_at(at, Ops::kSizes, i + j, i + j));
+      for (int j = 0; j < kLanes; ++j) acc[j] = Ops::__combine(acc[j], map_at(at, Ops::__kSizes, i + j, i + j));
     }
 #pragma GCC unroll 8
     for (int w = kLanes / 2; w > 0; w /= 2) {
 #pragma GCC unroll 64
-      for (int j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], acc[j + w]);
+      for (int j = 0; j < w; ++j) acc[j] = Ops::__combine(acc[j], acc[j + w]);
     }
-    for (; i < e; ++i) acc[0] = Ops::combine(acc[0], map_at(at, Ops::kSizes, i, i));
+    for (; i < e; ++i) acc[0] = Ops::__combine(acc[0], map_at(at, Ops::__kSizes, i, i));
     return acc[0];
   }
 
@@ -300,7 +301,7 @@ class Reducer {
   static Acc map_at(char* const* at, const int64_t* step, int64_t i, int64_t index) {
     const char* in[kOps];
     for (int op = 1; op < kOps; ++op) in[op] = at[op] + i * step[op];
-    return Ops::map(in, index);
+    return Ops::__map(in, index);
   }
 
   /// An outer reduction: one reduced dim whose inputs are not contiguous, under an
@@ -311,8 +312,8 @@ class Reducer {
     const int d = p_.n_kept - 1;
     bool inner_contiguous = true, reduced_contiguous = true;
     for (int op = 0; op < kOps; ++op) {
-      inner_contiguous = inner_contiguous && kept_stride(d, op) == Ops::kSizes[op];
-      if (op > 0) reduced_contiguous = reduced_contiguous && reduced_stride(0, op) == Ops::kSizes[op];
+      inner_contiguous = inner_contiguous && kept_stride(d, op) == Ops::__kSizes[op];
+      if (op > 0) reduced_contiguous = reduced_contiguous && reduced_stride(0, op) == Ops::__kSizes[op];
     }
     return inner_contiguous && !reduced_contiguous && p_.kept_shape[d] > 1;
   }
@@ -345,20 +346,35 @@ class Reducer {
       Acc right[kColumns];
       columns(at, rb, m, w, acc);
       columns(at, m, re, w, right);
-      for (int64_t j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], right[j]);
+      for (int64_t j = 0; j < w; ++j) acc[j] = Ops::__combine(acc[j], right[j]);
       return;
     }
     char* row[kOps];
     for (int op = 0; op < kOps; ++op) row[op] = at[op] + rb * reduced_stride(0, op);
-    for (int64_t j = 0; j < w; ++j) acc[j] = map_at(row, Ops::kSizes, j, rb);
+    for (int64_t j = 0; j < w; ++j) acc[j] = map_at(row, Ops::__kSizes, j, rb);
     for (int64_t r = rb + 1; r < re; ++r) {
       for (int op = 0; op < kOps; ++op) row[op] += reduced_stride(0, op);
-      for (int64_t j = 0; j < w; ++j) acc[j] = Ops::combine(acc[j], map_at(row, Ops::kSizes, j, r));
+      for (int64_t j = 0; j < w; ++j) acc[j] = Ops::__combine(acc[j], map_at(row, Ops::__kSizes, j, r));
     }
   }
 
   const kjit_red_problem& p_;
 };
+
+/// kjit_red_kernel's body for a kernel's Ops: runs `mode` over `range` (see
+/// kjit_red_mode). Here, before the user's code, so the generated entry after it
+/// names nothing a user's macro could rewrite.
+template <class Ops>
+void kjit_red_run(const int64_t* range, int64_t mode, const void* problem) {
+  const Reducer<Ops> r(*static_cast<const kjit_red_problem*>(problem));
+  if (mode == kRedStore) {
+    r.store(range[0], range[1]);
+  } else if (mode == kRedPartial) {
+    r.partial(range[2], range[3], range[4]);
+  } else {
+    r.finish(range[0], range[1], range[5]);
+  }
+}
 
 }  // namespace kjit_red
 

@@ -26,13 +26,15 @@ constexpr int kStoreBytes = 16;
 #endif
 typedef long long StreamVec __attribute__((vector_size(kStoreBytes), may_alias));
 
+/// (Reserved names: generated kernels call these after the user's code, whose
+/// macros would rewrite any other.)
 /// Writes the 64 bytes at `src` (64-byte aligned) to `dst` (64-byte aligned) past
 /// the caches, in the target's widest vectors: the kernel filled `src` with its
 /// own vector stores, and narrower loads of them wait on store forwarding (float32
 /// add at 2^22 on one thread: 16-byte streams after AVX-512 stores took 1.06-1.08x
 /// the time of 64-byte ones). Inline assembly, because the intrinsics' headers
 /// cost every kernel's compile: <emmintrin.h> 9 ms (6%), <immintrin.h> 0.2 s.
-[[maybe_unused]] inline void stream64(char* dst, const char* src) {
+[[maybe_unused]] inline void __stream64(char* dst, const char* src) {
   for (int q = 0; q < 64; q += kStoreBytes) {
     asm volatile(KJIT_STREAM_STORE
                  : "=m"(*reinterpret_cast<StreamVec*>(dst + q))
@@ -42,7 +44,7 @@ typedef long long StreamVec __attribute__((vector_size(kStoreBytes), may_alias))
 #undef KJIT_STREAM_STORE
 
 /// Orders the streamed stores before the kernel returns.
-[[maybe_unused]] inline void stream_fence() { asm volatile("sfence" ::: "memory"); }
+[[maybe_unused]] inline void __stream_fence() { asm volatile("sfence" ::: "memory"); }
 
 }  // namespace
 }  // namespace kjit_stream
