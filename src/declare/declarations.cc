@@ -1,5 +1,6 @@
 // Declarations -> specs: the signature string, arg_spec tokens, or the C++
 // definition alone, each checked against what the C++ source actually says.
+#include <algorithm>
 #include <set>
 
 #include "declare/arg_spec.h"
@@ -8,6 +9,7 @@
 #include "declare/macro_expansion.h"
 #include "kjit/declare.h"
 #include "kjit/errors.h"
+#include "support/closest_name.h"
 
 namespace kjit {
 namespace {
@@ -18,6 +20,7 @@ struct Located {
   std::string file;
   bool cuda = false;  ///< defined in device code
   bool found = false;
+  bool missing = false;  ///< no source declares it at all
   std::string problem;
 
   std::string where() const { return file + ":" + std::to_string(fn.line); }
@@ -59,6 +62,7 @@ Located locate(const std::vector<SourceText>& sources, const FunctionDecl& decl)
   }
   Located out;
   if (all.empty()) {
+    out.missing = true;
     out.problem = "no definition of '" + name + "' was found in " + (files.empty() ? "the sources" : files) +
                   " (kjit looks for a free function 'RET " + name + "(...)' at namespace scope)" +
                   annotation_hint(sources, decl);
@@ -414,6 +418,29 @@ std::vector<FunctionSpec> resolve_module_functions(const std::vector<std::string
   return resolve_functions(decls.empty() ? read_annotations(sources) : decls, sources, fallback);
 }
 
+/// A signature's function that no source declares, where a source defines one of a
+/// name close to it (rms_norm and rmsnorm): one of the two is misspelt, and the
+/// build would fail with a compile error in the generated code. A function the
+/// sources do not mention at all may come from a header: the compiler decides.
+void check_not_misspelt(const FunctionDecl& decl, const std::vector<SourceText>& sources) {
+  std::vector<std::string> names, where;
+  std::string files;
+  for (const SourceText& src : sources) {
+    files += (files.empty() ? "" : ", ") + src.file;
+    for (const CppFunction& fn : find_all_cpp_functions(src.text)) {
+      if (!fn.is_definition) continue;
+      names.push_back(fn.name);
+      where.push_back(src.file + ":" + std::to_string(fn.line));
+    }
+  }
+  const std::string best = closest_name(decl.name, names);
+  if (best.empty()) return;
+  const size_t k = static_cast<size_t>(std::find(names.begin(), names.end(), best) - names.begin());
+  throw SpecError("functions: '" + decl.name + "' is not defined in " + files + " (did you mean '" + best +
+                  "', defined at " + where[k] + "?); the exported name is the C++ function's: declare '" + best +
+                  "', or rename the function");
+}
+
 std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& decls,
                                             const std::vector<SourceText>& sources, DeviceKind default_device) {
   std::vector<FunctionSpec> specs;
@@ -422,6 +449,7 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
     DeviceKind device = cpp.found && cpp.cuda ? DeviceKind::kCUDA : default_device;
     switch (decl.form) {
       case FunctionDecl::Form::kSignature: {
+        if (cpp.missing) check_not_misspelt(decl, sources);
         FunctionSpec spec = parse_signature(decl.name, decl.signature, device);
         if (cpp.found) {
           spec.callee = cpp.fn.qualified_name;

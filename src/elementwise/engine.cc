@@ -4,6 +4,7 @@
 // none, then runs the plan on its data.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include "kjit/kernel.h"
 #include "signature/lexer.h"
 #include "signature/validate.h"
+#include "support/closest_name.h"
 
 namespace kjit {
 namespace {
@@ -152,6 +154,25 @@ std::string types_key(const EwKernelTypes& types) {
   return key;
 }
 
+/// `name=` that the code does not define: a SpecError naming what it does define
+/// (with a did-you-mean) rather than a compile error in the generated loop. Code
+/// with macros may define functions the scanner cannot see: the compiler decides.
+void check_entry_defined(const std::string& code, const std::string& name) {
+  if (!find_cpp_functions(code, name).empty() || code.find("#define") != std::string::npos) return;
+  std::vector<std::string> defined;
+  for (const CppFunction& fn : find_all_cpp_functions(code)) {
+    if (fn.is_definition && std::find(defined.begin(), defined.end(), fn.name) == defined.end()) {
+      defined.push_back(fn.name);
+    }
+  }
+  std::string listed;
+  for (const std::string& d : defined) listed += (listed.empty() ? "" : ", ") + d;
+  const std::string best = closest_name(name, defined);
+  throw SpecError("kjit.elementwise: name='" + name + "' is not a function the code defines (" +
+                  (defined.empty() ? std::string("it defines none") : "it defines " + listed) +
+                  (best.empty() ? "" : "; did you mean '" + best + "'?") + ")");
+}
+
 std::string entry_of(const std::string& code, const std::string& name) {
   if (!name.empty()) {
     // It names the entry in generated code and the kernel's cache files.
@@ -160,6 +181,7 @@ std::string entry_of(const std::string& code, const std::string& name) {
                       "' is not a C identifier (letters, digits and '_', not starting with a digit): it names the "
                       "entry function of the code");
     }
+    check_entry_defined(code, name);
     return name;
   }
   std::string last = iterator::last_definition(code);

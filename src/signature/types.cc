@@ -6,6 +6,7 @@
 
 #include "kjit/errors.h"
 #include "kjit/spec.h"
+#include "support/closest_name.h"
 
 namespace kjit {
 namespace {
@@ -110,22 +111,6 @@ const char* canonical(const std::string& name) {
   return name.c_str();
 }
 
-/// Levenshtein distance, capped: only "close" matters.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 const ScalarInfo& scalar_info(ScalarType t) {
   for (const ScalarInfo& s : kScalars) {
     if (s.type == t) return s;
@@ -148,18 +133,11 @@ std::string dtype_spelling_hint(const std::string& name) {
   for (const Ambiguous& a : kAmbiguous) {
     if (name == a.spelling) return " ('" + name + "' means " + a.why + ")";
   }
-  std::string best;
-  size_t best_distance = 3;  // at most two edits away
-  auto consider = [&](const char* candidate) {
-    const size_t d = edit_distance(name, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  };
-  for (const DTypeInfo& d : kDTypes) consider(d.name);
-  for (const Alias& a : kAliases) consider(a.name);
-  return best.empty() || name.size() < 3 ? "" : " (did you mean '" + best + "'?)";
+  std::vector<std::string> names;
+  for (const DTypeInfo& d : kDTypes) names.push_back(d.name);
+  for (const Alias& a : kAliases) names.push_back(a.name);
+  const std::string best = closest_name(name, names);
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 const DTypeInfo* find_dtype(DLDataType dl) {

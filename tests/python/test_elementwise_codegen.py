@@ -361,3 +361,44 @@ def test_an_unknown_instruction_set_level_is_a_toolchain_error():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ("KJIT_HOST_ISA='avx512': expected baseline, x86-64-v3 or x86-64-v4 (the highest "
                                    "level kjit compiles elementwise loops for), or unset for this CPU's own level")
+
+
+# Every common word a user's macro may take: kjit's code after the user's uses none.
+_COMMON_WORDS = ["count", "n", "data", "out", "identity", "value", "map", "combine", "store", "better", "Acc", "Value",
+                 "kArg", "kOperands", "kSizes", "i", "j", "k", "u", "e", "v", "w", "r", "s", "p", "b", "d", "q", "V",
+                 "S", "start", "remaining", "off", "x", "y", "part", "parts", "acc", "index", "level", "leaf", "block",
+                 "lanes", "base", "half", "kept", "rest", "shift", "bits", "sign", "stream64", "stream_fence"]
+_MACROS = "".join(f"#define {w} 1\n" for w in _COMMON_WORDS)
+
+
+def test_user_macros_named_like_common_words_do_not_break_the_generated_loops():
+    """Issue 38: `#define count ...` in a computation string broke kjit's loops (its
+    headers came after the user's code, and its Ops used plain names)."""
+    f = kjit.elementwise(_MACROS + "template <typename Tz> Tz f(Tz lhs, Tz rhs) { return lhs * rhs + Tz(1); }")
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(f(x, x), x * x + 1)
+    np.testing.assert_array_equal(f(x.T, 2.0), x.T * 2 + 1)  # strided and broadcast loops
+    h = np.arange(4, dtype=np.float16)
+    np.testing.assert_array_equal(f(h, h), h * h + 1)  # the float16 conversions
+    big = np.ones(1 << 21, np.float32)
+    np.testing.assert_array_equal(f(big, big), big + 1)  # the streamed stores
+    red = kjit.reduction(_MACROS + "template <typename Tz> Tz add(Tz lhs, Tz rhs) { return lhs + rhs; }",
+                         identity=0, map_code=_MACROS + "template <typename Tz> Tz sq(Tz lhs) { return lhs * lhs; }",
+                         post_code=_MACROS + "template <typename Tz> Tz mean(Tz acc_, int64_t m) { return acc_ / m; }")
+    np.testing.assert_allclose(red(x, axis=1), (x * x).mean(axis=1))
+    np.testing.assert_allclose(red(np.arange(100000.0)), (np.arange(100000.0) ** 2).mean())
+    arg = kjit.arg_reduction(_MACROS + "template <typename Tz> bool gt(Tz lhs, Tz rhs) { return lhs > rhs; }")
+    assert arg(np.array([1.0, 5.0, 2.0])) == 1 and arg(h) == 3
+
+
+@pytest.mark.parametrize("name, message", [
+    ("fooo", r"kjit.elementwise: name='fooo' is not a function the code defines \(it defines helper, foo; did you "
+             r"mean 'foo'\?\)"),
+    ("zzz", r"kjit.elementwise: name='zzz' is not a function the code defines \(it defines helper, foo\)"),
+])
+def test_a_name_the_code_does_not_define_is_a_spec_error(name, message):
+    code = ("template <typename T> T helper(T a) { return a; }\n"
+            "template <typename T> T foo(T a) { return helper(a) + T(1); }")
+    with pytest.raises(kjit.SpecError, match=message):
+        kjit.elementwise(code, name=name)
+    assert kjit.elementwise(code, name="helper")(np.ones(2)).tolist() == [1.0, 1.0]

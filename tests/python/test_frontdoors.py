@@ -959,3 +959,21 @@ def test_annotation_inside_a_block_comment_is_not_read():
     # Line numbers survive the blanking: a duplicate names the real lines.
     with pytest.raises(SpecError, match=r"cpp_sources:4 .* and cpp_sources:5 "):
         kjit.resolve("/* a\n b */\n\n// @kjit f\n// @kjit f\n" + fn_src(XY))
+
+
+@pytest.mark.parametrize("declared, defined", [("rms_norm", "rmsnorm"), ("RMSNorm", "rmsnorm"), ("rmsnrm", "rmsnorm"),
+                                               ("scale", "scal")])
+def test_a_signature_for_a_misspelt_function_is_a_spec_error_with_a_did_you_mean(declared, defined):
+    """The scanner finds the definitions: a close name is a misspelling, named before
+    anything compiles (it was a raw compile error in the generated file)."""
+    src = f"#include <kjit/kernel.h>\nvoid {defined}(const kjit::TensorView x) {{}}\n"
+    with pytest.raises(kjit.SpecError, match=rf"^functions: '{declared}' is not defined in cpp_sources \(did you "
+                                             rf"mean '{defined}', defined at cpp_sources:2\?\); the exported name "
+                                             rf"is the C\+\+ function's: declare '{defined}', or rename the function$"):
+        kjit.resolve(src, {declared: "x: float32[n]"})
+
+
+def test_a_signature_for_a_function_the_sources_do_not_mention_is_left_to_the_compiler():
+    """It may come from a header (no close name among the definitions): no false refusal."""
+    assert kjit.resolve("#include <kjit/kernel.h>\nvoid other(int a) {}\n",
+                        {"from_a_header": "x: float32[n]"}) == {"from_a_header": "x: float32[n]"}
