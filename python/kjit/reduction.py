@@ -228,8 +228,8 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
     Returns ``f(x, axis=None, keepdims=False, out=None)``: the int64 index of the
     best element along ``axis`` (an int), or in the flattened input (``axis=None``,
     as ``np.argmax``); of equal elements the first, as NumPy's argmax/argmin. An
-    empty axis is a ValueError. NaN is what ``better_code`` makes it: NumPy's rule
-    (the first NaN wins) is ``a > b || (a != a && b == b)`` for argmax.
+    empty axis is a ValueError. A NaN is better than any number whatever
+    ``better_code`` says, and the first NaN wins (NumPy's and torch's rule).
     """
     if not isinstance(better_code, str):
         raise TypeError(f"kjit.arg_reduction: better_code must be a str, got {type(better_code).__name__}")
@@ -274,11 +274,13 @@ def arg_reduction(better_code: str, *, name: Optional[str] = None, build_directo
 
 def _call_object(red: _Reduction):
     """The function kjit.reduction returns: a kjit._call.Computation (src/pyext), as
-    kjit.elementwise's, which runs calls of NumPy arrays and torch tensors with an
-    int axis or none through a call function in C and sends the rest to
-    red.checked_call."""
+    kjit.elementwise's, which runs calls of NumPy arrays (read-only ones too) and
+    torch tensors with an int axis, a tuple of ints or none, keepdims and dtype=
+    through a call function in C (dtype objects named by _dtype_name, once per
+    object) and sends the rest to red.checked_call."""
     return call_type.Computation(red.make_function, red.checked_call, api.raise_pending, _numpy_dtype,
-                                 _torch_results, 1, "kjit.reduction", ("axis", "keepdims"), True)
+                                 _torch_results, 1, "kjit.reduction", ("axis", "keepdims", "dtype"), True,
+                                 _dtype_name)
 
 
 def _flattened(x):

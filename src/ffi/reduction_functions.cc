@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ffi/axis_list.h"
 #include "ffi/boundary.h"
 #include "ffi/id_table.h"
 #include "ffi/new_outputs.h"
@@ -123,12 +124,27 @@ struct RedScratch {
   ReduceAxes axes;
 };
 
-/// axis as a call function takes it: an int; false for anything else (a bool, a
-/// tuple, None), which the checked path reads.
+/// axis as a call function takes it: an int, or a tuple of ints (an AxisList from
+/// kjit's call type, an Array from tvm-ffi's conversion); false for anything else
+/// (a bool, None, a tuple holding another kind), which the checked path reads.
 bool axis_arg(const TVMFFIAny* raw, ReduceAxes* axes) {
-  if (raw->type_index != kTVMFFIInt) return false;
   axes->all = false;
-  axes->axes.assign(1, raw->v_int64);
+  axes->axes.clear();
+  if (raw->type_index == kTVMFFIInt) {
+    axes->axes.push_back(raw->v_int64);
+    return true;
+  }
+  if (raw->type_index == kTVMFFIOpaquePtr && raw->zero_padding == kAxisListTag) {
+    const auto* list = static_cast<const AxisList*>(raw->v_ptr);
+    axes->axes.assign(list->axes, list->axes + list->n);
+    return true;
+  }
+  if (raw->type_index != kTVMFFIArray) return false;
+  const AnyView& view = *reinterpret_cast<const AnyView*>(raw);  // what PackedArgs holds: the same layout
+  for (const Any& a : view.cast<Array<Any>>()) {
+    if (a.type_index() != kTVMFFIInt) return false;
+    axes->axes.push_back(a.cast<int64_t>());
+  }
   return true;
 }
 
@@ -139,63 +155,82 @@ bool keepdims_arg(const TVMFFIAny* raw, bool* keepdims) {
   return true;
 }
 
+/// dtype as a call function takes it: a dtype name (kjit._call.Computation names
+/// the dtype objects it is given); false for anything else.
+bool dtype_arg(const TVMFFIAny* raw, std::string* name) {
+  if (raw->type_index == kTVMFFIRawStr) {
+    *name = raw->v_c_str;
+    return true;
+  }
+  if (raw->type_index != kTVMFFISmallStr && raw->type_index != kTVMFFIStr) return false;
+  *name = std::string(reinterpret_cast<const AnyView*>(raw)->cast<String>());
+  return true;
+}
+
 /// The keyword arguments a call function takes after its tensors, as bits of the
-/// call class kjit._call.Computation passes (its `keywords`: axis, keepdims).
-constexpr int64_t kAxisArg = 1, kKeepdimsArg = 2;
+/// call class kjit._call.Computation passes (its `keywords`: axis, keepdims, dtype).
+constexpr int64_t kAxisArg = 1, kKeepdimsArg = 2, kDtypeArg = 4;
 
 /// red_function(id, promotion, into, keywords) -> the call function of one call
-/// class: f(*inputs[, axis][, keepdims]) returns the new output, and with `into`
-/// f(*inputs, out[, axis][, keepdims]) reduces into out and returns True. It runs
-/// only when every input and out are tensors, axis an int and keepdims a bool or
-/// int; otherwise it returns None and runs nothing, and the call takes the checked
-/// path (red_output and red_run), which reads every other form.
+/// class: f(*inputs[, axis][, keepdims][, dtype]) returns the new output, and with
+/// `into` f(*inputs, out[, axis][, keepdims][, dtype]) reduces into out and returns
+/// True. It runs only when every input and out are tensors, axis an int or a tuple
+/// of ints, keepdims a bool or int and dtype a name; otherwise it returns None and
+/// runs nothing, and the call takes the checked path (red_output and red_run),
+/// which reads every other form.
 tvm::ffi::Function red_function(int64_t id, int64_t promotion, bool into, int64_t keywords) {
   return at_ffi_boundary([&] {
     std::shared_ptr<Reduction> red = g_reductions.get(id);
-    internal_check(keywords >= 0 && keywords <= (kAxisArg | kKeepdimsArg), "red_function with unknown keywords");
+    internal_check(keywords >= 0 && keywords <= (kAxisArg | kKeepdimsArg | kDtypeArg),
+                   "red_function with unknown keywords");
     const Promotion p = promotion_of(promotion);
     const int n_out = into ? 1 : 0;
     const bool has_axis = (keywords & kAxisArg) != 0, has_keepdims = (keywords & kKeepdimsArg) != 0;
-    const int n_kw = int{has_axis} + int{has_keepdims};
-    return tvm::ffi::Function::FromPacked([red, p, n_out, has_axis, has_keepdims, n_kw](PackedArgs args, Any* rv) {
-      const auto* raw = reinterpret_cast<const TVMFFIAny*>(args.data());
-      const int n_in = args.size() - n_out - n_kw;
-      RedScratch& s = thread_scratch<RedScratch>();
-      s.inputs.resize(std::max(n_in, 0));
-      bool taken = n_in >= 1;
-      for (int i = 0; taken && i < n_in; ++i) {
-        const DLTensor* t = tensor_arg(&raw[i]);
-        s.inputs[i] = EwOperand::of(t);
-        taken = t != nullptr;
-      }
-      const DLTensor* out = n_out > 0 && taken ? tensor_arg(&raw[n_in]) : nullptr;
-      taken = taken && (n_out == 0 || out != nullptr);
-      const TVMFFIAny* kw = raw + n_in + n_out;
-      s.axes.all = true;
-      taken = taken && (!has_axis || axis_arg(kw++, &s.axes));
-      bool keepdims = false;
-      taken = taken && (!has_keepdims || keepdims_arg(kw, &keepdims));
-      if (!taken) {
-        *rv = nullptr;
-        return;
-      }
-      at_ffi_boundary([&] {
-        if (out != nullptr) {
-          red->run(s.inputs, s.axes, keepdims, std::nullopt, out, p);
-          *rv = true;
-          return 0;
-        }
-        tvm::ffi::Tensor made;
-        // Two captured pointers: fit std::function's inline buffer, so no allocation.
-        auto allocate = [m = &made, &red](size_t, const EwOutput& layout, DLDevice device) -> const DLTensor* {
-          *m = allocate_output(layout, device, red->name(), kApi);
-          return m->GetDLTensorPtr();
-        };
-        red->run_allocating(s.inputs, s.axes, keepdims, std::nullopt, allocate, p);
-        *rv = std::move(made);
-        return 0;
-      });
-    });
+    const bool has_dtype = (keywords & kDtypeArg) != 0;
+    const int n_kw = int{has_axis} + int{has_keepdims} + int{has_dtype};
+    return tvm::ffi::Function::FromPacked(
+        [red, p, n_out, has_axis, has_keepdims, has_dtype, n_kw](PackedArgs args, Any* rv) {
+          const auto* raw = reinterpret_cast<const TVMFFIAny*>(args.data());
+          const int n_in = args.size() - n_out - n_kw;
+          RedScratch& s = thread_scratch<RedScratch>();
+          s.inputs.resize(std::max(n_in, 0));
+          bool taken = n_in >= 1;
+          for (int i = 0; taken && i < n_in; ++i) {
+            const DLTensor* t = tensor_arg(&raw[i]);
+            s.inputs[i] = EwOperand::of(t);
+            taken = t != nullptr;
+          }
+          const DLTensor* out = n_out > 0 && taken ? tensor_arg(&raw[n_in]) : nullptr;
+          taken = taken && (n_out == 0 || out != nullptr);
+          const TVMFFIAny* kw = raw + n_in + n_out;
+          s.axes.all = true;
+          taken = taken && (!has_axis || axis_arg(kw++, &s.axes));
+          bool keepdims = false;
+          taken = taken && (!has_keepdims || keepdims_arg(kw++, &keepdims));
+          std::string dtype_name;
+          taken = taken && (!has_dtype || dtype_arg(kw, &dtype_name));
+          if (!taken) {
+            *rv = nullptr;
+            return;
+          }
+          at_ffi_boundary([&] {
+            const std::optional<EwType> dtype = dtype_of(dtype_name);
+            if (out != nullptr) {
+              red->run(s.inputs, s.axes, keepdims, dtype, out, p);
+              *rv = true;
+              return 0;
+            }
+            tvm::ffi::Tensor made;
+            // Two captured pointers: fit std::function's inline buffer, so no allocation.
+            auto allocate = [m = &made, &red](size_t, const EwOutput& layout, DLDevice device) -> const DLTensor* {
+              *m = allocate_output(layout, device, red->name(), kApi);
+              return m->GetDLTensorPtr();
+            };
+            red->run_allocating(s.inputs, s.axes, keepdims, dtype, allocate, p);
+            *rv = std::move(made);
+            return 0;
+          });
+        });
   });
 }
 

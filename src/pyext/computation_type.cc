@@ -52,6 +52,11 @@ struct Computation {
   PyObject* keywords;
   PyObject* api;       ///< "kjit.elementwise", "kjit.reduction": messages name it
   int scalar_results;  ///< a new 0-d NumPy result is returned as a NumPy scalar (np.sum's)
+  /// dtype_name(dtype) -> str: a "dtype" keyword's value (np.float64, np.dtype,
+  /// torch.float64, "float64") as the name the call function takes; nullptr: none
+  PyObject* dtype_name;
+  PyObject* dtype_names;  ///< dtype_name's answers, by value (a dict; entries stay)
+  int dtype_keyword;      ///< the index of "dtype" in `keywords`, or -1
   PyObject* dict;
   PyObject* weakrefs;
   std::vector<Slot>* slots;  ///< by call class
@@ -75,6 +80,31 @@ void split_keywords(PyObject* const* values, PyObject* kwnames, CallArguments* a
       a->extra_names.push_back(name);
     }
   }
+}
+
+/// The "dtype" keyword's value among `ordered`'s extras (given as bit `bits` says)
+/// replaced by its name, dtype_name's answer, remembered per value. False with no
+/// error set for a value dtype_name refuses or that cannot be a key: the checked
+/// path names it.
+bool name_the_dtype(Computation* f, int bits, CallArguments* ordered) {
+  if (f->dtype_keyword < 0 || (bits & (1 << f->dtype_keyword)) == 0) return true;
+  const int at = __builtin_popcount(static_cast<unsigned>(bits) & ((1u << f->dtype_keyword) - 1));
+  PyObject*& value = ordered->extras[static_cast<size_t>(at)];
+  if (PyUnicode_CheckExact(value)) return true;                     // a name already
+  PyObject* name = PyDict_GetItemWithError(f->dtype_names, value);  // borrowed: entries stay
+  if (name == nullptr && !PyErr_Occurred()) {
+    PyObject* made = PyObject_CallOneArg(f->dtype_name, value);
+    if (made != nullptr && PyUnicode_CheckExact(made) && PyDict_SetItem(f->dtype_names, value, made) == 0) {
+      name = made;
+    }
+    Py_XDECREF(made);  // the dict holds it
+  }
+  if (name == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  value = name;
+  return true;
 }
 
 /// Whether keyword `name` is keywords[index] (interned names compare by address).
@@ -338,19 +368,25 @@ PyObject* computation_call(PyObject* self, PyObject* const* args, size_t nargsf,
   if (f->keywords == nullptr) return call_class(f, cls + kPerExtra * static_cast<int>(a.extras.size()), a, a);
   CallArguments ordered = a;
   const int bits = order_keywords(f->keywords, &ordered);
-  if (bits < 0) return call_checked(f, a);
+  if (bits < 0 || !name_the_dtype(f, bits, &ordered)) return call_checked(f, a);
   return call_class(f, cls + kPerExtra * bits, ordered, a);
 }
 
 PyObject* computation_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kNames[] = {"make_function", "checked", "raise_pending", "dtype_named",    "torch_results",
-                                 "num_outputs",   "api",     "keywords",      "scalar_results", nullptr};
+  static const char* kNames[] = {"make_function",  "checked",     "raise_pending", "dtype_named",
+                                 "torch_results",  "num_outputs", "api",           "keywords",
+                                 "scalar_results", "dtype_name",  nullptr};
   PyObject *make_function, *checked, *raise, *dtype_named, *torch_results, *api, *keywords = Py_None;
+  PyObject* dtype_name = Py_None;
   Py_ssize_t num_outputs = 1;
   int scalar_results = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOnU|Op:Computation", const_cast<char**>(kNames), &make_function,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOnU|OpO:Computation", const_cast<char**>(kNames), &make_function,
                                    &checked, &raise, &dtype_named, &torch_results, &num_outputs, &api, &keywords,
-                                   &scalar_results)) {
+                                   &scalar_results, &dtype_name)) {
+    return nullptr;
+  }
+  if (dtype_name != Py_None && !PyCallable_Check(dtype_name)) {
+    PyErr_SetString(PyExc_TypeError, "kjit._call.Computation: dtype_name must be callable or None");
     return nullptr;
   }
   bool keywords_ok = keywords == Py_None || (PyTuple_CheckExact(keywords) && PyTuple_GET_SIZE(keywords) <= 8);
@@ -382,9 +418,25 @@ PyObject* computation_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) 
   f->num_outputs = num_outputs;
   Py_INCREF(api);
   f->api = api;
+  f->dtype_keyword = -1;
   if (keywords != Py_None) {
     Py_INCREF(keywords);
     f->keywords = keywords;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keywords); ++k) {
+      if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(keywords, k), "dtype") == 0) {
+        f->dtype_keyword = static_cast<int>(k);
+      }
+    }
+  }
+  if (dtype_name != Py_None) {
+    if ((f->dtype_names = PyDict_New()) == nullptr) {
+      Py_DECREF(reinterpret_cast<PyObject*>(f));
+      return nullptr;
+    }
+    Py_INCREF(dtype_name);
+    f->dtype_name = dtype_name;
+  } else {
+    f->dtype_keyword = -1;
   }
   f->scalar_results = scalar_results;
   return reinterpret_cast<PyObject*>(f);
@@ -399,6 +451,8 @@ int computation_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(f->dtype_named);
   Py_VISIT(f->torch_results);
   Py_VISIT(f->keywords);
+  Py_VISIT(f->dtype_name);
+  Py_VISIT(f->dtype_names);
   Py_VISIT(f->api);
   Py_VISIT(f->dict);
   if (f->slots != nullptr) {
@@ -415,6 +469,8 @@ int computation_clear(PyObject* self) {
   Py_CLEAR(f->dtype_named);
   Py_CLEAR(f->torch_results);
   Py_CLEAR(f->keywords);
+  Py_CLEAR(f->dtype_name);
+  Py_CLEAR(f->dtype_names);
   Py_CLEAR(f->api);
   Py_CLEAR(f->dict);
   if (f->slots != nullptr) {

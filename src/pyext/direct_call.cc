@@ -4,14 +4,29 @@
 #include <tvm/ffi/container/tensor.h>
 
 #include <climits>
+#include <cstring>
 #include <memory>
+
+#include "ffi/axis_list.h"
 
 namespace kjit::pyext {
 namespace {
 
 /// A Python bool, int or float (or a subclass, such as numpy.float64) as a packed
-/// scalar; false for anything else, and for ints outside int64.
+/// scalar, a str (a reduction's dtype name) as a C string; false for anything
+/// else, and for ints outside int64 and strs holding NUL.
 bool pack_scalar(PyObject* x, TVMFFIAny* out) {
+  if (PyUnicode_CheckExact(x)) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(x, &size);
+    if (text == nullptr || std::strlen(text) != static_cast<size_t>(size)) {
+      PyErr_Clear();
+      return false;
+    }
+    out->type_index = kTVMFFIRawStr;
+    out->v_c_str = text;
+    return true;
+  }
   if (PyBool_Check(x)) {
     out->type_index = kTVMFFIBool;
     out->v_int64 = x == Py_True;
@@ -36,6 +51,27 @@ bool pack_scalar(PyObject* x, TVMFFIAny* out) {
   return false;
 }
 
+/// A tuple of at most kAxisListMax Python ints (a reduction's axes) as a tagged
+/// pointer to `list` (ffi/axis_list.h); false for anything else.
+bool pack_axis_list(PyObject* x, AxisList* list, TVMFFIAny* out) {
+  if (!PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) > kAxisListMax) return false;
+  list->n = PyTuple_GET_SIZE(x);
+  for (int64_t i = 0; i < list->n; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(x, i);
+    if (!PyLong_CheckExact(item)) return false;  // a bool, a NumPy integer: the checked path names or reads it
+    int overflow = 0;
+    list->axes[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow != 0 || (list->axes[i] == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  out->type_index = kTVMFFIOpaquePtr;
+  out->zero_padding = kAxisListTag;
+  out->v_ptr = list;
+  return true;
+}
+
 /// DLTensor views of a call's tensors, on the stack for the usual few.
 class TensorViews {
  public:
@@ -43,10 +79,10 @@ class TensorViews {
     if (n > kInline) large_.reset(new View[n]);
   }
   /// A view of `x` kept here, in *t when it crosses directly.
-  ViewResult view(const TensorBridge& bridge, PyObject* x, const DLTensor** t) {
+  ViewResult view(const TensorBridge& bridge, PyObject* x, bool written, const DLTensor** t) {
     View& v = (large_ ? large_.get() : small_)[used_++];
     *t = &v.tensor;
-    return bridge.view(bridge.context, x, &v.tensor, v.strides);
+    return bridge.view(bridge.context, x, &v.tensor, v.strides, written);
   }
 
  private:
@@ -62,12 +98,13 @@ class TensorViews {
 
 /// The arguments packed for the call function's C ABI: kRan when all cross
 /// directly, else why not (kNotTaken, kChecked).
-DirectOutcome pack_call(const TensorBridge& bridge, const CallArguments& a, TensorViews* views, TVMFFIAny* packed) {
+DirectOutcome pack_call(const TensorBridge& bridge, const CallArguments& a, TensorViews* views, AxisList* lists,
+                        TVMFFIAny* packed) {
   size_t k = 0;
   ViewResult viewed = ViewResult::kViewed;
-  auto pack_tensor = [&](PyObject* x) {
+  auto pack_tensor = [&](PyObject* x, bool written) {
     const DLTensor* t = nullptr;
-    viewed = views->view(bridge, x, &t);
+    viewed = views->view(bridge, x, written, &t);
     packed[k].type_index = kTVMFFIDLTensorPtr;
     packed[k++].v_ptr = const_cast<DLTensor*>(t);
     return viewed == ViewResult::kViewed;
@@ -77,13 +114,15 @@ DirectOutcome pack_call(const TensorBridge& bridge, const CallArguments& a, Tens
   };
   for (Py_ssize_t i = 0; i < a.n_inputs; ++i) {
     PyObject* x = a.inputs[i];
-    if (Py_TYPE(x) == bridge.type ? !pack_tensor(x) : !pack_scalar(x, &packed[k++])) return not_packed();
+    if (Py_TYPE(x) == bridge.type ? !pack_tensor(x, false) : !pack_scalar(x, &packed[k++])) return not_packed();
   }
   for (PyObject* o : a.outputs) {
-    if (!pack_tensor(o)) return not_packed();
+    if (!pack_tensor(o, true)) return not_packed();
   }
-  for (PyObject* e : a.extras) {
-    if (!pack_scalar(e, &packed[k++])) return DirectOutcome::kNotTaken;
+  for (size_t e = 0; e < a.extras.size(); ++e, ++k) {
+    if (!pack_scalar(a.extras[e], &packed[k]) && !pack_axis_list(a.extras[e], &lists[e], &packed[k])) {
+      return DirectOutcome::kNotTaken;
+    }
   }
   return DirectOutcome::kRan;
 }
@@ -137,7 +176,8 @@ PyObject* call_direct(TVMFFIObjectHandle function, const TensorBridge& bridge, c
   const size_t n = a.n_inputs + a.outputs.size() + a.extras.size();
   SmallVector<TVMFFIAny, 8> packed(n, TVMFFIAny{});
   TensorViews views(a.n_inputs + a.outputs.size());
-  *outcome = n > INT32_MAX ? DirectOutcome::kNotTaken : pack_call(bridge, a, &views, packed.data());
+  SmallVector<AxisList, 2> lists(a.extras.size());
+  *outcome = n > INT32_MAX ? DirectOutcome::kNotTaken : pack_call(bridge, a, &views, lists.data(), packed.data());
   if (*outcome != DirectOutcome::kRan) return nullptr;
   TVMFFIAny result{};
   result.type_index = kTVMFFINone;

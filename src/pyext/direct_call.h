@@ -41,8 +41,9 @@ enum class ViewResult {
 struct TensorBridge {
   PyTypeObject* type;  ///< the framework's tensor type (exact)
   /// Fills `t` with a view of `x` (`strides`: room for kMaxViewDims, for bridges
-  /// that need it); no error set on any result.
-  ViewResult (*view)(const void* context, PyObject* x, DLTensor* t, int64_t* strides);
+  /// that need it), an output when `written` (a read-only array is viewed only as
+  /// an input); no error set on any result.
+  ViewResult (*view)(const void* context, PyObject* x, DLTensor* t, int64_t* strides, bool written);
   /// The framework's tensor over `tensor`, taking its reference; nullptr with an
   /// error set.
   PyObject* (*wrap)(const void* context, TVMFFIObjectHandle tensor);

@@ -81,8 +81,8 @@ class ModelArguments {
   size_t n_ = 0;
   SmallVector<PyObject*, 8> held_;
   SmallVector<TVMFFIObjectHandle, 2> ffi_held_;  ///< String objects of NUL-holding str arguments
-  SmallVector<PyObject*, 8> replaced_;      ///< per caller: an owned replacement, or nullptr
-  SmallVector<PyObject*, 16> call_values_;  ///< call_values()'s array
+  SmallVector<PyObject*, 8> replaced_;           ///< per caller: an owned replacement, or nullptr
+  SmallVector<PyObject*, 16> call_values_;       ///< call_values()'s array
   Framework framework_ = Framework::kNone;
   PyObject* first_tensor_ = Py_None;
   bool direct_ = true;

@@ -166,8 +166,9 @@ PyObject* empty_ndarray(const int64_t* shape, int rank, DLDataType dtype, const 
 }
 
 TensorBridge numpy_bridge(PyObject* dtype_named) {
-  auto view = [](const void*, PyObject* x, DLTensor* t, int64_t* strides) {
-    return view_ndarray(x, t, strides) ? ViewResult::kViewed : ViewResult::kChecked;
+  auto view = [](const void*, PyObject* x, DLTensor* t, int64_t* strides, bool written) {
+    const bool viewed = written ? view_ndarray(x, t, strides) : ndarray_metadata(x, t, strides);
+    return viewed ? ViewResult::kViewed : ViewResult::kChecked;
   };
   auto wrap = [](const void* named, TVMFFIObjectHandle tensor) {
     return ndarray_owning(tensor, static_cast<PyObject*>(const_cast<void*>(named)));

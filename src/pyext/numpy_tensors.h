@@ -58,8 +58,9 @@ bool ndarray_writeable(PyObject* a);
 /// an error set.
 PyObject* empty_ndarray(const int64_t* shape, int rank, DLDataType dtype, const int64_t* order, PyObject* dtype_named);
 
-/// How NumPy arrays cross a direct call: views by view_ndarray (the others take the
-/// checked path), results by ndarray_owning with `dtype_named`.
+/// How NumPy arrays cross a direct call: outputs by view_ndarray, inputs by
+/// ndarray_metadata (read-only arrays too: the kernel only reads them; the others
+/// take the checked path), results by ndarray_owning with `dtype_named`.
 TensorBridge numpy_bridge(PyObject* dtype_named);
 
 }  // namespace kjit::pyext

@@ -231,12 +231,14 @@ bool refuse_storage_less(const char* fn, size_t i, const char* name, PyObject* x
   }
   const std::string kind = layout_or_meta(x);
   if (!kind.empty() && kind != "meta") {
-    PyErr_Format(PyExc_TypeError, "%s: argument #%zu '%s' is a %s tensor, whose layout kjit does not read; pass %s.to_dense()",
-                 fn, i, name, kind.c_str(), name);
+    PyErr_Format(PyExc_TypeError,
+                 "%s: argument #%zu '%s' is a %s tensor, whose layout kjit does not read; pass %s.to_dense()", fn, i,
+                 name, kind.c_str(), name);
     return false;
   }
-  const char* what = kind == "meta" ? "a meta tensor (shape and dtype, no data)"
-                                    : "a torch tensor without storage (one inside torch.func.vmap, grad or functionalize)";
+  const char* what = kind == "meta"
+                         ? "a meta tensor (shape and dtype, no data)"
+                         : "a torch tensor without storage (one inside torch.func.vmap, grad or functionalize)";
   const std::string torch_said = cause.empty() ? "" : " (torch: " + cause + ")";
   PyErr_Format(PyExc_TypeError,
                "%s: argument #%zu '%s' is %s, which has no data a kjit function can read%s; call mod.torch.%s, the "
@@ -298,7 +300,7 @@ bool bump_torch_versions(PyObject* const* tensors, size_t n) {
 }
 
 TensorBridge torch_bridge(PyTypeObject* torch_tensor, const DLPackExchangeAPI* api) {
-  auto view = [](const void* context, PyObject* x, DLTensor* t, int64_t*) {
+  auto view = [](const void* context, PyObject* x, DLTensor* t, int64_t*, bool) {
     return view_torch_cpu(static_cast<const DLPackExchangeAPI*>(context), x, t);
   };
   auto wrap = [](const void* context, TVMFFIObjectHandle tensor) {

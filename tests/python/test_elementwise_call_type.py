@@ -92,10 +92,15 @@ class Sub(np.ndarray):
 def test_calls_the_c_path_does_not_take_go_to_the_checked_path(add, axpy, case):
     x = np.arange(4, dtype=np.float32)
     before = paths(add)
-    if case == "read-only":
+    if case == "read-only":  # an input the kernel only reads: the C path since issue 38; a read-only out is not
         ro = x.copy()
         ro.flags.writeable = False
         np.testing.assert_array_equal(add(x, ro), x + x)
+        assert moved(add, before) == (1, 0, 0)
+        with pytest.raises(ValueError, match="read-only"):
+            add(x, x, out=ro)
+        assert moved(add, before)[2] == 1
+        return
     elif case == "numpy scalar":  # strong under NumPy's rules: float64
         assert add(x, np.float64(1.0)).dtype == np.float64
     elif case == "subclass":

@@ -244,11 +244,40 @@ def test_common_numpy_calls_run_in_c(rsum, repeat):
     assert moved(rsum, before) == (6, 0, 0)
 
 
+@pytest.mark.parametrize("repeat", range(2))
+def test_tuple_axes_dtypes_and_read_only_inputs_run_in_c(rsum, repeat):
+    """Everyday NumPy calls (np.sum(x, axis=(0, 1)), dtype=, a read-only input) take
+    the C path too (they took the checked one: 26-70 us against np.sum's 3-7)."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    before = paths(rsum)
+    check(rsum(x, axis=(0, 2)), x.sum(axis=(0, 2)))
+    check(rsum(x, axis=(-1,), keepdims=True), x.sum(axis=(-1,), keepdims=True))
+    check(rsum(x, axis=()), x.sum(axis=()))
+    for dtype in (np.float64, "float64", np.dtype("float64"), np.int32):
+        check(rsum(x, dtype=dtype), x.sum(dtype=dtype))
+    check(rsum(x, axis=(0, 1), dtype=np.float64), x.sum(axis=(0, 1), dtype=np.float64))
+    ro = x.copy()
+    ro.flags.writeable = False
+    check(rsum(ro, axis=1), ro.sum(axis=1))
+    check(rsum(np.broadcast_to(np.float32(2), (5, 5))), np.float32(50))
+    assert moved(rsum, before) == (10, 0, 0)
+    with pytest.raises(ValueError, match=r"^rsum: duplicate value in 'axis'"):
+        rsum(x, axis=(1, 1))
+    with pytest.raises(getattr(np, "exceptions", np).AxisError, match=r"^rsum: axis 5 is out of bounds"):
+        rsum(x, axis=(0, 5))
+    if torch is not None:
+        t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+        before = paths(rsum)
+        assert torch.equal(rsum(t, axis=(0, 2)), t.sum(dim=(0, 2)))
+        assert torch.equal(rsum(t, dtype=torch.float64), t.sum(dtype=torch.float64))
+        assert moved(rsum, before) == (2, 0, 0)
+
+
 def test_other_calls_take_the_checked_path(rsum):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     before = paths(rsum)
-    check(rsum(x, axis=(0, 1)), x.sum(axis=(0, 1)))
-    check(rsum(x, dtype=np.float64), x.sum(dtype=np.float64))
+    check(rsum(x, axis=[0, 1]), x.sum(axis=(0, 1)))  # a list (NumPy refuses one; kjit reads it)
+    check(rsum(x, axis=(np.int64(0), 1)), x.sum(axis=(0, 1)))
     with pytest.raises(TypeError, match=r"^kjit.reduction: input #0 must be a tensor .* got list$"):
         rsum(x.tolist())
     check(rsum(2.5), np.sum(2.5))
