@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/governor.h"
 #include "cpu/openmp_runtime.h"
 #include "cpu/own_threads.h"
 #include "kjit/elementwise.h"
@@ -42,23 +43,10 @@ namespace kjit {
 namespace cpu {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 /// How long an idle worker spins before it sleeps, and how long a caller spins for
 /// the workers' last chunks before it sleeps (chosen by measurement on bench_elementwise).
 constexpr std::chrono::microseconds kWorkerSpin{300};
 constexpr std::chrono::microseconds kCallerSpin{200};
-
-/// A caller's wait for chunks other threads hold that marks a region late, when it
-/// is also more than four of the caller's own chunks: far above a sleeping
-/// worker's (or OpenMP team thread's) wake-up, below a scheduler's time slice.
-constexpr std::chrono::microseconds kLateWait{1000};
-/// The governor's serial windows after late regions: from a few time slices to half
-/// a second, so a probe of a still-busy machine is rare among calls.
-constexpr std::chrono::milliseconds kMinBackoff{4};
-constexpr std::chrono::milliseconds kMaxBackoff{512};
-/// How often the governor reads the machine's runnable count.
-constexpr std::chrono::milliseconds kSampleInterval{16};
 
 thread_local bool t_in_parallel = false;
 std::atomic<int> g_requested{0};
@@ -212,22 +200,6 @@ class ChunkBlocks {
   std::vector<std::unique_ptr<Array>> arrays_;
 };
 
-/// Whether a region found the machine too busy for its threads, from what its
-/// caller saw: a worker that was spinning when woken (so it needed no wake-up,
-/// only a CPU) but claimed nothing, or a wait for other threads' chunks far
-/// longer than a chunk takes (a thread was descheduled holding one).
-struct RegionTiming {
-  Clock::time_point start;       ///< when the region was opened
-  Clock::time_point claims_end;  ///< when the caller found no chunk left to claim
-  int caller_chunks = 0;         ///< chunks the caller ran
-
-  bool waited_too_long(Clock::time_point end) const {
-    const auto work = claims_end - start;
-    const auto per_chunk = caller_chunks > 0 ? work / caller_chunks : work;
-    return end - claims_end > std::max<Clock::duration>(kLateWait, 4 * per_chunk);
-  }
-};
-
 /// The machine's runnable threads now: /proc/loadavg's fourth field ("2/79"), or -1.
 int runnable_threads_from_proc() {
   const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
@@ -252,74 +224,28 @@ int runnable_threads_from_proc() {
 /// test's reader.
 std::atomic<int (*)()> g_runnable_reader{&runnable_threads_from_proc};
 
-/// How many threads regions get while the machine is oversubscribed: after a late
-/// region, one (the caller alone) for a window. A region late again within a
-/// second of the last window doubles the next one (a machine that stays busy is
-/// probed, with a full region, about twice a second); one after a quiet second
-/// starts from the shortest. A region on one thread depends on no other thread
-/// being run; a late one costs a time slice, so parallel regions between late
-/// ones pay only when late ones are rare. Between windows, a region gets no more
-/// threads than there are CPUs nothing else wants (the runnable count, read every
-/// kSampleInterval): that sees a competitor before any region is late.
-class Governor {
- public:
-  /// Threads for a region that asks for `requested`.
-  int threads(int requested) {
-    if (requested <= 1 || !adaptive()) return requested;
-    const int64_t now = now_ns();
-    const int64_t until = serial_until_.load(std::memory_order_relaxed);
-    if (until != 0 && now < until) return 1;
-    int64_t last = last_sample_.load(std::memory_order_relaxed);
-    constexpr int64_t kInterval = std::chrono::nanoseconds(kSampleInterval).count();
-    if (now - last >= kInterval && last_sample_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      // Two readings in a row must see a competitor: a kernel thread or another
-      // short task caught by one reading would cost a whole interval of serial loops.
-      const int reading = free_cpus();
-      free_cpus_.store(std::max(reading, last_reading_.exchange(reading, std::memory_order_relaxed)),
-                       std::memory_order_relaxed);
-    }
-    return std::max(1, std::min(requested, free_cpus_.load(std::memory_order_relaxed)));
-  }
+/// CPUs that nothing else wants now: online CPUs less the runnable threads that
+/// are neither the caller nor ours; every CPU when /proc/loadavg cannot be read.
+/// Ours are counted by their scheduler state, not by whether they are in a region
+/// or spinning after one: torch's own regions keep a shared OpenMP team spinning,
+/// and a spinning thread that was counted as awake after it went to sleep hid a
+/// competitor and kept regions parallel beside it.
+int free_cpus() {
+  static const int online = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int runnable = g_runnable_reader.load(std::memory_order_relaxed)();
+  if (runnable < 0) return online;
+  return online - std::max(0, runnable - 1 - runnable_own_threads());
+}
 
-  void report(bool late) {
-    if (!late || !adaptive()) return;
-    constexpr int64_t kMin = std::chrono::nanoseconds(kMinBackoff).count();
-    constexpr int64_t kMax = std::chrono::nanoseconds(kMaxBackoff).count();
-    constexpr int64_t kRecent = std::chrono::nanoseconds(std::chrono::seconds(1)).count();
-    const int64_t now = now_ns();
-    const int64_t last_end = serial_until_.load(std::memory_order_relaxed);
-    int64_t window = window_ns_.load(std::memory_order_relaxed);
-    window = last_end != 0 && now - last_end < kRecent ? std::min(std::max(2 * window, kMin), kMax) : kMin;
-    window_ns_.store(window, std::memory_order_relaxed);
-    serial_until_.store(now + window, std::memory_order_relaxed);
-  }
+Governor g_governor(&free_cpus);
 
- private:
-  static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  }
+/// The governor's threads for a region, unless it is off (set_adaptive_threads).
+int governed_threads(int requested) { return adaptive() ? g_governor.threads(requested, Clock::now()) : requested; }
 
-  /// CPUs that nothing else wants now: online CPUs less the runnable threads that
-  /// are neither the caller nor ours; every CPU when /proc/loadavg cannot be read.
-  /// Ours are counted by their scheduler state, not by whether they are in a
-  /// region or spinning after one: torch's own regions keep a shared OpenMP team
-  /// spinning, and a spinning thread that was counted as awake after it went to
-  /// sleep hid a competitor and kept regions parallel beside it.
-  static int free_cpus() {
-    static const int online = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-    const int runnable = g_runnable_reader.load(std::memory_order_relaxed)();
-    if (runnable < 0) return online;
-    return online - std::max(0, runnable - 1 - runnable_own_threads());
-  }
-
-  std::atomic<int64_t> serial_until_{0};  ///< the end of the last serial window, 0 before any
-  std::atomic<int64_t> window_ns_{0};
-  std::atomic<int64_t> last_sample_{0};
-  std::atomic<int> free_cpus_{INT_MAX};
-  std::atomic<int> last_reading_{INT_MAX};
-};
-
-Governor g_governor;
+/// Tells the governor how a region that just ended went.
+void report_region(bool late) {
+  if (adaptive()) g_governor.report(late, Clock::now());
+}
 
 /// A worker's wake word and state, alone on a cache line: the caller writes one
 /// line per worker it wakes, and a spinning worker reads only its own.
@@ -364,7 +290,7 @@ class Pool {
     for (int w = 0; w < workers && !late; ++w) {
       late = slots_[w]->spinning_at_wake && slots_[w]->joined.load(std::memory_order_relaxed) != job_id_;
     }
-    g_governor.report(late);
+    report_region(late);
     if (error_) std::rethrow_exception(error_);
     return true;
   }
@@ -493,7 +419,7 @@ class OpenMpRegion {
   void run() {
     timing_.start = Clock::now();
     runtime_.parallel(&OpenMpRegion::team_body, this, static_cast<unsigned>(threads_), 0);
-    g_governor.report(timing_.waited_too_long(Clock::now()));
+    report_region(timing_.waited_too_long(Clock::now()));
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -567,7 +493,7 @@ void parallel_for(int chunks, int threads, ChunkFn fn) {
   if (threads > 1 && !t_in_parallel) {
     const OpenMpRuntime* runtime = loaded_openmp_runtime();
     if (runtime != nullptr) note_openmp_team(*runtime, threads);
-    threads = g_governor.threads(threads);
+    threads = governed_threads(threads);
     if (threads > 1 && runtime != nullptr) {
       OpenMpRegion(*runtime, chunks, threads, fn).run();
       return;
