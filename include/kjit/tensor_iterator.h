@@ -155,8 +155,8 @@ inline std::pair<Int128, Int128> byte_range(const TensorView& t) {
 inline void check_no_shared_byte(const LoopLayout& nest, int i, int j, int n_out) {
   const std::vector<int64_t> shape(nest.shape.begin(), nest.shape.end());
   const OperandInfo &a = nest.operands[static_cast<size_t>(i)], &b = nest.operands[static_cast<size_t>(j)];
-  const Overlap how = may_share_memory(shape, {a.data, a.strides.data(), a.element_size},
-                                       {b.data, b.strides.data(), b.element_size});
+  const Overlap how =
+      may_share_memory(shape, {a.data, a.strides.data(), a.element_size}, {b.data, b.strides.data(), b.element_size});
   if (how == Overlap::kNo) return;
   if (how == Overlap::kTooHard) {
     iterator_error(operand_label(i, n_out) + " may overlap " + operand_label(j, n_out) +

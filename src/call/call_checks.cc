@@ -478,8 +478,8 @@ class Checker {
   /// A tensor (or an object tvm-ffi does not convert) where a scalar goes, in a call
   /// of a function that returns tensors: the caller may have passed what it returns.
   std::string note(const TVMFFIAny* a) const {
-    const bool tensor_like = a->type_index == kTVMFFIDLTensorPtr || a->type_index == kTVMFFITensor ||
-                             a->type_index == kTVMFFIOpaquePyObject;
+    const bool tensor_like =
+        a->type_index == kTVMFFIDLTensorPtr || a->type_index == kTVMFFITensor || a->type_index == kTVMFFIOpaquePyObject;
     return tensor_like ? model_.returned_note() : std::string();
   }
 
@@ -497,8 +497,8 @@ class Checker {
     if (is_complex(t) || is_float(t)) {
       if (a->type_index == kTVMFFIFloat || int_or_bool) return 0;
       return kjit_stub::fail_scalar_kind(fn_, i, name, type,
-                                         is_complex(t) ? "a real number (tvm-ffi has no complex scalar)" : "a float",
-                                         a, note(a).c_str());
+                                         is_complex(t) ? "a real number (tvm-ffi has no complex scalar)" : "a float", a,
+                                         note(a).c_str());
     }
     const bool size = static_cast<size_t>(i) < plan_.size_callers.size() && plan_.size_callers[static_cast<size_t>(i)];
     if (size && a->type_index == kTVMFFIBool) {

@@ -68,8 +68,8 @@ std::string CallModel::returned_note() const {
   if (returned_.empty()) return "";
   std::string names;
   for (size_t r : returned_) names += (names.empty() ? "'" : ", '") + spec_.params[r].name + "'";
-  return "; " + names + (returned_.size() > 1 ? " are" : " is") + " returned by " + spec_.name +
-         ", not passed: call " + spec_.name + "(" + signature_text_ + ")";
+  return "; " + names + (returned_.size() > 1 ? " are" : " is") + " returned by " + spec_.name + ", not passed: call " +
+         spec_.name + "(" + signature_text_ + ")";
 }
 
 int CallModel::bind(size_t nargs, const std::string_view* kwnames, size_t nkw, int32_t* from) const {

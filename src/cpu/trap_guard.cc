@@ -17,7 +17,7 @@ namespace {
 
 thread_local sigjmp_buf* t_armed = nullptr;
 // What was installed before kjit's handler: [0] SIGFPE's, [1] SIGILL's.
-struct sigaction g_previous[2] {};
+struct sigaction g_previous[2]{};
 
 void on_trap(int sig, siginfo_t* info, void* context) {
   if (sigjmp_buf* armed = t_armed) {

@@ -9,10 +9,10 @@
 #include <tvm/ffi/extra/c_env_api.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <map>
-#include <charconv>
 #include <mutex>
 
 #include "cpu/codegen_reduction.h"
@@ -89,11 +89,12 @@ void write_identity(const std::string& fn, const EwOperand& identity, EwType acc
     } else {
       std::to_chars(value, value + sizeof(value) - 1, identity.real);
     }
-    throw ValueError(fn + ": the identity " + std::string(value) + " is not a value of " + ew_type_name(acc) +
-                     ", which this call accumulates in (it would " +
-                     (kind == iterator::Kind::kFloat || kind == iterator::Kind::kComplex ? "overflow" : "wrap or round") +
-                     "); pass identity=None for a reduction without one (max, min), an identity of the "
-                     "accumulator's range, or dtype= a type that holds it");
+    throw ValueError(
+        fn + ": the identity " + std::string(value) + " is not a value of " + ew_type_name(acc) +
+        ", which this call accumulates in (it would " +
+        (kind == iterator::Kind::kFloat || kind == iterator::Kind::kComplex ? "overflow" : "wrap or round") +
+        "); pass identity=None for a reduction without one (max, min), an identity of the "
+        "accumulator's range, or dtype= a type that holds it");
   }
   iterator::write_scalar(identity, acc, slot);
 }
@@ -202,7 +203,8 @@ KJIT_NOINLINE void check_no_shared_byte(const std::string& fn, const RedPlan& pl
   if (how == iterator::Overlap::kTooHard) {
     throw ValueError(fn + ": out may overlap input #" + std::to_string(i) +
                      ": their strides are too irregular to decide within kjit's search bound (" +
-                     std::to_string(iterator::kOverlapMaxWork) + " steps), so kjit treats them as overlapping; pass "
+                     std::to_string(iterator::kOverlapMaxWork) +
+                     " steps), so kjit treats them as overlapping; pass "
                      "a separate out");
   }
   throw ValueError(fn + ": out overlaps input #" + std::to_string(i) +

@@ -401,18 +401,22 @@ TEST(Iterator, InterleavedViewsThatShareNoElementAreAccepted) {
   every_other.strides = &two;
   one.shape = &n1;
   one.byte_offset = sizeof(float);
-  kjit::cpu_reduce(
-      TensorIteratorConfig().is_reduction(true).add_output(kjit::TensorView(&one)).add_input(kjit::TensorView(&every_other)).build(),
-      0.0f, [](float a, float b) { return a + b; });
+  kjit::cpu_reduce(TensorIteratorConfig()
+                       .is_reduction(true)
+                       .add_output(kjit::TensorView(&one))
+                       .add_input(kjit::TensorView(&every_other))
+                       .build(),
+                   0.0f, [](float a, float b) { return a + b; });
   EXPECT_EQ(v.storage[1], v.storage[0] + v.storage[2] + v.storage[4] + v.storage[6] + v.storage[8]);
   // Still refused: x[1::2] written from x[:8] (element 1 is both).
   DLTensor first_eight = buf.dl;
   first_eight.shape = &eight;
-  EXPECT_EQ(message_of([&] {
-              TensorIteratorConfig().add_output(kjit::TensorView(&odds)).add_input(kjit::TensorView(&first_eight)).build();
-            }),
-            "kjit::TensorIterator: output 0 partially overlaps input 0: an output may share memory with an input only "
-            "as the same tensor (in place)");
+  EXPECT_EQ(
+      message_of([&] {
+        TensorIteratorConfig().add_output(kjit::TensorView(&odds)).add_input(kjit::TensorView(&first_eight)).build();
+      }),
+      "kjit::TensorIterator: output 0 partially overlaps input 0: an output may share memory with an input only "
+      "as the same tensor (in place)");
 }
 
 TEST(Iterator, BoolReductionsDoNotRaceOnTheirParts) {

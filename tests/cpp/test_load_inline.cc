@@ -96,8 +96,8 @@ TEST(LoadInline, RejectsBadArgumentsWithFullMessages) {
 
 TEST(LoadInline, MapsKernelExceptionsToErrorKinds) {
   Module m = axpy_module();
-  EXPECT_EQ(error_of(m.function("boom"), 0), "IndexError: index 7 is past the end");
-  EXPECT_EQ(error_of(m.function("boom"), 1), "TypeError: wrong layout");
+  EXPECT_EQ(error_of(m.function("boom"), 0), "IndexError: boom: index 7 is past the end");
+  EXPECT_EQ(error_of(m.function("boom"), 1), "TypeError: boom: wrong layout");
   EXPECT_EQ(error_of(m.function("boom"), 2),
             "RuntimeError: boom: the kernel threw an exception that is not a std::exception");
 }

@@ -857,9 +857,9 @@ TEST_F(XlaHandler, KernelExceptionsMapToErrorCodes) {
     f.ret(XLA_FFI_DataType_F32, o, {1}).attr("how", XLA_FFI_DataType_S32, how);
     return run(handler("fail_kernel"), f);
   };
-  EXPECT_EQ(call(0), "INTERNAL: RuntimeError: kernel exploded");
-  EXPECT_EQ(call(1), "INVALID_ARGUMENT: ValueError: bad value");
-  EXPECT_EQ(call(2), "INVALID_ARGUMENT: IndexError: index 9 is past the end");
+  EXPECT_EQ(call(0), "INTERNAL: RuntimeError: fail_kernel: kernel exploded");
+  EXPECT_EQ(call(1), "INVALID_ARGUMENT: ValueError: fail_kernel: bad value");
+  EXPECT_EQ(call(2), "INVALID_ARGUMENT: IndexError: fail_kernel: index 9 is past the end");
   EXPECT_EQ(call(3), "INTERNAL: RuntimeError: fail_kernel: the kernel threw an exception that is not a std::exception");
   EXPECT_EQ(call(4), "OK");
 }

@@ -162,10 +162,10 @@ inline Overlap may_share_memory(const std::vector<int64_t>& shape, const Strided
   }
   std::vector<OverlapTerm> terms;
   OverlapInt span_a = 0, span_b = 0;
-  const OverlapInt a_lo =
-      static_cast<OverlapInt>(reinterpret_cast<uintptr_t>(a.data)) + overlap::add_terms(shape, a.strides, &terms, &span_a);
-  const OverlapInt b_lo =
-      static_cast<OverlapInt>(reinterpret_cast<uintptr_t>(b.data)) + overlap::add_terms(shape, b.strides, &terms, &span_b);
+  const OverlapInt a_lo = static_cast<OverlapInt>(reinterpret_cast<uintptr_t>(a.data)) +
+                          overlap::add_terms(shape, a.strides, &terms, &span_a);
+  const OverlapInt b_lo = static_cast<OverlapInt>(reinterpret_cast<uintptr_t>(b.data)) +
+                          overlap::add_terms(shape, b.strides, &terms, &span_b);
   if (a_lo + span_a + a.item <= b_lo || b_lo + span_b + b.item <= a_lo) return Overlap::kNo;  // disjoint ranges
   terms.push_back({1, static_cast<uint64_t>(a.item + b.item - 2)});                           // the bytes u and v
   const OverlapInt rhs = b_lo - a_lo + span_b + b.item - 1;

@@ -779,7 +779,8 @@ KJIT_COLD int raise_current_exception(const char* fn) {
   } catch (const kjit::Error& e) {  // the kind names: kjit/errors.h, shared with the runtime
     TVMFFIErrorSetRaisedFromCStr(e.kind(), named_message(fn, e.what()).c_str());
   } catch (const std::exception& e) {
-    TVMFFIErrorSetRaisedFromCStr(kjit::error_kind_name(kjit::kernel_error_kind(e)), named_message(fn, e.what()).c_str());
+    TVMFFIErrorSetRaisedFromCStr(kjit::error_kind_name(kjit::kernel_error_kind(e)),
+                                 named_message(fn, e.what()).c_str());
   } catch (...) {
     return raise("RuntimeError", "%s: the kernel threw an exception that is not a std::exception", fn);
   }
