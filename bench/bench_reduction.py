@@ -9,6 +9,9 @@ Targets (issue: reductions), every comparison in the same run:
     to 2^14, every one after): the ratios, NumPy and torch inputs;
   * argmax of 2^22 float32 (kjit.arg_reduction with NumPy's NaN rule): at least
     np.argmax's speed (torch.argmax shown);
+  * everyday call forms on 100 float32 (a tuple axis, dtype=, a read-only input):
+    at least np.sum's speed, through kjit's C call path (issue 38; they took the
+    Python checked path, 26-70 us);
   * first call of a new reduction: cold (a new cache) and from the disk cache in a
     fresh process.
 
@@ -131,6 +134,37 @@ def size_sweep(what: str, kjit_fn, numpy_fn, torch_fn, rounds: int, smoke: bool)
         print(line)
 
 
+def call_forms(rsum, torch, rounds: int, smoke: bool) -> bool:
+    """Small calls in the forms people write (np.sum(x, axis=(0, 1)), dtype=, a
+    read-only array): us per call against NumPy (and torch), and whether each ran
+    through the C call path. True when every form is at least NumPy's speed."""
+    x = np.arange(100, dtype=np.float32).reshape(10, 10)
+    ro = x.copy()
+    ro.flags.writeable = False
+    forms = {
+        "axis=(0, 1)": (lambda: rsum(x, axis=(0, 1)), lambda: np.sum(x, axis=(0, 1))),
+        "dtype=float64": (lambda: rsum(x, dtype=np.float64), lambda: np.sum(x, dtype=np.float64)),
+        "read-only, axis=1": (lambda: rsum(ro, axis=1), lambda: np.sum(ro, axis=1)),
+        "axis=1": (lambda: rsum(x, axis=1), lambda: np.sum(x, axis=1)),
+    }
+    print("everyday call forms, 100 float32 (us per call; ratio > 1: kjit faster):")
+    ok = True
+    for name, (mine, theirs) in forms.items():
+        before = rsum._checked_calls
+        t = rotate({"kjit": mine, "numpy": theirs}, rounds, 2 if smoke else 20000)
+        in_c = rsum._checked_calls == before
+        print(f"  {name:>18}: kjit {t['kjit'] * 1e6:6.2f}  numpy {t['numpy'] * 1e6:6.2f}  "
+              f"np/kjit {t['numpy'] / t['kjit']:5.2f}  {'C path' if in_c else 'CHECKED PATH'}")
+        ok &= in_c and t["numpy"] >= t["kjit"]
+    if torch is not None:
+        tx = torch.from_numpy(x.copy())
+        t = rotate({"kjit": lambda: rsum(tx, axis=(0, 1), dtype=torch.float64),
+                    "torch": lambda: torch.sum(tx, dim=(0, 1), dtype=torch.float64)}, rounds, 2 if smoke else 20000)
+        print(f"  {'torch, (0, 1), f64':>18}: kjit {t['kjit'] * 1e6:6.2f}  torch {t['torch'] * 1e6:6.2f}  "
+              f"torch/kjit {t['torch'] / t['kjit']:5.2f}")
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -189,6 +223,8 @@ def main() -> int:
         t = rotate(variants, rounds, 5 if not args.smoke else 2)
         report(f"argmax of {n} float32:", t)
         ok &= t["numpy"] >= t["kjit"]
+    if not args.sizes:
+        ok &= call_forms(rsum, torch, rounds, args.smoke)
     argmax = kjit.arg_reduction(ARGMAX)
     size_sweep("sum", rsum, np.sum, torch and torch.sum, rounds, args.smoke)
     size_sweep("argmax", argmax, np.argmax, torch and torch.argmax, rounds, args.smoke)
@@ -201,7 +237,7 @@ def main() -> int:
         print("smoke run: every case ran and computed the right values")
         return 0
     print("targets " + ("met" if ok else "MISSED") + " (sum 2^24 >= numpy, torch, 85% of C omp; both axes of "
-          "(4096, 4096) >= numpy, torch, new and out=; argmax 2^22 >= numpy)")
+          "(4096, 4096) >= numpy, torch, new and out=; argmax 2^22 >= numpy; call forms >= numpy, in C)")
     return 0
 
 

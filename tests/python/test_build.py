@@ -139,7 +139,9 @@ def test_concurrent_processes_compile_once(tmp_path):
         assert p.returncode == 0, err
     paths = {re.search(r"^PATH (.*)$", out, re.M).group(1) for out, _ in outs}
     assert len(paths) == 1
-    compiles = sum(err.count("compiling module") for _, err in outs)
+    # "[kjit] compiling module" starts a compile; "still compiling module" is its
+    # progress line on a slow machine (a loaded one, an ASan build), not a second compile.
+    compiles = sum(len(re.findall(r"^\[kjit\] compiling module", err, re.M)) for _, err in outs)
     assert compiles == 1, "\n---\n".join(err for _, err in outs)
 
 

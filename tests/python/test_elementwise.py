@@ -9,6 +9,8 @@ import ctypes
 import gc
 import importlib
 
+import re
+
 import numpy as np
 import pytest
 
@@ -670,7 +672,8 @@ def test_a_kernel_that_does_not_compile_is_not_compiled_again(tmp_path, capfd):
             bad(np.ones(2))
         errors.append(str(info.value))
     assert errors[0] == errors[1] == errors[2] and "code:1:" in errors[0]
-    assert capfd.readouterr().err.count("compiling") == 1
+    # a slow machine adds "still compiling" progress lines to the one compile
+    assert len(re.findall(r"^\[kjit\] compiling", capfd.readouterr().err, re.M)) == 1
 
 
 def test_extra_float_scalar_converted_to_integer_compute_type(axpy):
