@@ -14,9 +14,10 @@ namespace kjit {
 constexpr int kAxisListMax = 8;
 constexpr uint32_t kAxisListTag = 0x4b4a4158;
 
+/// Trivial (no initialisation): the call type keeps one on the stack of every call.
 struct AxisList {
-  int64_t n = 0;
-  int64_t axes[kAxisListMax] = {};
+  int64_t n;
+  int64_t axes[kAxisListMax];
 };
 
 }  // namespace kjit

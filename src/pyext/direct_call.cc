@@ -98,7 +98,9 @@ class TensorViews {
 
 /// The arguments packed for the call function's C ABI: kRan when all cross
 /// directly, else why not (kNotTaken, kChecked).
-DirectOutcome pack_call(const TensorBridge& bridge, const CallArguments& a, TensorViews* views, AxisList* lists,
+/// `list`: room for one axis tuple among the extras (a reduction's axis; a call with
+/// more goes another way).
+DirectOutcome pack_call(const TensorBridge& bridge, const CallArguments& a, TensorViews* views, AxisList* list,
                         TVMFFIAny* packed) {
   size_t k = 0;
   ViewResult viewed = ViewResult::kViewed;
@@ -119,10 +121,13 @@ DirectOutcome pack_call(const TensorBridge& bridge, const CallArguments& a, Tens
   for (PyObject* o : a.outputs) {
     if (!pack_tensor(o, true)) return not_packed();
   }
-  for (size_t e = 0; e < a.extras.size(); ++e, ++k) {
-    if (!pack_scalar(a.extras[e], &packed[k]) && !pack_axis_list(a.extras[e], &lists[e], &packed[k])) {
-      return DirectOutcome::kNotTaken;
+  for (PyObject* e : a.extras) {
+    if (pack_scalar(e, &packed[k])) {
+      ++k;
+      continue;
     }
+    if (list == nullptr || !pack_axis_list(e, list, &packed[k++])) return DirectOutcome::kNotTaken;
+    list = nullptr;  // used
   }
   return DirectOutcome::kRan;
 }
@@ -176,8 +181,8 @@ PyObject* call_direct(TVMFFIObjectHandle function, const TensorBridge& bridge, c
   const size_t n = a.n_inputs + a.outputs.size() + a.extras.size();
   SmallVector<TVMFFIAny, 8> packed(n, TVMFFIAny{});
   TensorViews views(a.n_inputs + a.outputs.size());
-  SmallVector<AxisList, 2> lists(a.extras.size());
-  *outcome = n > INT32_MAX ? DirectOutcome::kNotTaken : pack_call(bridge, a, &views, lists.data(), packed.data());
+  AxisList list;  // uninitialised: written only when an extra is an axis tuple
+  *outcome = n > INT32_MAX ? DirectOutcome::kNotTaken : pack_call(bridge, a, &views, &list, packed.data());
   if (*outcome != DirectOutcome::kRan) return nullptr;
   TVMFFIAny result{};
   result.type_index = kTVMFFINone;
