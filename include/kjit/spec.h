@@ -108,9 +108,12 @@ struct TensorSpec {
   /// caller's framework) and the call returns it; the kernel sees an output (out is
   /// set too). Python callers do not pass it.
   bool returned = false;
-  /// "dtype(x)[...]": the dtype of input tensor `x` (returned tensors only); dtypes is
-  /// empty then.
+  /// "dtype(x)[...]": the dtype of tensor `x` (a returned tensor is allocated in it;
+  /// another must have it); dtypes is empty then.
   std::string dtype_of;
+  /// "T[...]": the spec's dtype variable T (FunctionSpec::dtype_vars); dtypes holds
+  /// its alternatives.
+  std::string dtype_var;
 };
 
 /// A tensor of packed dtypes (validation makes every alternative packed alike).
@@ -129,6 +132,19 @@ struct Param {
   /// kScalar only ("n: int64 symbol"): kjit passes the value the tensors bound to the
   /// shape symbol of this name; callers do not pass it.
   bool symbol = false;
+  /// kScalar only ("eps: T"): typed by dtype variable T, its value is converted to
+  /// the dtype T is bound to (rounded, or range-checked); `scalar` is the type it is
+  /// read as (float64 when T's alternatives are floating, int64 when integer).
+  std::string scalar_var;
+  SourceSpan span;
+};
+
+/// A dtype variable ("<T: float32|float64> x: T[n], w: T[n]"): the tensors typed T
+/// share one dtype per call, that of the first tensor present that carries it
+/// (inputs before returned tensors, in parameter order).
+struct DTypeVar {
+  std::string name;
+  std::vector<DTypeInfo> dtypes;  ///< its alternatives (never empty)
   SourceSpan span;
 };
 
@@ -144,6 +160,7 @@ struct Constraint {
 
 struct FunctionSpec {
   std::string name;
+  std::vector<DTypeVar> dtype_vars;
   std::vector<Param> params;
   std::vector<Constraint> constraints;
   /// How the stub calls the C++ function ("ns::f"); empty means `name` at global scope.
@@ -151,6 +168,8 @@ struct FunctionSpec {
 
   /// Parameters the caller passes (everything but the stream and symbol scalars), in order.
   std::vector<const Param*> call_args() const;
+  /// The dtype variable called `name`, or nullptr.
+  const DTypeVar* find_dtype_var(const std::string& name) const;
 };
 
 /// Canonical signature text; parse_signature(name, to_string(spec)) gives back spec.
@@ -178,6 +197,9 @@ class SpecBuilder {
   /// Adds a tensor; `dtype` may be "float16|bfloat16" or "any"; dims are expressions.
   SpecBuilder& tensor(const std::string& name, const std::string& dtype, const std::vector<std::string>& dims);
   SpecBuilder& scalar(const std::string& name, const std::string& type);
+  /// Declares dtype variable `name` with alternatives `dtypes` ("float32|float64"):
+  /// tensors and scalars added after it may take `name` as their dtype or type.
+  SpecBuilder& dtype_var(const std::string& name, const std::string& dtypes);
   /// A scalar kjit passes: the value of the shape symbol `name` ("n: int64 symbol").
   SpecBuilder& symbol(const std::string& name, const std::string& type = "int64");
   /// The default of the last scalar added ("1.0", "true"); the grammar's "= 1.0".

@@ -32,12 +32,15 @@ class SupportsDLPack(Protocol):
 class _Param:
     """A parameter as docs, signatures and .pyi stubs describe it."""
 
-    __slots__ = ("name", "kind", "type", "written", "optional", "default", "returned")
+    __slots__ = ("name", "kind", "type", "value_type", "written", "optional", "default", "returned")
 
     def __init__(self, fields, defaults: dict) -> None:
         self.name: str = str(fields["name"])
         self.kind: str = str(fields["kind"])
         self.type: str = str(fields["type"]).split(" = ")[0]
+        #: a scalar's type as its value is read: its type, or for one typed by a dtype
+        #: variable ("eps: T") float64 or int64
+        self.value_type: str = str(fields.get("value_type", "")) or self.type
         self.written: bool = bool(fields["written"])
         self.optional: bool = bool(fields["optional"])
         self.default = defaults.get(self.name, _REQUIRED)
@@ -48,7 +51,7 @@ def _python_type(param: _Param) -> str:
     """The annotation of a parameter in a .pyi."""
     if param.kind == "tensor":
         return "Optional[SupportsDLPack]" if param.optional else "SupportsDLPack"
-    t = param.type
+    t = param.value_type
     if t == "bool":
         return "bool"
     if t.startswith(("int", "uint")):

@@ -274,7 +274,7 @@ class Function:
         return dtype
 
     def _attr(self, p, value):
-        kind = _ATTR_TYPES.get(p.type)
+        kind = _ATTR_TYPES.get(p.value_type)
         if kind is None:
             raise TypeError(f"{self.name}: argument '{p.name}: {p.type}' cannot be an XLA attribute (JAX lowers no "
                             "complex attrs): pass its real and imaginary parts as two float parameters")

@@ -64,6 +64,14 @@ class Spec:
         self._params: list[dict] = []
         self._constraints: list[str] = []
 
+    def dtype_var(self, name: str, dtypes) -> "Spec":
+        """A dtype variable (the grammar's ``<T: float32|float64>``): tensors added
+        after it may take ``name`` as their dtype, and scalars as their type; every
+        tensor typed ``name`` has the dtype of the first one present in a call."""
+        self._params.append({"kind": "dtype_var", "name": name,
+                             "dtypes": _dtype_text(dtypes, f"builder of '{self.name}': dtype_var('{name}', ...)")})
+        return self
+
     def tensor(
         self,
         name: str,

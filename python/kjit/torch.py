@@ -79,7 +79,7 @@ def _schema(fn_name: str, params, kernel_return: str) -> Tuple[str, List[str]]:
             if p.written:
                 mutated.append(p.name)
             continue
-        scalar = _SCALAR_SCHEMA.get(p.type)
+        scalar = _SCALAR_SCHEMA.get(p.value_type)
         if scalar is None:
             raise SpecError(f"kjit.torch: '{fn_name}' takes '{p.name}: {p.type}', which a torch op schema cannot "
                             "carry (bytes); declare it str")

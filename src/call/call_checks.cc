@@ -157,6 +157,7 @@ struct CallModel::Plan {
     std::vector<std::vector<DivisorGuard>> divisors;  ///< per dim
     std::vector<std::string> what;                    ///< per dim: "returned tensor 'y': shape[0] = 2*n"
     int dtype_of = -1;                                ///< caller index, or -1: `dtype`
+    int dtype_var = -1;                               ///< index into dtype_vars, or -1
     DLDataType dtype{};
     DeviceKind device;
   };
@@ -173,6 +174,26 @@ struct CallModel::Plan {
   std::vector<PassedSymbol> passed;
   std::vector<ReturnedTensor> returned;
   std::vector<char> size_callers;  ///< per caller: an integer scalar that binds a symbol (no bools)
+  /// A dtype variable: the callers that carry it, in binding order (returned tensors,
+  /// which kjit allocates from the binding, are not among them).
+  struct DTypeVar {
+    std::string name;
+    std::vector<int> carriers;
+    std::string carrier_names;  ///< "x, w", for messages
+  };
+  std::vector<DTypeVar> dtype_vars;
+  /// "w: dtype(x)[...]" among the callers: w must have x's dtype.
+  struct DTypeOf {
+    int caller, source;
+    std::string label;  ///< "dtype(x)"
+  };
+  std::vector<DTypeOf> dtype_ofs;
+  /// A scalar typed by dtype variable `var` (an index into dtype_vars).
+  struct VarScalar {
+    int caller, var;
+    bool integral;  ///< range-checked against the bound dtype (a floating one is rounded by the stub)
+  };
+  std::vector<VarScalar> var_scalars;
 };
 
 namespace {
@@ -208,6 +229,7 @@ class PlanBuilder {
     for (size_t i = 0; i < model_.callers().size(); ++i)
       caller_of_name_[model_.callers()[i].name] = static_cast<int>(i);
     tensors();
+    dtype_vars();
     for (const BindingStep& s : binding_.steps) step(s);
     scalars_of_returned_shapes();
     constraints();
@@ -239,6 +261,37 @@ class PlanBuilder {
       }
       plan_->tensors.push_back(std::move(check));
     }
+  }
+
+  void dtype_vars() {
+    const FunctionSpec& full = model_.spec();
+    for (const DTypeVar& v : full.dtype_vars) {
+      CallModel::Plan::DTypeVar out;
+      out.name = v.name;
+      for (const Param* c : dtype_var_carriers(full, v.name)) {
+        if (!c->tensor.returned) out.carriers.push_back(caller_of_name_.at(c->name));
+      }
+      out.carrier_names = dtype_var_carrier_names(full, v.name);
+      plan_->dtype_vars.push_back(std::move(out));
+    }
+    for (size_t i = 0; i < model_.callers().size(); ++i) {
+      const Param& p = full.params[model_.callers()[i].param];
+      if (p.kind == ParamKind::kTensor && !p.tensor.dtype_of.empty()) {
+        plan_->dtype_ofs.push_back(
+            {static_cast<int>(i), caller_of_name_.at(p.tensor.dtype_of), "dtype(" + p.tensor.dtype_of + ")"});
+      }
+      if (p.kind == ParamKind::kScalar && !p.scalar_var.empty()) {
+        plan_->var_scalars.push_back({static_cast<int>(i), dtype_var_index(p.scalar_var), is_integer(p.scalar)});
+      }
+    }
+  }
+
+  int dtype_var_index(const std::string& name) const {
+    const std::vector<DTypeVar>& vars = model_.spec().dtype_vars;
+    for (size_t v = 0; v < vars.size(); ++v) {
+      if (vars[v].name == name) return static_cast<int>(v);
+    }
+    throw InternalError("kjit internal error: a dtype variable the spec does not declare");
   }
 
   void step(const BindingStep& s) {
@@ -360,6 +413,8 @@ class PlanBuilder {
       }
       if (!p.tensor.dtype_of.empty()) {
         r.dtype_of = caller_of_name_.at(p.tensor.dtype_of);
+      } else if (!p.tensor.dtype_var.empty()) {
+        r.dtype_var = dtype_var_index(p.tensor.dtype_var);
       } else {
         r.dtype = p.tensor.dtypes[0].dl;
       }
@@ -407,10 +462,14 @@ class Checker {
         tensors_(model.callers().size(), nullptr),
         ints_(model.callers().size(), 0),
         s_(plan.symbols.size(), 0),
-        by_(plan.symbols.size(), nullptr) {}
+        by_(plan.symbols.size(), nullptr),
+        bound_(plan.dtype_vars.size(), DLDataType{}),
+        bound_by_(plan.dtype_vars.size(), nullptr) {}
 
   int run(OutputMeta* outputs) {
-    if (kinds() || ranks_and_dtypes() || steps() || layout() || constraints() || passed()) return -1;
+    if (kinds() || ranks_and_dtypes() || dtype_variables() || steps() || layout() || constraints() || passed()) {
+      return -1;
+    }
     return returned(outputs);
   }
 
@@ -546,6 +605,46 @@ class Checker {
       if (check.bits > 0 && 8 % check.bits != 0 && t->ndim > 0 && !kjit_stub::packed_whole(t, check.bits)) {
         return kjit_stub::fail_packed_bits(fn_, check.caller, name, t, check.bits, check.values.c_str(),
                                            check.bits / 2);
+      }
+    }
+    return 0;
+  }
+
+  // ---- 3b. dtype variables ----
+  const char* caller_name(int c) const { return model_.callers()[static_cast<size_t>(c)].name.c_str(); }
+
+  int dtype_variables() {
+    for (size_t v = 0; v < plan_.dtype_vars.size(); ++v) {
+      const Plan::DTypeVar& var = plan_.dtype_vars[v];
+      for (int c : var.carriers) {
+        const DLTensor* t = tensors_[static_cast<size_t>(c)];
+        if (t == nullptr) continue;
+        if (bound_by_[v] == nullptr) {
+          bound_[v] = t->dtype;
+          bound_by_[v] = caller_name(c);
+        } else if (kjit_stub::dtype_word(t->dtype) != kjit_stub::dtype_word(bound_[v])) {
+          return kjit_stub::fail_dtype_bound(fn_, c, caller_name(c), var.name.c_str(), bound_[v], bound_by_[v],
+                                             t->dtype);
+        }
+      }
+    }
+    for (const Plan::DTypeOf& d : plan_.dtype_ofs) {
+      const DLTensor *t = tensors_[static_cast<size_t>(d.caller)], *x = tensors_[static_cast<size_t>(d.source)];
+      if (t != nullptr && x != nullptr && kjit_stub::dtype_word(t->dtype) != kjit_stub::dtype_word(x->dtype)) {
+        return kjit_stub::fail_dtype_bound(fn_, d.caller, caller_name(d.caller), d.label.c_str(), x->dtype,
+                                           caller_name(d.source), t->dtype);
+      }
+    }
+    for (const Plan::VarScalar& sc : plan_.var_scalars) {
+      const size_t v = static_cast<size_t>(sc.var);
+      const Plan::DTypeVar& var = plan_.dtype_vars[v];
+      if (bound_by_[v] == nullptr) {
+        return kjit_stub::fail_dtype_unbound(fn_, sc.caller, caller_name(sc.caller), var.name.c_str(),
+                                             var.carrier_names.c_str());
+      }
+      const int64_t value = ints_[static_cast<size_t>(sc.caller)];
+      if (sc.integral && !kjit_stub::int_fits_dtype(value, bound_[v])) {
+        return kjit_stub::fail_dtype_range(fn_, sc.caller, caller_name(sc.caller), var.name.c_str(), bound_[v], value);
       }
     }
     return 0;
@@ -746,6 +845,13 @@ class Checker {
               fn_, r.name.c_str(), model_.callers()[static_cast<size_t>(r.dtype_of)].name.c_str(), source->dtype);
         }
         out.dtype = source->dtype;
+      } else if (r.dtype_var >= 0) {
+        const size_t v = static_cast<size_t>(r.dtype_var);
+        if (bound_by_[v] == nullptr) {
+          return kjit_stub::fail_dtype_unbound_returned(fn_, r.name.c_str(), plan_.dtype_vars[v].name.c_str(),
+                                                        plan_.dtype_vars[v].carrier_names.c_str());
+        }
+        out.dtype = bound_[v];
       } else {
         out.dtype = r.dtype;
       }
@@ -763,6 +869,8 @@ class Checker {
   SmallVector<int64_t, 8> ints_;             ///< per caller: an integer scalar's value
   SmallVector<int64_t, 16> s_;               ///< per symbol: its value
   SmallVector<const char*, 16> by_;          ///< per symbol: what bound it, nullptr while unbound
+  SmallVector<DLDataType, 4> bound_;         ///< per dtype variable: its dtype in this call
+  SmallVector<const char*, 4> bound_by_;     ///< per dtype variable: the tensor that bound it, nullptr while unbound
 };
 
 }  // namespace

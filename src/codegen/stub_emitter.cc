@@ -4,6 +4,7 @@
 // shapes and strides (binding symbols), layout and placement, constraints, call.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "codegen/cpp_text.h"
@@ -88,6 +89,7 @@ class StubEmitter {
     count_check();
     decode_args();
     rank_and_dtype();
+    dtype_variables();
     shapes_and_strides();
     layout_and_placement();
     constraints();
@@ -250,6 +252,85 @@ class StubEmitter {
         body += packed_count_checks(*p, idx);
       }
       emit_guarded(*p, body);
+    }
+  }
+
+  /// 3b. dtype variables: each bound by the first tensor present that carries it
+  /// (spec_detail::dtype_var_carriers' order), the others checked against it; a
+  /// dtype(x) tensor checked against x; a scalar typed by a variable converted to
+  /// the bound dtype (rounded, or range-checked).
+  void dtype_variables() {
+    bool any = !spec_.dtype_vars.empty();
+    for (const Param* p : spec_.call_args()) any = any || is_dtype_of_input(*p);
+    if (!any) return;
+    out_ << "\n  // 3b. dtype variables: bound by the first tensor that carries one, the rest checked\n";
+    std::set<std::string> always_bound;
+    for (const DTypeVar& v : spec_.dtype_vars) {
+      if (bind_dtype_var(v)) always_bound.insert(v.name);
+    }
+    for (const Param* p : spec_.call_args()) {
+      if (is_dtype_of_input(*p)) check_dtype_of(*p);
+      if (p->kind == ParamKind::kScalar && !p->scalar_var.empty())
+        convert_to_dtype_var(*p, always_bound.count(p->scalar_var) != 0);
+    }
+  }
+
+  static bool is_dtype_of_input(const Param& p) {
+    return p.kind == ParamKind::kTensor && !p.tensor.dtype_of.empty() && !p.tensor.returned;
+  }
+
+  /// Binds `v` from its carriers in order; returns whether a required carrier binds
+  /// it on every call (then later carriers only compare, and no "unbound" check).
+  bool bind_dtype_var(const DTypeVar& v) {
+    const std::string dt = "tv_" + v.name, by = "tvby_" + v.name;
+    out_ << "  [[maybe_unused]] DLDataType " << dt << "{};\n  [[maybe_unused]] const char* " << by << " = nullptr;\n";
+    bool bound = false, first = true;
+    for (const Param* c : dtype_var_carriers(spec_, v.name)) {
+      const std::string t = tensor_var(*c), name = c_string(c->name);
+      const std::string bind = dt + " = " + t + "->dtype;\n    " + by + " = " + name + ";\n";
+      const std::string fail = "return fail_dtype_bound(kFn, " + std::to_string(arg_index_.at(c->name)) + ", " + name +
+                               ", " + c_string(v.name) + ", " + dt + ", " + by + ", " + t + "->dtype);\n";
+      const std::string differs = "dtype_word(" + t + "->dtype) != dtype_word(" + dt + ")";
+      if (bound) {
+        emit_guarded(*c, "  if (" + differs + ")\n    " + fail);
+      } else if (first && !c->tensor.optional) {
+        out_ << "  " << dt << " = " << t << "->dtype;\n  " << by << " = " << name << ";\n";
+      } else {
+        emit_guarded(*c, "  if (" + by + " == nullptr) {\n    " + bind + "  } else if (" + differs + ") {\n    " +
+                             fail + "  }\n");
+      }
+      bound = bound || !c->tensor.optional;
+      first = false;
+    }
+    return bound;
+  }
+
+  /// dtype(x) on an input: its dtype equals x's when both are present.
+  void check_dtype_of(const Param& p) {
+    const Param& x = *std::find_if(spec_.params.begin(), spec_.params.end(),
+                                   [&](const Param& q) { return q.name == p.tensor.dtype_of; });
+    const std::string t = tensor_var(p), tx = tensor_var(x);
+    out_ << "  if (";
+    if (p.tensor.optional) out_ << t << " != nullptr && ";
+    if (x.tensor.optional) out_ << tx << " != nullptr && ";
+    out_ << "dtype_word(" << t << "->dtype) != dtype_word(" << tx << "->dtype))\n    return fail_dtype_bound(kFn, "
+         << arg_index_.at(p.name) << ", " << c_string(p.name) << ", " << c_string("dtype(" + x.name + ")") << ", " << tx
+         << "->dtype, " << c_string(x.name) << ", " << t << "->dtype);\n";
+  }
+
+  /// A scalar typed by a dtype variable: rounded to the bound float dtype, or
+  /// range-checked against the bound integer dtype.
+  void convert_to_dtype_var(const Param& p, bool always_bound) {
+    const std::string var = p.scalar_var, v = scalar_var(p), idx = std::to_string(arg_index_.at(p.name));
+    if (!always_bound) {
+      out_ << "  if (tvby_" << var << " == nullptr) return fail_dtype_unbound(kFn, " << idx << ", " << c_string(p.name)
+           << ", " << c_string(var) << ", " << c_string(dtype_var_carrier_names(spec_, var)) << ");\n";
+    }
+    if (p.scalar == ScalarType::kFloat64) {
+      out_ << "  " << v << " = round_to_dtype(" << v << ", tv_" << var << ");\n";
+    } else {
+      out_ << "  if (!int_fits_dtype(" << v << ", tv_" << var << ")) return fail_dtype_range(kFn, " << idx << ", "
+           << c_string(p.name) << ", " << c_string(var) << ", tv_" << var << ", " << v << ");\n";
     }
   }
 

@@ -58,11 +58,13 @@ void add_tensor(Fields* f, SpecBuilder* b) {
   if (std::optional<String> device = f->maybe<String>("device")) b->device(std::string(*device));
 }
 
-/// One parameter of Python's kjit.Spec: {"kind": "tensor" | "scalar" | "symbol" | "stream", ...}.
+/// One parameter of Python's kjit.Spec: {"kind": "tensor" | "scalar" | "symbol" | "stream" | "dtype_var", ...}.
 void add_param(const FieldMap& param, SpecBuilder* b) {
   Fields f("kjit.Spec", param, /*user_values=*/true);
   std::string kind = f.required_text("kind");
-  if (kind == "tensor") {
+  if (kind == "dtype_var") {
+    b->dtype_var(f.required_text("name"), f.required_text("dtypes"));
+  } else if (kind == "tensor") {
     add_tensor(&f, b);
   } else if (kind == "symbol") {
     b->symbol(f.required_text("name"), f.required_text("type"));
@@ -154,8 +156,9 @@ InlineOptions inline_options(Fields* f) {
 
 /// What Python binds a call by: each parameter the caller passes, in order, as
 /// {"name", "kind" ("tensor"|"scalar"), "type", "written", "optional", "default"},
-/// and for tensors kjit allocates "returned", "shape" (dim texts), "dtype" (its one
-/// dtype) and "dtype_of" (the input whose dtype it takes).
+/// for tensors kjit allocates "returned", "shape" (dim texts), "dtype" (its one
+/// dtype) and "dtype_of" (the input whose dtype it takes), and for scalars
+/// "value_type", the type the value is read as ("T" reads float64 or int64).
 std::vector<std::string> dim_texts(const Param& p) {
   std::vector<std::string> out;
   for (const Expr& e : p.tensor.shape) out.push_back(to_string(e));
@@ -176,7 +179,8 @@ Array<FieldMap> call_params(const FunctionSpec& s) {
                            {"returned", tensor && p->tensor.returned},
                            {"shape", strings(dim_texts(*p))},
                            {"dtype", String(tensor && p->tensor.dtypes.size() == 1 ? p->tensor.dtypes[0].name : "")},
-                           {"dtype_of", String(p->tensor.dtype_of)}});
+                           {"dtype_of", String(p->tensor.dtype_of)},
+                           {"value_type", String(tensor ? "" : scalar_type_name(p->scalar))}});
   }
   return out;
 }

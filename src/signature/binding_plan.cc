@@ -262,6 +262,24 @@ bool is_size_scalar(const BindingPlan& plan, size_t param) {
   return false;
 }
 
+std::vector<const Param*> dtype_var_carriers(const FunctionSpec& spec, const std::string& var) {
+  std::vector<const Param*> out;
+  for (bool returned : {false, true}) {
+    for (const Param& p : spec.params) {
+      if (p.kind == ParamKind::kTensor && p.tensor.dtype_var == var && p.tensor.returned == returned) out.push_back(&p);
+    }
+  }
+  return out;
+}
+
+std::string dtype_var_carrier_names(const FunctionSpec& spec, const std::string& var) {
+  std::string out;
+  for (const Param* p : dtype_var_carriers(spec, var)) {
+    if (!p->tensor.returned) out += (out.empty() ? "" : ", ") + p->name;
+  }
+  return out;
+}
+
 std::string size_scalar_note(const std::string& name) {
   return "; '" + name + "' is a size, which a bool is not (NumPy and torch take none as one)";
 }

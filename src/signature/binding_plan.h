@@ -60,6 +60,14 @@ bool is_size_scalar(const BindingPlan& plan, size_t param);
 /// size, which a bool is not".
 std::string size_scalar_note(const std::string& name);
 
+/// The tensors that carry dtype variable `var`, in the order they bind it: those the
+/// caller passes (inputs and outs) in parameter order, then returned tensors (kjit
+/// allocated those in the bound dtype; a C++ caller's are checked all the same).
+std::vector<const Param*> dtype_var_carriers(const FunctionSpec& spec, const std::string& var);
+
+/// "x, w": the names of dtype_var_carriers, for messages.
+std::string dtype_var_carrier_names(const FunctionSpec& spec, const std::string& var);
+
 /// "a.shape[0]", "a.strides[1]", "argument 'n'": where a step reads its value.
 std::string field_label(const FunctionSpec& spec, const BindingStep& step);
 

@@ -42,12 +42,34 @@ const char kConstraintPunct[] = " + - * / % ( ) == != < <= > >= ";
 
 SpecBuilder::SpecBuilder(std::string name) { spec_.name = std::move(name); }
 
+namespace {
+
+/// "<T: float32|float64> ": the dtype variables declared so far, before the piece
+/// the builder parses, so a dtype or scalar type may name one.
+std::string vars_prefix(const FunctionSpec& spec) {
+  FunctionSpec vars;
+  vars.dtype_vars = spec.dtype_vars;
+  return to_string(vars);
+}
+
+}  // namespace
+
+SpecBuilder& SpecBuilder::dtype_var(const std::string& name, const std::string& dtypes) {
+  check_name(spec_.name, "dtype_var", name);
+  check_piece(spec_.name, "dtype_var", name, "dtypes", dtypes, " | ");
+  const std::string prefix = vars_prefix(spec_);
+  const std::string text =
+      (prefix.empty() ? "<" : prefix.substr(0, prefix.size() - 2) + ", ") + name + ": " + dtypes + ">";
+  spec_.dtype_vars = parse_signature_syntax(spec_.name, text, DeviceKind::kCPU).dtype_vars;
+  return *this;
+}
+
 SpecBuilder& SpecBuilder::tensor(const std::string& name, const std::string& dtype,
                                  const std::vector<std::string>& dims) {
   check_name(spec_.name, "tensor", name);
   check_piece(spec_.name, "tensor", name, "dtype", dtype, " | ( ) ");
   for (const std::string& d : dims) check_piece(spec_.name, "tensor", name, "dim", d, kExprPunct);
-  std::string text = name + ": " + dtype + "[";
+  std::string text = vars_prefix(spec_) + name + ": " + dtype + "[";
   for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + dims[i];
   text += "]";
   FunctionSpec one = parse_signature_syntax(spec_.name, text, DeviceKind::kCPU);
@@ -57,6 +79,11 @@ SpecBuilder& SpecBuilder::tensor(const std::string& name, const std::string& dty
 
 SpecBuilder& SpecBuilder::scalar(const std::string& name, const std::string& type) {
   check_name(spec_.name, "scalar", name);
+  if (spec_.find_dtype_var(type) != nullptr) {  // "eps: T"
+    spec_.params.push_back(
+        parse_signature_syntax(spec_.name, vars_prefix(spec_) + name + ": " + type, DeviceKind::kCPU).params.at(0));
+    return *this;
+  }
   auto t = find_scalar_type(type);
   if (!t) {
     throw SpecError("builder of '" + spec_.name + "': scalar '" + name + "' has unknown type '" + type + "'" +

@@ -13,15 +13,20 @@ std::string join_exprs(const std::vector<Expr>& exprs) {
   return out;
 }
 
-std::string dtype_text(const TensorSpec& t) {
-  if (!t.dtype_of.empty()) return "dtype(" + t.dtype_of + ")";
-  if (t.dtypes.empty()) return "any";
+std::string alternatives_text(const std::vector<DTypeInfo>& dtypes) {
+  if (dtypes.empty()) return "any";
   std::string out;
-  for (const DTypeInfo& d : t.dtypes) {
+  for (const DTypeInfo& d : dtypes) {
     if (!out.empty()) out += "|";
     out += d.name;
   }
   return out;
+}
+
+std::string dtype_text(const TensorSpec& t) {
+  if (!t.dtype_of.empty()) return "dtype(" + t.dtype_of + ")";
+  if (!t.dtype_var.empty()) return t.dtype_var;
+  return alternatives_text(t.dtypes);
 }
 
 }  // namespace
@@ -30,7 +35,7 @@ std::string to_string(const Param& p) {
   std::string out = p.name + ": ";
   if (p.kind == ParamKind::kStream) return out + "stream";
   if (p.kind == ParamKind::kScalar) {
-    out += scalar_type_name(p.scalar);
+    out += p.scalar_var.empty() ? std::string(scalar_type_name(p.scalar)) : p.scalar_var;
     if (p.symbol) out += " symbol";
     return p.default_value.empty() ? out : out + " = " + p.default_value;
   }
@@ -48,8 +53,13 @@ std::string to_string(const Param& p) {
 
 std::string to_string(const FunctionSpec& spec) {
   std::string out;
+  for (const DTypeVar& v : spec.dtype_vars) {
+    out += (out.empty() ? "<" : ", ") + v.name + ": " + alternatives_text(v.dtypes);
+  }
+  if (!out.empty()) out += "> ";
+  const size_t head = out.size();
   for (const Param& p : spec.params) {
-    if (!out.empty()) out += ", ";
+    if (out.size() > head) out += ", ";
     out += to_string(p);
   }
   for (size_t i = 0; i < spec.constraints.size(); ++i) {

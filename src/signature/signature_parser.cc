@@ -27,6 +27,8 @@ class SignatureParser {
   FunctionSpec parse_function(const std::string& name) {
     FunctionSpec spec;
     spec.name = name;
+    if (accept("<")) parse_dtype_vars(&spec);
+    vars_ = &spec.dtype_vars;
     if (peek().kind == Tok::kEnd) return spec;  // a function without parameters
     spec.params.push_back(parse_param());
     while (accept(",")) spec.params.push_back(parse_param());
@@ -95,6 +97,44 @@ class SignatureParser {
     return negated ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
   }
 
+  /// "<T: float32|float64, U: int32|int64>" before the parameters: the dtype
+  /// variables, each with its alternatives.
+  void parse_dtype_vars(FunctionSpec* spec) {
+    do {
+      const Token& name = expect_name("a dtype variable's name (<T: float32|float64> ...)");
+      DTypeVar v;
+      v.name = name.text;
+      v.span.begin = name.begin;
+      for (const DTypeVar& seen : spec->dtype_vars) {
+        if (seen.name == v.name) fail(name, "dtype variable '" + v.name + "' is declared twice");
+      }
+      if (find_dtype(v.name) || find_scalar_type(v.name) || v.name == "any" || v.name == "dtype" ||
+          v.name == "stream") {
+        fail(name, "'" + v.name + "' names a type: a dtype variable needs a name of its own (T, U, ...)");
+      }
+      expect(":", ("after dtype variable '" + v.name + "' (<" + v.name + ": float32|float64>)").c_str());
+      TensorSpec alternatives;
+      parse_dtypes(expect_name(("the dtypes dtype variable '" + v.name + "' takes").c_str()), &alternatives);
+      if (alternatives.dtypes.empty() || !alternatives.dtype_of.empty() || !alternatives.dtype_var.empty()) {
+        fail_span(name.begin, tokens_[pos_ - 1].end,
+                  "dtype variable '" + v.name + "' needs its dtypes listed (" + v.name +
+                      ": float32|float64): 'any', dtype(...) and other variables do not apply");
+      }
+      v.dtypes = std::move(alternatives.dtypes);
+      v.span.end = tokens_[pos_ - 1].end;
+      spec->dtype_vars.push_back(std::move(v));
+    } while (accept(","));
+    expect(">", "to close the dtype variables (<T: float32|float64> x: T[n], ...)");
+  }
+
+  const DTypeVar* dtype_var_named(const std::string& name) const {
+    if (vars_ == nullptr) return nullptr;
+    for (const DTypeVar& v : *vars_) {
+      if (v.name == name) return &v;
+    }
+    return nullptr;
+  }
+
   Param parse_param() {
     const Token& name = expect_name("a parameter name");
     Param p;
@@ -133,6 +173,16 @@ class SignatureParser {
     }
     bool is_tensor = peek().text == "[" || peek().text == "|" || (first.text == "dtype" && peek().text == "(");
     if (!is_tensor) {
+      if (const DTypeVar* v = dtype_var_named(first.text)) {  // "eps: T": read in T's family, converted to its dtype
+        p->kind = ParamKind::kScalar;
+        p->scalar_var = v->name;
+        p->scalar = dtype_var_scalar(*v, first);
+        parse_scalar_attr(p);
+        if (p->symbol)
+          fail(first, "scalar '" + p->name + "' is typed by dtype variable " + v->name +
+                          ": a symbol's type is an integer type (n: int64 symbol)");
+        return;
+      }
       auto scalar = find_scalar_type(first.text);
       if (scalar) {
         p->kind = ParamKind::kScalar;
@@ -175,10 +225,31 @@ class SignatureParser {
     p->symbol = true;
   }
 
+  /// The type a scalar typed by dtype variable `v` is read as: float64 when v's
+  /// alternatives are floating types, int64 when integer types (bool among them).
+  ScalarType dtype_var_scalar(const DTypeVar& v, const Token& at) const {
+    bool floating = true, integral = true;
+    for (const DTypeInfo& d : v.dtypes) {
+      floating = floating && (d.dl.code == kDLFloat || d.dl.code == kDLBfloat) && d.dl.lanes == 1 && !is_packed(d);
+      integral = integral && (d.dl.code == kDLInt || d.dl.code == kDLUInt || d.dl.code == kDLBool) && d.dl.lanes == 1 &&
+                 !is_packed(d);
+    }
+    if (floating) return ScalarType::kFloat64;
+    if (integral) return ScalarType::kInt64;
+    fail(at, "a scalar typed by dtype variable " + v.name + " takes a value of the dtype " + v.name + " binds, so " +
+                 v.name + "'s dtypes must be all floating (float16, bfloat16, float32, float64) or all integer types");
+  }
+
   void parse_dtypes(const Token& first, TensorSpec* t) {
-    if (first.text == "dtype" && accept("(")) {  // "dtype(x)": the dtype of input x
+    if (first.text == "dtype" && accept("(")) {  // "dtype(x)": the dtype of tensor x
       t->dtype_of = expect_name("a tensor parameter's name in dtype(...)").text;
       expect(")", "to close dtype(...)");
+      return;
+    }
+    if (const DTypeVar* v = dtype_var_named(first.text)) {  // "T": the dtype variable's
+      t->dtype_var = v->name;
+      t->dtypes = v->dtypes;
+      if (peek().text == "|") fail(peek(), "dtype variable " + v->name + " stands alone: list alternatives in <...>");
       return;
     }
     const Token* tok = &first;
@@ -402,6 +473,7 @@ class SignatureParser {
     return e;
   }
 
+  const std::vector<DTypeVar>* vars_ = nullptr;  ///< the function's dtype variables, once parsed
   std::string context_;
   std::string text_;
   std::vector<Token> tokens_;

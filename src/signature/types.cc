@@ -226,6 +226,13 @@ const char* cmp_op_text(CmpOp op) {
   throw InternalError("kjit internal error: unknown CmpOp");
 }
 
+const DTypeVar* FunctionSpec::find_dtype_var(const std::string& name) const {
+  for (const DTypeVar& v : dtype_vars) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
 std::vector<const Param*> FunctionSpec::call_args() const {
   std::vector<const Param*> out;
   for (const Param& p : params) {

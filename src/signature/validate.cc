@@ -47,20 +47,17 @@ bool is_read_before_call(const FunctionSpec& spec, const std::string& symbol) {
 void check_returned(const FunctionSpec& spec, const std::string& signature, const Param& p) {
   const TensorSpec& t = p.tensor;
   std::string what = "returned tensor '" + p.name + "'";
-  if (!t.dtype_of.empty()) {
-    const Param* src = find_param(spec, t.dtype_of);
-    if (!src || src->kind != ParamKind::kTensor || src->tensor.returned) {
-      fail_param(spec, signature, p,
-                 what + ": dtype(" + t.dtype_of + ") must name an input tensor parameter, but '" + t.dtype_of +
-                     "' is " +
-                     (src ? (src->kind == ParamKind::kTensor ? "returned too" : "not a tensor") : "no parameter"));
+  if (!t.dtype_var.empty()) {
+    bool carried = false;
+    for (const Param& q : spec.params) {
+      carried = carried || (q.kind == ParamKind::kTensor && !q.tensor.returned && q.tensor.dtype_var == t.dtype_var);
     }
-    if (src && src->kind == ParamKind::kTensor && is_packed(src->tensor)) {
+    if (!carried) {
       fail_param(spec, signature, p,
-                 what + ": dtype(" + t.dtype_of + ") names packed tensor '" + t.dtype_of +
-                     "', whose storage dtype says nothing of its values; write the returned dtype");
+                 what + " takes dtype variable " + t.dtype_var + ", which no input or out tensor carries: nothing " +
+                     "would bind it before kjit allocates '" + p.name + "'");
     }
-  } else if (t.dtypes.size() != 1) {
+  } else if (t.dtype_of.empty() && t.dtypes.size() != 1) {
     fail_param(spec, signature, p,
                what + " needs exactly one dtype (kjit allocates it), got " +
                    (t.dtypes.empty() ? std::string("any") : std::to_string(t.dtypes.size()) + " alternatives") +
@@ -119,6 +116,58 @@ void check_packed(const FunctionSpec& spec, const std::string& signature, const 
   }
 }
 
+/// "dtype(x)": x is another tensor parameter kjit does not allocate, and not packed
+/// (its storage dtype says nothing of its values).
+void check_dtype_of(const FunctionSpec& spec, const std::string& signature, const Param& p) {
+  const std::string& x = p.tensor.dtype_of;
+  const std::string what = (p.tensor.returned ? "returned tensor '" : "tensor '") + p.name + "': dtype(" + x + ")";
+  const Param* src = find_param(spec, x);
+  if (!src || src->kind != ParamKind::kTensor || src->tensor.returned || src == &p) {
+    fail_param(spec, signature, p,
+               what + " must name another input or out tensor, but '" + x + "' is " +
+                   (!src                              ? "no parameter"
+                    : src == &p                       ? "this tensor"
+                    : src->kind != ParamKind::kTensor ? "not a tensor"
+                                                      : "returned too (kjit allocates it)"));
+  }
+  if (is_packed(src->tensor)) {
+    fail_param(spec, signature, p,
+               what + " names packed tensor '" + x + "', whose storage dtype says nothing of its values; write the " +
+                   (p.tensor.returned ? "returned dtype" : "dtype"));
+  }
+}
+
+/// Dtype variables: names of their own, alternatives that are not packed (a byte
+/// carrier would hold either), each carried by a tensor the caller passes.
+void check_dtype_vars(const FunctionSpec& spec, const std::string& signature) {
+  const std::string context = "signature of '" + spec_detail::printable(spec.name) + "'";
+  auto fail_var = [&](const DTypeVar& v, const std::string& what) {
+    if (!signature.empty() && v.span.end > v.span.begin) {
+      throw SpecError(spec_detail::spec_error_message(context, signature, v.span.begin, v.span.end, what));
+    }
+    throw SpecError(context + ": " + what);
+  };
+  for (const DTypeVar& v : spec.dtype_vars) {
+    if (!is_c_identifier(v.name))
+      fail_var(v, "dtype variable name '" + spec_detail::printable(v.name) + "' is not a C identifier");
+    if (find_param(spec, v.name)) fail_var(v, "dtype variable " + v.name + " has the name of a parameter; rename one");
+    for (const DTypeInfo& d : v.dtypes) {
+      if (is_packed(d)) {
+        fail_var(v, "dtype variable " + v.name + " lists packed dtype " + d.name +
+                        ", whose byte carriers would match any variable; give packed tensors their dtype");
+      }
+    }
+    bool carried = false;
+    for (const Param& q : spec.params) {
+      carried = carried || (q.kind == ParamKind::kTensor && !q.tensor.returned && q.tensor.dtype_var == v.name);
+    }
+    if (!carried) {
+      fail_var(v, "dtype variable " + v.name + " is carried by no input or out tensor (x: " + v.name +
+                      "[n]): nothing would bind it");
+    }
+  }
+}
+
 void check_tensor(const FunctionSpec& spec, const std::string& signature, const Param& p) {
   const TensorSpec& t = p.tensor;
   if (!t.strides.empty() && t.strides.size() != t.shape.size()) {
@@ -136,11 +185,7 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
     fail_param(spec, signature, p,
                "tensor '" + p.name + "': align(" + std::to_string(t.align) + ") must be a power of two");
   }
-  if (!t.dtype_of.empty() && !t.returned) {
-    fail_param(spec, signature, p,
-               "tensor '" + p.name + "': dtype(" + t.dtype_of +
-                   ") is for returned tensors (kjit allocates them with that dtype); write the dtypes it accepts");
-  }
+  if (!t.dtype_of.empty()) check_dtype_of(spec, signature, p);
   check_packed(spec, signature, p);
   if (t.returned) check_returned(spec, signature, p);
 }
@@ -242,6 +287,7 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
     if (p.kind == ParamKind::kTensor) check_tensor(spec, signature, p);
   }
   check_default_order(spec, signature);
+  check_dtype_vars(spec, signature);
   // A symbol may share its name with an integer scalar (which then passes it) but
   // not with a tensor or the stream.
   for (const Param& p : spec.params) {

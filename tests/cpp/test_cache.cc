@@ -185,7 +185,7 @@ TEST_F(CacheFilesTest, StaleBuildDirectoriesGoOnlyWhenKjitMadeThemAndTheirLockIs
   for (const fs::path& p : {held, free_dir, free_old, lookalike, wrong_marker, legacy, entry}) {
     fs::create_directories(p / "sub");
   }
-  for (const std::string& e : {"held", "free"})
+  for (const std::string e : {"held", "free"})
     write_private_file(dir_ / (".tmp-" + e + "-" + key + "-" + (e == "held" ? "XyZ123" : "AbC456")) / kBuildMarker,
                        build_marker_text(e + "-" + key));
   write_private_file(free_old / kBuildMarker, build_marker_text("free-" + key));

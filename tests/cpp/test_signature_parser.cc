@@ -149,8 +149,9 @@ TEST(SignatureParser, ReturnedTensors) {
   EXPECT_NE(error_of("x: float32[n], y: float32[m] return")
                 .find("returned tensor 'y': symbol 'm' of its shape must be a whole dim of an input tensor"),
             std::string::npos);
-  EXPECT_NE(error_of("x: float32[n], y: dtype(x)[n]").find("tensor 'y': dtype(x) is for returned tensors"),
-            std::string::npos);
+  // dtype(x) on an input ties it to x's dtype (docs/spec.md, Dtype variables).
+  EXPECT_EQ(error_of("x: float32|float64[n], y: dtype(x)[n]"), "");
+  EXPECT_NE(error_of("x: float32[n], y: dtype(z)[n]").find("dtype(z)"), std::string::npos);
   // An integer parameter named like the symbol gives it too.
   EXPECT_EQ(error_of("x: float32[...], y: float32[m] return, m: int64"), "");
   // Returned tensors are not caller arguments: a default may precede one.
@@ -199,6 +200,43 @@ TEST(SpecBuilder, ModifiersApplyToTheLastTensor) {
 }
 
 // ---- symbols passed to the kernel ("n: int64 symbol") ----
+
+TEST(DTypeVars, ParseRoundTripAndMarkTheirCarriers) {
+  for (const char* sig : {"<T: float32|float64> x: T[m, n], w: T[n], y: T[m, n] return, eps: T = 1e-06",
+                          "<T: float16|bfloat16, I: int32|int64> a: T[n] optional, i: I[k], b: T[n] out, k: I",
+                          "x: float32|float64[n], w: dtype(x)[n]"}) {
+    EXPECT_EQ(canonical(sig), sig);
+    EXPECT_EQ(canonical(canonical(sig)), canonical(sig));
+  }
+  const FunctionSpec s = parse_signature("f", "<T: float32|float64> x: T[n], eps: T, k: int64");
+  ASSERT_EQ(s.dtype_vars.size(), 1u);
+  EXPECT_EQ(s.dtype_vars[0].dtypes.size(), 2u);
+  EXPECT_EQ(s.params[0].tensor.dtype_var, "T");
+  EXPECT_EQ(s.params[0].tensor.dtypes.size(), 2u);  // the variable's alternatives, checked per tensor
+  EXPECT_EQ(s.params[1].scalar_var, "T");
+  EXPECT_EQ(s.params[1].scalar, ScalarType::kFloat64);  // read as a float, converted to T's dtype
+  EXPECT_EQ(parse_signature("f", "<U: int8|uint16> j: U[n], k: U").params[1].scalar, ScalarType::kInt64);
+}
+
+TEST(DTypeVars, MistakesPointAtTheVariable) {
+  EXPECT_EQ(error_of("<T: float32|float64> x: float32[n]"),
+            "signature of 'f': dtype variable T is carried by no input or out tensor (x: T[n]): nothing would bind "
+            "it\n  <T: float32|float64> x: float32[n]\n   ^~~~~~~~~~~~~~~~~~");
+  EXPECT_NE(error_of("<T: float32, T: float64> x: T[n]").find("dtype variable 'T' is declared twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("<T: float32|int8> x: T[n], s: T").find("T's dtypes must be all floating"), std::string::npos);
+}
+
+TEST(DTypeVars, TheBuilderDeclaresThem) {
+  const FunctionSpec s = SpecBuilder("rms")
+                             .dtype_var("T", "float32|float64")
+                             .tensor("x", "T", {"m", "n"})
+                             .tensor("y", "T", {"m", "n"})
+                             .returned()
+                             .scalar("eps", "T")
+                             .build();
+  EXPECT_EQ(to_string(s), "<T: float32|float64> x: T[m, n], y: T[m, n] return, eps: T");
+}
 
 TEST(SymbolParams, ParseRoundTripAndLeaveTheCallerArguments) {
   FunctionSpec s = parse_signature("f", "x: float32[n], y: float32[n] out, n: int64 symbol, alpha: float32 = 1");

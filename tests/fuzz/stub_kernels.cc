@@ -169,3 +169,27 @@ void fz_expr(const kjit::TensorView a, const kjit::TensorView b, int64_t n) {
   FUZZ_REQUIRE(m * p != 7);
   (void)n;
 }
+
+// Dtype variables: T and U each one dtype per call, bound by the first tensor present
+// that carries it; y takes x's; eps is rounded to T's dtype, k fits U's.
+// clang-format off
+// @kjit fz_dtype_vars(<T: float32|float64|bfloat16, U: int32|int8> x: T[n], w: T[n] optional, y: dtype(x)[n] out, i: U[m] optional, j: U[m], eps: T, k: U)
+// clang-format on
+double fz_dtype_vars(const kjit::TensorView x, const kjit::TensorView w, kjit::TensorView y, const kjit::TensorView i,
+                     const kjit::TensorView j, double eps, int64_t k) {
+  using fuzz_oracle::has_dtype;
+  FUZZ_REQUIRE(fuzz_oracle::well_formed(x, 1) && fuzz_oracle::well_formed(y, 1) && fuzz_oracle::well_formed(j, 1));
+  const bool f32 = has_dtype(x, kDLFloat, 32), f64 = has_dtype(x, kDLFloat, 64), bf16 = has_dtype(x, kDLBfloat, 16);
+  FUZZ_REQUIRE(f32 || f64 || bf16);
+  auto same = [](const kjit::TensorView& a, const kjit::TensorView& b) {
+    return a.dtype().code == b.dtype().code && a.dtype().bits == b.dtype().bits && a.dtype().lanes == b.dtype().lanes;
+  };
+  if (w.defined()) FUZZ_REQUIRE(fuzz_oracle::well_formed(w, 1) && same(w, x) && w.size(0) == x.size(0));
+  FUZZ_REQUIRE(same(y, x) && y.size(0) == x.size(0));
+  const bool i32 = has_dtype(j, kDLInt, 32);
+  FUZZ_REQUIRE(i32 || has_dtype(j, kDLInt, 8));
+  if (i.defined()) FUZZ_REQUIRE(fuzz_oracle::well_formed(i, 1) && same(i, j) && i.size(0) == j.size(0));
+  FUZZ_REQUIRE(i32 ? k >= INT32_MIN && k <= INT32_MAX : k >= -128 && k <= 127);
+  FUZZ_REQUIRE(!f32 || eps != eps || static_cast<double>(static_cast<float>(eps)) == eps);
+  return eps;
+}

@@ -373,14 +373,15 @@ def test_returned_in_the_grammar_and_builder():
     ("x: float32[n], y: float32|float64[n] return",
      "returned tensor 'y' needs exactly one dtype (kjit allocates it), got 2 alternatives; write dtype(x)"),
     ("x: float32[n], y: any[n] return", "returned tensor 'y' needs exactly one dtype (kjit allocates it), got any"),
-    ("x: float32[n], y: dtype(q)[n] return", "returned tensor 'y': dtype(q) must name an input tensor parameter, "
+    ("x: float32[n], y: dtype(q)[n] return", "returned tensor 'y': dtype(q) must name another input or out tensor, "
                                               "but 'q' is no parameter"),
     ("x: float32[n], y: float32[...] return", "returned tensor 'y' needs a shape (kjit allocates it), not [...]"),
     ("x: float32[n], y: float32[n] return strided", "returned tensor 'y' is allocated compact by kjit"),
     ("x: float32[n], y: float32[m] return", "returned tensor 'y': symbol 'm' of its shape must be a whole dim of an "
                                             "input tensor (like x: float32[m]) or an integer parameter named 'm'"),
     ("x: float32[n + 1], y: float32[n] return", "returned tensor 'y': symbol 'n' of its shape must be a whole dim"),
-    ("x: float32[n], y: dtype(x)[n] out", "tensor 'y': dtype(x) is for returned tensors"),
+    ("x: float32[n], y: dtype(y)[n] out", "tensor 'y': dtype(y) must name another input or out tensor, but 'y' is "
+                                          "this tensor"),
     ("x: float32[n], y: float32[n] out return", "'return' conflicts with 'out' given before"),
 ])
 def test_bad_returned_tensors_are_spec_errors(sig, message):

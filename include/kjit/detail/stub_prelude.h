@@ -572,6 +572,54 @@ KJIT_COLD int fail_dtype(const char* fn, int i, const char* name, const char* ex
                format_dtype_name(got, buf, sizeof(buf)));
 }
 
+/// A tensor typed by a dtype variable (or dtype(x)) whose dtype is not the one the
+/// variable was bound to: "dtype must be float32 (T, bound by x), got float64".
+KJIT_COLD int fail_dtype_bound(const char* fn, int i, const char* name, const char* var, DLDataType bound,
+                               const char* by, DLDataType got) {
+  char want[64], have[64];
+  return raise("TypeError", "%s: argument #%d '%s': dtype must be %s (%s, bound by %s), got %s", fn, i, name,
+               format_dtype_name(bound, want, sizeof(want)), var, by, format_dtype_name(got, have, sizeof(have)));
+}
+
+/// A scalar typed by a dtype variable no tensor bound (its carriers were all None).
+KJIT_COLD int fail_dtype_unbound(const char* fn, int i, const char* name, const char* var, const char* carriers) {
+  return raise("ValueError",
+               "%s: argument #%d '%s' is typed by dtype variable %s, but no tensor bound it (%s: all None); pass one",
+               fn, i, name, var, carriers);
+}
+
+/// A returned tensor typed by a dtype variable no tensor bound (its carriers were all None).
+KJIT_COLD int fail_dtype_unbound_returned(const char* fn, const char* name, const char* var, const char* carriers) {
+  return raise("ValueError",
+               "%s: returned tensor '%s' is typed by dtype variable %s, but no tensor bound it (%s: all None); pass "
+               "one",
+               fn, name, var, carriers);
+}
+
+/// An integer scalar typed by a dtype variable whose value the bound dtype cannot hold.
+KJIT_COLD int fail_dtype_range(const char* fn, int i, const char* name, const char* var, DLDataType bound, int64_t v) {
+  char dtype[64];
+  return raise("ValueError", "%s: argument #%d '%s': %" PRId64 " is out of range for %s (%s's dtype in this call)", fn,
+               i, name, v, format_dtype_name(bound, dtype, sizeof(dtype)), var);
+}
+
+/// A floating scalar as the float dtype `d` holds it (rounded to float16, bfloat16
+/// or float32; float64 as it is): a scalar typed by a dtype variable.
+[[maybe_unused]] inline double round_to_dtype(double v, DLDataType d) {
+  if (d.code == kDLFloat && d.bits == 16) return float16_value(float16_bits(v));
+  if (d.code == kDLBfloat && d.bits == 16) return bfloat16_value(bfloat16_bits(v));
+  if (d.code == kDLFloat && d.bits == 32) return static_cast<double>(static_cast<float>(v));
+  return v;
+}
+
+/// Whether integer dtype `d` (or bool) holds `v`.
+[[maybe_unused]] inline bool int_fits_dtype(int64_t v, DLDataType d) {
+  if (d.code == kDLBool) return v == 0 || v == 1;
+  if (d.bits >= 64) return d.code == kDLInt || v >= 0;
+  const int64_t span = int64_t{1} << d.bits;
+  return d.code == kDLUInt ? v >= 0 && v < span : v >= -span / 2 && v < span / 2;
+}
+
 /// What a field had to equal: "128 (fixed by the signature)", "n = 4 (bound by
 /// a.shape[0])" or "m + n = 12 with m = 4 (bound by ...), n = 8 (bound by ...)".
 KJIT_COLD const char* describe_expected(const char* expr, int64_t expected, const SymVal* syms, int nsyms, char* buf,
