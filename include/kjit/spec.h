@@ -114,7 +114,16 @@ struct TensorSpec {
   /// "T[...]": the spec's dtype variable T (FunctionSpec::dtype_vars); dtypes holds
   /// its alternatives.
   std::string dtype_var;
+  /// "[*batch, n]": a named group of any number of leading dims (shape holds the
+  /// dims after it). Every tensor naming the group has the same leading dims in a
+  /// call, bound by the first one present; a returned tensor is allocated with them.
+  std::string batch;
 };
+
+/// Shape index `dim` of a tensor's declared dims as messages name it: "shape[1]",
+/// or counted from the end after a batch group ("shape[-1]"), since the group's
+/// length varies from call to call.
+std::string shape_field_text(const TensorSpec& t, const char* field, int dim);
 
 /// A tensor of packed dtypes (validation makes every alternative packed alike).
 bool is_packed(const TensorSpec& t);

@@ -32,7 +32,7 @@ class SupportsDLPack(Protocol):
 class _Param:
     """A parameter as docs, signatures and .pyi stubs describe it."""
 
-    __slots__ = ("name", "kind", "type", "value_type", "written", "optional", "default", "returned")
+    __slots__ = ("name", "kind", "type", "value_type", "written", "optional", "default", "returned", "batch")
 
     def __init__(self, fields, defaults: dict) -> None:
         self.name: str = str(fields["name"])
@@ -45,6 +45,8 @@ class _Param:
         self.optional: bool = bool(fields["optional"])
         self.default = defaults.get(self.name, _REQUIRED)
         self.returned: bool = bool(fields["returned"])
+        #: a tensor's batch group ("[*batch, n]"), or ""
+        self.batch: str = str(fields.get("batch", ""))
 
 
 def _python_type(param: _Param) -> str:

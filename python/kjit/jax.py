@@ -176,21 +176,28 @@ def _as_array(x, what: str, abstract: bool = False):
 def _vmap_method(params, vmap: Optional[str]) -> str:
     """The batching rule of a kjit function under jax.vmap: `vmap` if given; else a
     leading batch dim ("broadcast_all") when every tensor of the spec takes any rank
-    ([...]), so the kernel accepts the batched tensors; a loop ("sequential")
-    otherwise, right for any kernel."""
+    ([...]) or has one same batch group ([*batch, n]), so the kernel accepts the
+    batched tensors as they are; a loop ("sequential") otherwise, right for any
+    kernel."""
     if vmap is not None:
         if vmap not in _VMAP_METHODS:
             raise ValueError(f"vmap must be one of {', '.join(_VMAP_METHODS)}, got {vmap!r}")
         return vmap
     tensors = [p for p in params if p.kind == "tensor"]
-    return "broadcast_all" if tensors and all("[...]" in p.type for p in tensors) else "sequential"
+    groups = {p.batch for p in tensors if p.batch}
+    leading = all("[...]" in p.type or p.batch for p in tensors) and len(groups) <= 1
+    return "broadcast_all" if tensors and leading else "sequential"
 
 
 class Function:
-    """``mod.jax.fn``: a kjit function as a JAX-traceable callable (docs/jax.md)."""
+    """``mod.jax.fn``: a kjit function as a JAX-traceable callable (docs/jax.md).
+    Differentiable through the module's pairing (``mod.backward``) as a
+    ``jax.custom_vjp``; without a pair, differentiating it is kjit's error."""
 
-    def __init__(self, mod: Module, fn_name: str, target: str, device: str, vmap: Optional[str]) -> None:
+    def __init__(self, mod: Module, fn_name: str, target: str, device: str, vmap: Optional[str],
+                 owner: Optional["Functions"] = None) -> None:
         self.fn = mod[fn_name]
+        self._owner = owner  # its mod.jax: the module's pairing, and the backward's callable
         self.name = fn_name
         self.target = target
         self._device_type = 2 if device == "cuda" else 1
@@ -200,6 +207,8 @@ class Function:
         inputs = [p for p in self._callers if p.kind == "tensor" and not p.written]
         outs = [p for p in self._callers if p.kind == "tensor" and p.written]
         self._operands = inputs + outs
+        #: each operand's position among the call's arguments (the pairing's forward inputs)
+        self._operand_slots = [self._callers.index(p) for p in self._operands]
         result_index = {p.name: k for k, p in enumerate(self._results)}
         #: each out tensor's operand is aliased to its result: the kernel reads what it was given
         self.input_output_aliases = {len(inputs) + j: result_index[p.name] for j, p in enumerate(outs)}
@@ -261,7 +270,7 @@ class Function:
         for p in self._callers:
             if p.name in attrs:
                 attrs[p.name] = self._attr(p, attrs[p.name])
-        return results, [arrays[p.name] for p in self._operands], attrs
+        return results, [arrays[p.name] for p in self._operands], attrs, values
 
     def _result_dtype(self, p, dtype):
         """A returned tensor's dtype, refused where JAX would not hold it as written:
@@ -281,11 +290,97 @@ class Function:
         return kind(value)
 
     def __call__(self, *args, **kwargs):
-        results, operands, attrs = self._plan(args, kwargs)
-        call = _jax.ffi.ffi_call(self.target, results, vmap_method=self.vmap_method,
-                                 input_output_aliases=self.input_output_aliases)
-        out = call(*operands, **attrs)
-        return out[0] if len(out) == 1 else tuple(out)
+        results, operands, attrs, values = self._plan(args, kwargs)
+        ffi = _jax.ffi.ffi_call(self.target, results, vmap_method=self.vmap_method,
+                                input_output_aliases=self.input_output_aliases)
+
+        def call(*ops):
+            return tuple(ffi(*ops, **attrs))
+
+        call.__name__ = self.name  # how jaxprs name the custom_vjp/custom_jvp call
+
+        if any(_is_traced(o) for o in operands):
+            # only a traced call can be differentiated (jax.grad, or jax.jit's jaxpr that
+            # jax.grad may differentiate later); a concrete call stays a plain ffi_call
+            call = self._differentiable(call, operands, values)
+        out = call(*operands)
+        return out[0] if len(out) == 1 else out
+
+    # ---- gradients ----------------------------------------------------------------
+
+    def _differentiable(self, call, operands, values):
+        """``call`` (operands -> results) as JAX differentiates it: a jax.custom_vjp
+        from the module's pair, or without one a jax.custom_jvp whose rule is kjit's
+        error. Either lowers to the same program as ``call`` itself."""
+        pair = None if self._owner is None else self._owner.module._pairings.get(self.name)
+        if pair is None:
+            return self._undifferentiable(call)
+        return self._with_vjp(call, pair, operands, values)
+
+    def _undifferentiable(self, call):
+        f = _jax.custom_jvp(call)
+
+        def refuse(primals, tangents):
+            raise TypeError(f"{self.name}: has no backward, so JAX cannot differentiate it (jax.grad, jax.vjp, "
+                            f"jax.jvp); pair it with a kjit function of its module that computes its gradients: "
+                            f"kjit.load_inline(..., backward={{'{self.name}': '{self.name}_backward'}}) (docs/jax.md, "
+                            "\"Gradients\")")
+
+        f.defjvp(refuse)
+        return f
+
+    def _with_vjp(self, call, pair, operands, values):
+        """The pair as a jax.custom_vjp (kjit._pairing's rule, as torch's autograd
+        formula): residuals are the tensors the backward reads; scalars stay Python
+        values (XLA attributes), closed over; inputs without a gradient get zeros."""
+        slots = self._operand_slots
+        scalars = [None if p.kind == "tensor" else v for p, v in zip(self._callers, values)]
+        saved_in = [k for k in pair.saved_inputs if k in slots]  # tensors only: scalars are in `scalars`
+        saved_out = pair.saved_outputs
+        avals = [(tuple(o.shape), np.dtype(o.dtype)) for o in operands]
+
+        f = _jax.custom_vjp(call)
+
+        def fwd(*ops):
+            self._backward_function(pair)  # checked here: its absence is an error only when differentiating
+            outs = f(*ops)  # f, not call: a grad of this grad differentiates the forward through the pair again
+            by_slot = dict(zip(slots, ops))
+            return outs, (tuple(by_slot[k] for k in saved_in), tuple(outs[k] for k in saved_out))
+
+        def bwd(res, cotangents):
+            ins, outs = res
+            backward = self._backward_function(pair)
+            inputs, outputs = list(scalars), [None] * len(pair.outputs)
+            for k, v in zip(saved_in, ins):
+                inputs[k] = v
+            for k, v in zip(saved_out, outs):
+                outputs[k] = v
+            grads = pair.gradients(backward(*pair.arguments(inputs, outputs, cotangents)))
+            return tuple(self._cotangent(pair, grads[k], k, aval) for k, aval in zip(slots, avals))
+
+        f.defvjp(fwd, bwd)
+        return f
+
+    def _backward_function(self, pair) -> "Function":
+        fns = self._owner
+        if pair.backward not in fns._items:
+            raise TypeError(f"{self.name}: its backward '{pair.backward}' has no JAX callable, so JAX cannot "
+                            f"differentiate it: {fns._skipped.get(pair.backward, '')}")
+        return fns._items[pair.backward]
+
+    def _cotangent(self, pair, grad, slot: int, aval):
+        """The backward's gradient of argument ``slot`` as custom_vjp takes it: None
+        (a zero cotangent) when it returns none; kjit's error when its shape or dtype
+        is not the argument's (a spec mistake JAX would name less clearly)."""
+        if grad is None:
+            return None
+        got = (tuple(grad.shape), np.dtype(grad.dtype))
+        if got != aval:
+            name = self._callers[slot].name
+            raise TypeError(f"{self.name}: backward '{pair.backward}' returns grad_{name} as {got[1].name}"
+                            f"{list(got[0])}, but '{name}' is {aval[1].name}{list(aval[0])}: a gradient has its "
+                            "argument's shape and dtype")
+        return grad
 
     def __repr__(self) -> str:
         return f"<kjit JAX function {self.target} (vmap: {self.vmap_method})>"
@@ -329,7 +424,7 @@ def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[
         target = f"{base}.{fn_name}"
         with _lock:
             _register_target(target, plat, lib, f"__kjit_xla_{fn_name}", lib.key)
-        out._add(fn_name, Function(lib, fn_name, target, device, (vmap or {}).get(fn_name)))
+        out._add(fn_name, Function(lib, fn_name, target, device, (vmap or {}).get(fn_name), out))
     if prefix is None and not vmap:
         mod.__dict__["_jax_functions"] = out
     return out

@@ -6,8 +6,10 @@ import json
 import os
 import shutil
 import tempfile
+import types
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from . import _pairing
 from . import function as _function
 from ._lib import api
 from .spec import Spec
@@ -105,6 +107,7 @@ class Module:
         #: whether the library also has XLA FFI handlers (load_inline(jax=True))
         self.has_xla_handlers: bool = record["has_xla_handlers"]
         self._options = options
+        self._pairings: Dict[str, _pairing.Pairing] = {}
         self._stubs = {n: str(s) for n, s in zip(names, res["stubs"])}
         #: function name -> the tvm_ffi.Function of its stub (positional arguments only)
         self.ffi_functions = dict(zip(names, res["functions"]))
@@ -122,6 +125,24 @@ class Module:
 
     torch = _FrontEnd("torch", "register")
     jax = _FrontEnd("jax", "functions")
+
+    @property
+    def backward(self) -> Mapping[str, str]:
+        """{forward function: the function computing its gradients}, read-only: the
+        module's one gradient pairing, which ``mod.torch`` (autograd) and ``mod.jax``
+        (``jax.custom_vjp``) both use. Set by ``load_inline(..., backward=...)``,
+        ``kjit.load(path, backward=...)`` and ``kjit.torch.register(mod, backward=...)``."""
+        return types.MappingProxyType({fwd: p.backward for fwd, p in self._pairings.items()})
+
+    def _new_pairings(self, backward, where: str) -> Dict[str, "_pairing.Pairing"]:
+        """The pairs of ``backward=`` checked against this module and its pairing
+        (TypeError/SpecError, nothing changed); add them with _add_pairings."""
+        pairs = _pairing.pairings(self, backward, where)
+        _pairing.conflicts(self._pairings, pairs, where)
+        return pairs
+
+    def _add_pairings(self, pairs: Mapping[str, "_pairing.Pairing"]) -> None:
+        self._pairings.update(pairs)
 
     def __getitem__(self, fn_name: str):
         try:
@@ -281,6 +302,7 @@ def load_inline(
     jax: bool = False,
     torch: Union[bool, Mapping[str, object]] = False,
     relocatable: bool = False,
+    backward: Optional[Mapping[str, str]] = None,
 ) -> Module:
     """Compiles C++ kernels with generated, checked host stubs and loads them.
 
@@ -299,6 +321,11 @@ def load_inline(
     (docs/jax.md); ``torch=True`` registers every function as a torch op,
     ``mod.torch`` (docs/torch.md); ``torch={"backward": {...}, "namespace": ...}``
     registers with those options of ``kjit.torch.register``.
+
+    ``backward={"fn": "fn_backward"}`` pairs functions with the functions of the
+    module that compute their gradients (``mod.backward``): ``mod.torch`` makes the
+    pair its autograd formula, ``mod.jax`` a ``jax.custom_vjp`` (docs/torch.md
+    "Autograd", docs/jax.md "Gradients").
 
     ``cuda_sources`` hold device code, compiled by nvcc (side by side with the host
     compiler) into the same module; functions defined there take ``@cuda`` tensors
@@ -320,6 +347,7 @@ def load_inline(
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
+    _pairing.checked_form(backward, "kjit.load_inline")  # before the compile: a typo costs no build
     # Named fields of the C++ kjit.load_inline (load_inline_entry in global_functions.cc).
     options = {
         "name": name,
@@ -338,6 +366,7 @@ def load_inline(
     _read_source_files(sources, options)
     _add_brainevent_headers(options)
     mod = _load(options, force_rebuild=bool(force_rebuild), xla_include_dir=_xla_include_dir() if jax else "")
+    mod._add_pairings(mod._new_pairings(backward, "kjit.load_inline"))
     _register_torch(mod, torch)
     return mod
 
@@ -404,6 +433,9 @@ def build(name: str, *, output, jax: bool = False, **options) -> str:
     it imports tvm_ffi (kjit does) or links libtvm_ffi. ``options`` are
     ``load_inline``'s (``cpp_sources``, ``cuda_sources``, ``functions``, flags); the
     build goes through the cache like any other (docs/shipping.md)."""
+    if "backward" in options:
+        raise TypeError("kjit.build: backward= is not stored in the built library; pass it to kjit.load(path, "
+                        "backward=...) where the library is loaded")
     out = _path_text(output, "output")
     if os.path.isdir(out):
         raise ValueError(f"kjit.build: output {out!r} is a folder; name the library file (e.g. {name}.so)")
@@ -425,18 +457,22 @@ def build(name: str, *, output, jax: bool = False, **options) -> str:
     return out
 
 
-def load(path) -> Module:
+def load(path, *, backward: Optional[Mapping[str, str]] = None) -> Module:
     """A module built by ``kjit.build`` (or any kjit library), loaded from ``path``
     with no compiler and no source: its functions, keywords, defaults, returned
     outputs and checks are the built module's, read from the manifest it exports;
     ``mod.jax`` works when it was built with ``jax=True``, ``mod.torch`` always.
-    ``get_host_source`` is empty. Raises FileNotFoundError, and ValueError for a
+    ``get_host_source`` is empty. ``backward=`` pairs functions with their gradients'
+    functions, as ``load_inline``'s. Raises FileNotFoundError, and ValueError for a
     library that is not a kjit module."""
     text = _path_text(path, "path")
+    _pairing.checked_form(backward, "kjit.load")
     if not os.path.isfile(text):
         raise FileNotFoundError(f"kjit.load: no file {text!r} (kjit.build writes the library there)")
     res = api.load_module(os.path.abspath(text))
-    return Module(res, {"loaded_from": os.path.abspath(text)})
+    mod = Module(res, {"loaded_from": os.path.abspath(text)})
+    mod._add_pairings(mod._new_pairings(backward, "kjit.load"))
+    return mod
 
 
 def brainevent_include_dir() -> str:

@@ -7,8 +7,9 @@ from the spec (scalars with their types and defaults, ``out`` tensors mutated,
 ``return`` tensors returned, ``optional`` tensors ``Tensor?``), its fake
 implementation asks the function's call model (src/call) for the returned tensors'
 shapes and dtypes and raises the spec's errors while tracing, and its dispatch keys
-are the devices the spec allows. ``backward={"fn": "fn_backward"}`` pairs a function
-with the kjit function that computes its gradients (torch.library.register_autograd).
+are the devices the spec allows. Each pair of the module's gradient pairing
+(``mod.backward``: ``load_inline(..., backward={"fn": "fn_backward"})``, kjit._pairing)
+is its forward op's autograd formula (torch.library.register_autograd).
 ``kjit.torch.op(f)`` does the same for a ``kjit.elementwise`` function.
 
 ``mod.torch.fn(...)`` calls the op under ``torch.compile`` and ``torch.export``, on
@@ -157,6 +158,21 @@ def _fold(tree, args):
     return _FOLD[tree[0]](_fold(tree[1], args), _fold(tree[2], args))
 
 
+def _fold_shape(dims, args) -> tuple:
+    """A returned shape (fn.returned_shapes()) with the caller's own integers: a
+    ("batch", ((i, k), ...)) entry is the leading dims of the first tensor i present
+    that names the group, all but its k declared dims."""
+    out = []
+    for d in dims:
+        if isinstance(d, tuple) and d[0] == "batch":
+            i, k = next((i, k) for i, k in d[1] if args[i] is not None)
+            shape = tuple(args[i].shape)
+            out.extend(shape[:len(shape) - k])
+        else:
+            out.append(_fold(d, args))
+    return tuple(out)
+
+
 def _symbolic(args) -> bool:
     for a in args:
         if isinstance(a, torch.SymInt):
@@ -172,7 +188,7 @@ def _fake_outputs(fn, args):
     outs = fn.infer(*[_meta(a) for a in args])
     shapes = [o[0] for o in outs]
     if _symbolic(args):
-        shapes = [tuple(_fold(d, args) for d in dims) for dims in fn.returned_shapes()]
+        shapes = [_fold_shape(dims, args) for dims in fn.returned_shapes()]
     device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
     tensors = [torch.empty(shape, dtype=getattr(torch, dtype),
                            device=device if device is not None else ("cuda" if dev[0] == 2 else "cpu"))
@@ -183,38 +199,12 @@ def _fake_outputs(fn, args):
 # ---- autograd ---------------------------------------------------------------------
 
 class _Backward:
-    """How a backward kjit function's parameters come from a forward call: by name,
-    `grad_<output>` the gradient of a returned tensor, a forward argument's name that
-    argument, a returned tensor's name that output. Its returned tensors named
-    `grad_<input>` are the gradients of those inputs."""
+    """A module's pairing (kjit._pairing.Pairing: which forward values and gradients
+    the backward reads, by name) as torch's autograd formula over the backward's op."""
 
-    def __init__(self, fwd_name: str, fwd, bwd_name: str, bwd, bwd_op) -> None:
-        fwd_params = fwd.__kjit_params__
-        self.inputs = [p.name for p in fwd_params if not p.returned]
-        self.outputs = [p.name for p in fwd_params if p.returned]
-        if any(p.written for p in fwd_params if not p.returned):
-            raise SpecError(f"kjit.torch: '{fwd_name}' writes an out tensor; autograd needs a function that returns "
-                            "its results ('return' tensors), not one that mutates its arguments")
+    def __init__(self, pairing, bwd_op) -> None:
+        self.pairing = pairing
         self.op = bwd_op  # the backward's own op: traceable when torch.compile compiles the backward
-        self.sources: List[Tuple[str, int]] = []
-        for p in (p for p in bwd.__kjit_params__ if not p.returned):
-            if p.name.startswith("grad_") and p.name[5:] in self.outputs:
-                self.sources.append(("grad", self.outputs.index(p.name[5:])))
-            elif p.name in self.inputs:
-                self.sources.append(("input", self.inputs.index(p.name)))
-            elif p.name in self.outputs:
-                self.sources.append(("output", self.outputs.index(p.name)))
-            else:
-                raise SpecError(
-                    f"kjit.torch: backward '{bwd_name}' of '{fwd_name}' has parameter '{p.name}', which is neither "
-                    f"grad_<output> ({', '.join('grad_' + o for o in self.outputs) or 'no outputs'}), an argument of "
-                    f"'{fwd_name}' ({', '.join(self.inputs)}) nor one of its outputs ({', '.join(self.outputs)})")
-        self.grads: List[int] = []
-        for p in (p for p in bwd.__kjit_params__ if p.returned):
-            if not (p.name.startswith("grad_") and p.name[5:] in self.inputs):
-                raise SpecError(f"kjit.torch: backward '{bwd_name}' returns '{p.name}'; its returned tensors must be "
-                                f"grad_<input> of '{fwd_name}' ({', '.join('grad_' + i for i in self.inputs)})")
-            self.grads.append(self.inputs.index(p.name[5:]))
 
     def setup_context(self, ctx, inputs, output) -> None:
         """Tensors the backward reads go through ``ctx.save_for_backward``, so that
@@ -225,8 +215,8 @@ class _Backward:
         outputs = output if isinstance(output, tuple) else (output,)
         saved: List[Any] = []
         slots: List[Tuple[str, Any]] = []
-        for kind, k in self.sources:
-            value = inputs[k] if kind == "input" else outputs[k] if kind == "output" else None
+        no_grads = [None] * len(outputs)  # cotangents come in backward()
+        for value in self.pairing.arguments(inputs, outputs, no_grads):
             if isinstance(value, torch.Tensor):
                 slots.append(("saved", len(saved)))
                 saved.append(value)
@@ -242,7 +232,7 @@ class _Backward:
         own pair, or torch's error that the backward op has no autograd formula."""
         saved = ctx.saved_tensors
         args = []
-        for (kind, k), (slot, value) in zip(self.sources, ctx.kjit_slots):
+        for (kind, k), (slot, value) in zip(self.pairing.sources, ctx.kjit_slots):
             if kind == "grad":
                 g = grads[k]
                 if g is None:
@@ -253,12 +243,7 @@ class _Backward:
                 args.append(saved[value].contiguous())
             else:
                 args.append(value)
-        result = self.op(*args)
-        result = result if isinstance(result, tuple) else (result,)
-        out: List[Any] = [None] * len(self.inputs)
-        for k, g in zip(self.grads, result):
-            out[k] = g
-        return tuple(out)
+        return tuple(self.pairing.gradients(self.op(*args)))
 
 
 # ---- ops ----------------------------------------------------------------------------
@@ -278,9 +263,10 @@ def _eager_op(fn, op, qualname: str, has_backward: bool) -> Callable:
         values = fn.bind(*args, **kwargs)
         if not call.has_backward and _requires_grad(values):
             raise TypeError(
-                f"{qualname}: an argument requires grad, but this op has no backward; register one "
-                f"(kjit.torch.register(mod, backward={{'{fn.__name__}': ...}}), docs/torch.md), or call it "
-                "under torch.no_grad() or with detached tensors")
+                f"{qualname}: an argument requires grad, but this op has no backward; pair one "
+                f"(kjit.load_inline(..., backward={{'{fn.__name__}': ...}}) or kjit.torch.register(mod, "
+                f"backward={{'{fn.__name__}': ...}}), docs/torch.md), or call it under torch.no_grad() or with "
+                "detached tensors")
         return op(*values)
 
     def call(*args, **kwargs):
@@ -331,50 +317,43 @@ def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional
     (namespace: the module's name) and returns them: ``mod.torch``, the module's one
     registration.
 
-    ``backward={"fn": "fn_backward"}`` pairs functions with kjit functions of the same
-    module that compute their gradients (parameters ``grad_<output>``, the forward's
-    arguments and outputs by name; returned tensors ``grad_<input>``). Functions a
-    torch op cannot express (a value returned by the kernel, a bytes parameter) are
-    left out: ``ops.skipped`` says why. Registering a module again returns
-    ``mod.torch``, with any new pairs added to it; another namespace for a registered
-    module, another backward for a paired function, or a different build under a
-    registered name is a SpecError.
+    Each pair of the module's gradient pairing (``mod.backward``, declared at
+    ``load_inline(..., backward=...)``) is the autograd formula of its forward op.
+    ``backward={"fn": "fn_backward"}`` here adds pairs to ``mod.backward`` (the same
+    pair again is a no-op, another backward for a paired function a SpecError):
+    parameters ``grad_<output>``, the forward's arguments and outputs by name;
+    returned tensors ``grad_<input>`` (kjit._pairing). Functions a torch op cannot
+    express (a value returned by the kernel, a bytes parameter) are left out:
+    ``ops.skipped`` says why. Registering a module again returns ``mod.torch``, with
+    any new pairs added to it; another namespace for a registered module, or a
+    different build under a registered name, is a SpecError.
     """
     if not isinstance(mod, Module):
         raise TypeError(f"kjit.torch.register() takes a kjit.Module, got {type(mod).__name__}")
-    if backward is not None and not isinstance(backward, Mapping):
-        raise TypeError(f"kjit.torch.register(): backward must be a dict {{forward: backward}}, got "
-                        f"{type(backward).__name__}")
+    new = mod._new_pairings(backward, "kjit.torch.register")
     ns = _namespace(namespace if namespace is not None else mod.name)
-    backward = dict(backward or {})
-    for fwd, bwd in backward.items():
-        for name in (fwd, bwd):
-            if not isinstance(name, str) or name not in mod:
-                raise SpecError(f"kjit.torch: backward={{{fwd!r}: {bwd!r}}} names {name!r}, which module "
-                                f"'{mod.name}' does not have (it has: {', '.join(mod.functions)})")
-    for fwd, bwd in backward.items():  # every pair's own mistakes first, named by the pair
-        _Backward(fwd, mod[fwd], bwd, mod[bwd], None)
     ops = mod.__dict__.get("torch")
     if ops is not None and ops.namespace != ns:
         raise SpecError(f"kjit.torch: module '{mod.name}' is registered already, under namespace '{ops.namespace}' "
                         f"(mod.torch); a module has one registration, so it cannot also be '{ns}'")
     if ops is None:
-        ops = _register_ops(mod, ns, backward)
-    for fwd, bwd in backward.items():
-        _pair(mod, ops, fwd, bwd)
+        ops = _register_ops(mod, ns)
+    for pair in new.values():  # torch's own refusals before the module's pairing changes
+        _check_ops(ops, pair)
+    mod._add_pairings(new)
+    for pair in mod._pairings.values():
+        _pair(mod, ops, pair)
     mod.__dict__["torch"] = ops
     return ops
 
 
-def _register_ops(mod: Module, ns: str, backward: Mapping[str, str]) -> Ops:
+def _register_ops(mod: Module, ns: str) -> Ops:
     ops = Ops(ns)
     for fn_name in mod.functions:
         fn = mod[fn_name]
         try:
             schema, mutated = _schema(fn_name, fn.__kjit_params__, fn.__kjit_return__)
         except SpecError as err:
-            if fn_name in backward or fn_name in backward.values():
-                raise
             ops._skip(fn_name, str(err).removeprefix("kjit.torch: "))
             continue
         qualname = f"{ns}::{fn_name}"
@@ -390,24 +369,30 @@ def _register_ops(mod: Module, ns: str, backward: Mapping[str, str]) -> Ops:
     return ops
 
 
-def _pair(mod: Module, ops: Ops, fwd: str, bwd: str) -> None:
-    """Registers `bwd` as the autograd formula of op `fwd` (once per op: torch keeps
-    one formula; the same pair again is a no-op)."""
-    for name in (fwd, bwd):
+def _check_ops(ops: Ops, pair) -> None:
+    """SpecError when a function of the pair is not a torch op (ops.skipped says why)."""
+    for name in (pair.forward, pair.backward):
         if name not in ops._items:
-            raise SpecError(f"kjit.torch: backward={{'{fwd}': '{bwd}'}}: '{name}' is not a torch op: "
-                            f"{ops._skipped[name]}")
-    qualname = f"{ops.namespace}::{fwd}"
+            raise SpecError(f"kjit.torch: backward={{'{pair.forward}': '{pair.backward}'}}: '{name}' is not a torch "
+                            f"op: {ops._skipped[name]}")
+
+
+def _pair(mod: Module, ops: Ops, pair) -> None:
+    """Registers the pair's backward as the autograd formula of its forward op (once
+    per op: torch keeps one formula; the same pair again is a no-op)."""
+    _check_ops(ops, pair)
+    qualname = f"{ops.namespace}::{pair.forward}"
     with _lock:
         previous = _paired.get(qualname)
         if previous is None:
-            pair = _Backward(fwd, mod[fwd], bwd, mod[bwd], ops._items[bwd].op)
-            torch.library.register_autograd(qualname, pair.backward, setup_context=pair.setup_context)
-            _paired[qualname] = bwd
-    if previous is not None and previous != bwd:
+            formula = _Backward(pair, ops._items[pair.backward].op)
+            torch.library.register_autograd(qualname, formula.backward, setup_context=formula.setup_context)
+            _paired[qualname] = pair.backward
+    if previous is not None and previous != pair.backward:
+        # another Module object of the same build, paired otherwise, registered this op first
         raise SpecError(f"kjit.torch: op '{qualname}' has backward '{previous}' already; torch keeps one autograd "
-                        f"formula per op, so it cannot also have '{bwd}'")
-    ops._items[fwd].has_backward = True
+                        f"formula per op, so it cannot also have '{pair.backward}'")
+    ops._items[pair.forward].has_backward = True
 
 
 # ---- elementwise functions ----------------------------------------------------------

@@ -158,6 +158,7 @@ struct CallModel::Plan {
     std::vector<std::string> what;                    ///< per dim: "returned tensor 'y': shape[0] = 2*n"
     int dtype_of = -1;                                ///< caller index, or -1: `dtype`
     int dtype_var = -1;                               ///< index into dtype_vars, or -1
+    int batch = -1;                                   ///< index into batch_groups, or -1: its leading dims
     DLDataType dtype{};
     DeviceKind device;
   };
@@ -165,7 +166,7 @@ struct CallModel::Plan {
   std::vector<std::string> symbols;   ///< slot -> name
   std::vector<std::string> carriers;  ///< slot -> "x, y": the tensors carrying it
   std::map<std::string, int> slots;
-  std::map<std::string, std::pair<int, int>> sources;  ///< symbol -> {caller, dim or -1}, bound directly
+  std::map<std::string, SymbolSource> sources;  ///< symbol -> where it is bound directly
   std::vector<TensorCheck> tensors;
   std::vector<Step> steps;
   std::vector<int> constraint_guards;
@@ -194,6 +195,16 @@ struct CallModel::Plan {
     bool integral;  ///< range-checked against the bound dtype (a floating one is rounded by the stub)
   };
   std::vector<VarScalar> var_scalars;
+  /// A batch group ("[*batch, n]"): the callers that name it, in binding order, with
+  /// the count of their declared dims after it.
+  struct BatchGroup {
+    std::string name;
+    std::vector<std::pair<int, int>> carriers;  ///< {caller, declared dims}
+    std::string carrier_names;                  ///< "x, y", for messages
+  };
+  std::vector<BatchGroup> batch_groups;
+  /// Callers with a batch group, whose later checks read their declared dims only.
+  std::vector<std::pair<int, int>> batched;  ///< {caller, declared dims}
 };
 
 namespace {
@@ -230,6 +241,7 @@ class PlanBuilder {
       caller_of_name_[model_.callers()[i].name] = static_cast<int>(i);
     tensors();
     dtype_vars();
+    batch_groups();
     for (const BindingStep& s : binding_.steps) step(s);
     scalars_of_returned_shapes();
     constraints();
@@ -286,6 +298,29 @@ class PlanBuilder {
     }
   }
 
+  void batch_groups() {
+    const FunctionSpec& full = model_.spec();
+    for (const std::string& g : kjit::batch_groups(full)) {
+      CallModel::Plan::BatchGroup out;
+      out.name = g;
+      for (const Param* c : batch_carriers(full, g)) {
+        if (c->tensor.returned) continue;
+        const std::pair<int, int> carrier{caller_of_name_.at(c->name), static_cast<int>(c->tensor.shape.size())};
+        out.carriers.push_back(carrier);
+        plan_->batched.push_back(carrier);
+      }
+      out.carrier_names = batch_carrier_names(full, g);
+      plan_->batch_groups.push_back(std::move(out));
+    }
+  }
+
+  int batch_group_index(const std::string& name) const {
+    for (size_t g = 0; g < plan_->batch_groups.size(); ++g) {
+      if (plan_->batch_groups[g].name == name) return static_cast<int>(g);
+    }
+    throw InternalError("kjit internal error: a batch group the spec does not name");
+  }
+
   int dtype_var_index(const std::string& name) const {
     const std::vector<DTypeVar>& vars = model_.spec().dtype_vars;
     for (size_t v = 0; v < vars.size(); ++v) {
@@ -315,9 +350,7 @@ class PlanBuilder {
       out.values = packed_values(p.tensor);
     }
     out.label = field_label(spec_, s);
-    out.field_text = s.field == BindingStep::Field::kShape    ? "shape[" + std::to_string(s.dim) + "]"
-                     : s.field == BindingStep::Field::kStride ? "strides[" + std::to_string(s.dim) + "]"
-                                                              : "value";
+    out.field_text = field_text(spec_, s);
     out.name = p.name;
     out.guards = slots_of(s.guard_symbols);
     out.divisors = divisor_guards(s.expr, out.label, plan_->slots);
@@ -337,7 +370,9 @@ class PlanBuilder {
     if (s.action == BindingStep::Action::kBind && !s.in_optional && !plan_->sources.count(s.unknown)) {
       const bool whole_dim = s.field == BindingStep::Field::kShape && !out.packed_dim;
       if (whole_dim || s.field == BindingStep::Field::kScalar) {
-        plan_->sources[s.unknown] = {caller, s.field == BindingStep::Field::kScalar ? -1 : s.dim};
+        CallModel::SymbolSource source{caller, s.dim, s.field == BindingStep::Field::kScalar};
+        if (!p.tensor.batch.empty()) source.dim -= static_cast<int>(p.tensor.shape.size());
+        plan_->sources[s.unknown] = source;
       }
     }
     plan_->steps.push_back(std::move(out));
@@ -406,11 +441,11 @@ class PlanBuilder {
       for (size_t d = 0; d < p.tensor.shape.size(); ++d) {
         const Expr& e = p.tensor.shape[d];
         r.dims.emplace_back(e, plan_->slots);
-        r.what.push_back("returned tensor '" + p.name + "': shape[" + std::to_string(d) +
-                         "] = " + r.dims.back().text());
-        r.divisors.push_back(
-            divisor_guards(e, "returned tensor '" + p.name + "': shape[" + std::to_string(d) + "]", plan_->slots));
+        const std::string field = shape_field_text(p.tensor, "shape", static_cast<int>(d));
+        r.what.push_back("returned tensor '" + p.name + "': " + field + " = " + r.dims.back().text());
+        r.divisors.push_back(divisor_guards(e, "returned tensor '" + p.name + "': " + field, plan_->slots));
       }
+      if (!p.tensor.batch.empty()) r.batch = batch_group_index(p.tensor.batch);
       if (!p.tensor.dtype_of.empty()) {
         r.dtype_of = caller_of_name_.at(p.tensor.dtype_of);
       } else if (!p.tensor.dtype_var.empty()) {
@@ -467,7 +502,8 @@ class Checker {
         bound_by_(plan.dtype_vars.size(), nullptr) {}
 
   int run(OutputMeta* outputs) {
-    if (kinds() || ranks_and_dtypes() || dtype_variables() || steps() || layout() || constraints() || passed()) {
+    if (kinds() || ranks_and_dtypes() || dtype_variables() || batch_groups() || steps() || layout() || constraints() ||
+        passed()) {
       return -1;
     }
     return returned(outputs);
@@ -587,8 +623,10 @@ class Checker {
       const TensorSpec& spec = *check.spec;
       const char* name = model_.callers()[static_cast<size_t>(check.caller)].name.c_str();
       const int rank = static_cast<int>(spec.shape.size());
-      if (!spec.any_rank && t->ndim != rank) {
-        return kjit_stub::fail_ndim(fn_, check.caller, name, check.type_text.c_str(), rank, t->ndim);
+      // A group alone ([*batch]) takes any rank: a negative one is malformed, below.
+      if (!spec.batch.empty() ? rank > 0 && t->ndim < rank : !spec.any_rank && t->ndim != rank) {
+        return (spec.batch.empty() ? kjit_stub::fail_ndim : kjit_stub::fail_ndim_at_least)(
+            fn_, check.caller, name, check.type_text.c_str(), rank, t->ndim);
       }
       if (const char* why = kjit_stub::malformed_tensor(t))
         return kjit_stub::fail_malformed(fn_, check.caller, name, t, why);
@@ -646,6 +684,40 @@ class Checker {
       if (sc.integral && !kjit_stub::int_fits_dtype(value, bound_[v])) {
         return kjit_stub::fail_dtype_range(fn_, sc.caller, caller_name(sc.caller), var.name.c_str(), bound_[v], value);
       }
+    }
+    return 0;
+  }
+
+  // ---- 3c. batch groups ----
+  int batch_groups() {
+    if (plan_.batch_groups.empty()) return 0;
+    group_dims_.assign(plan_.batch_groups.size(), nullptr);
+    group_len_.assign(plan_.batch_groups.size(), 0);
+    group_by_.assign(plan_.batch_groups.size(), nullptr);
+    for (size_t g = 0; g < plan_.batch_groups.size(); ++g) {
+      for (const auto& [c, dims] : plan_.batch_groups[g].carriers) {
+        const DLTensor* t = tensors_[static_cast<size_t>(c)];
+        if (t == nullptr) continue;
+        const int lead = t->ndim - dims;
+        if (group_by_[g] == nullptr) {
+          group_dims_[g] = t->shape;
+          group_len_[g] = lead;
+          group_by_[g] = caller_name(c);
+        } else if (!kjit_stub::same_dims(t->shape, lead, group_dims_[g], group_len_[g])) {
+          return kjit_stub::fail_batch(fn_, c, caller_name(c), plan_.batch_groups[g].name.c_str(), group_dims_[g],
+                                       group_len_[g], group_by_[g], t->shape, lead);
+        }
+      }
+    }
+    // The later checks read each batched tensor's declared dims; layout() the whole.
+    whole_.assign(tensors_.data(), tensors_.data() + tensors_.size());
+    views_.resize(plan_.batched.size());
+    for (size_t k = 0; k < plan_.batched.size(); ++k) {
+      const auto& [c, dims] = plan_.batched[k];
+      const DLTensor* t = tensors_[static_cast<size_t>(c)];
+      if (t == nullptr) continue;
+      views_[k] = kjit_stub::trailing_dims(t, dims);
+      tensors_[static_cast<size_t>(c)] = &views_[k];
     }
     return 0;
   }
@@ -743,7 +815,8 @@ class Checker {
     DLDevice device[2] = {{kDLCPU, 0}, {kDLCUDA, 0}};  // by DeviceKind: cpu, cuda
     const char* device_by[2] = {nullptr, nullptr};
     for (const Plan::TensorCheck& check : plan_.tensors) {
-      const DLTensor* t = tensors_[static_cast<size_t>(check.caller)];
+      const DLTensor* t =
+          whole_.empty() ? tensors_[static_cast<size_t>(check.caller)] : whole_[static_cast<size_t>(check.caller)];
       if (t == nullptr) continue;
       const TensorSpec& spec = *check.spec;
       const int i = check.caller;
@@ -823,6 +896,14 @@ class Checker {
       const Plan::ReturnedTensor& r = plan_.returned[k];
       OutputMeta& out = outputs[k];
       out.shape.clear();
+      if (r.batch >= 0) {
+        const size_t g = static_cast<size_t>(r.batch);
+        if (group_by_[g] == nullptr) {
+          return kjit_stub::fail_batch_unbound_returned(fn_, r.name.c_str(), plan_.batch_groups[g].name.c_str(),
+                                                        plan_.batch_groups[g].carrier_names.c_str());
+        }
+        for (int d = 0; d < group_len_[g]; ++d) out.shape.push_back(group_dims_[g][d]);
+      }
       for (size_t d = 0; d < r.dims.size(); ++d) {
         const Program& dim = r.dims[d];
         const std::string& what = r.what[d];
@@ -871,6 +952,14 @@ class Checker {
   SmallVector<const char*, 16> by_;          ///< per symbol: what bound it, nullptr while unbound
   SmallVector<DLDataType, 4> bound_;         ///< per dtype variable: its dtype in this call
   SmallVector<const char*, 4> bound_by_;     ///< per dtype variable: the tensor that bound it, nullptr while unbound
+  // Batch groups (only when the spec names one): per group its bound leading dims,
+  // their count and the tensor that bound them; the callers' tensors as passed
+  // (tensors_ then holds views of batched ones' declared dims, kept in views_).
+  std::vector<const int64_t*> group_dims_;
+  std::vector<int> group_len_;
+  std::vector<const char*> group_by_;
+  std::vector<const DLTensor*> whole_;
+  std::vector<DLTensor> views_;
 };
 
 }  // namespace
@@ -899,9 +988,16 @@ int CallModel::check_data(const TVMFFIAny* args) const {
   return 0;
 }
 
-std::pair<int, int> CallModel::symbol_source(const std::string& symbol) const {
+CallModel::SymbolSource CallModel::symbol_source(const std::string& symbol) const {
   auto it = plan_->sources.find(symbol);
-  return it == plan_->sources.end() ? std::make_pair(-1, -1) : it->second;
+  return it == plan_->sources.end() ? SymbolSource{} : it->second;
+}
+
+std::vector<std::pair<int, int>> CallModel::batch_sources(const std::string& group) const {
+  for (const Plan::BatchGroup& g : plan_->batch_groups) {
+    if (g.name == group) return g.carriers;
+  }
+  return {};
 }
 
 }  // namespace kjit

@@ -101,11 +101,21 @@ class CallModel {
   int check_data(const TVMFFIAny* args) const;
 
   /// Where the value of shape symbol `symbol` comes from when the caller's arguments
-  /// give it directly: {caller index, dim} of a whole dim of a tensor, or {caller
-  /// index, -1} for an integer scalar; {-1, -1} otherwise (it is solved, or never
-  /// bound). Front ends whose sizes are symbolic (torch.compile's dynamic shapes)
-  /// build returned shapes from these.
-  std::pair<int, int> symbol_source(const std::string& symbol) const;
+  /// give it directly: a whole dim of a tensor (its index, counted from the end
+  /// after a batch group), or an integer scalar; caller -1 otherwise (it is solved,
+  /// or never bound). Front ends whose sizes are symbolic (torch.compile's dynamic
+  /// shapes) build returned shapes from these.
+  struct SymbolSource {
+    int caller = -1;
+    int dim = 0;  ///< shape index; negative counts from the end
+    bool scalar = false;
+  };
+  SymbolSource symbol_source(const std::string& symbol) const;
+
+  /// The callers that name batch group `group`, in binding order, each with the
+  /// count of its declared dims after the group: a returned tensor's leading dims
+  /// are the first present one's.
+  std::vector<std::pair<int, int>> batch_sources(const std::string& group) const;
 
   /// The checks, precomputed in the stub's order (defined in call_checks.cc).
   struct Plan;

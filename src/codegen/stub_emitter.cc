@@ -90,6 +90,7 @@ class StubEmitter {
     decode_args();
     rank_and_dtype();
     dtype_variables();
+    batch_groups();
     shapes_and_strides();
     layout_and_placement();
     constraints();
@@ -229,17 +230,20 @@ class StubEmitter {
       std::string t = tensor_var(*p);
       std::string idx = std::to_string(i);
       std::string body;
-      if (!p->tensor.any_rank)
-        body = "  if (" + t + "->ndim != " + std::to_string(p->tensor.shape.size()) + ") return fail_ndim(kFn, " + idx +
-               ", " + c_string(p->name) + ", " + c_string(param_type_text(*p)) + ", " +
+      const bool batched = !p->tensor.batch.empty();
+      if (!p->tensor.any_rank && !(batched && p->tensor.shape.empty()))
+        body = "  if (" + t + "->ndim " + (batched ? "<" : "!=") + " " + std::to_string(p->tensor.shape.size()) +
+               ") return " + (batched ? "fail_ndim_at_least" : "fail_ndim") + "(kFn, " + idx + ", " +
+               c_string(p->name) + ", " + c_string(param_type_text(*p)) + ", " +
                std::to_string(p->tensor.shape.size()) + ", " + t + "->ndim);\n";
       // A fixed rank, checked just above, lets the check run without a loop.
       // With one dtype to match, the fast test compares the dtype word the dtype
       // check below compares too, instead of testing bits and lanes for zero.
       const std::string word = single_dtype_word(p->tensor);
-      const std::string check = p->tensor.any_rank ? "malformed_tensor(" + t + ")"
-                                                   : "malformed_ranked<" + std::to_string(p->tensor.shape.size()) +
-                                                         ">(" + t + (word.empty() ? "" : ", " + word) + ")";
+      const std::string check = p->tensor.any_rank || batched
+                                    ? "malformed_tensor(" + t + ")"
+                                    : "malformed_ranked<" + std::to_string(p->tensor.shape.size()) + ">(" + t +
+                                          (word.empty() ? "" : ", " + word) + ")";
       body += "  if (const char* why = " + check + ") return fail_malformed(kFn, " + idx + ", " + c_string(p->name) +
               ", " + t + ", why);\n";
       if (!p->tensor.dtypes.empty()) {
@@ -334,6 +338,65 @@ class StubEmitter {
     }
   }
 
+  /// 3c. batch groups: each bound by the first tensor present that names it (as
+  /// dtype variables), the others' leading dims compared with it; then each such
+  /// tensor's later checks read its declared dims only (full_<name> keeps the
+  /// tensor for the layout checks and the kernel).
+  void batch_groups() {
+    const std::vector<std::string> groups = kjit::batch_groups(spec_);
+    if (groups.empty()) return;
+    out_ << "\n  // 3c. batch groups: leading dims, bound by the first tensor that names the group, the rest checked\n";
+    for (const std::string& g : groups) bind_batch_group(g);
+    for (const Param* p : spec_.call_args()) {
+      if (p->kind != ParamKind::kTensor || p->tensor.batch.empty()) continue;
+      const std::string t = tensor_var(*p), k = std::to_string(p->tensor.shape.size());
+      out_ << "  const DLTensor* full_" << p->name << " = " << t << ";\n";
+      if (p->tensor.optional) {
+        out_ << "  DLTensor tail_" << p->name << "{};\n";
+        emit_guarded(*p, "  tail_" + p->name + " = trailing_dims(" + t + ", " + k + ");\n  " + t + " = &tail_" +
+                             p->name + ";\n");
+      } else {
+        out_ << "  DLTensor tail_" << p->name << " = trailing_dims(" << t << ", " << k << ");\n  " << t << " = &tail_"
+             << p->name << ";\n";
+      }
+    }
+  }
+
+  void bind_batch_group(const std::string& g) {
+    const std::string dims = "g_" + g, len = "gn_" + g, by = "gby_" + g;
+    out_ << "  [[maybe_unused]] const int64_t* " << dims << " = nullptr;\n  [[maybe_unused]] int " << len
+         << " = 0;\n  [[maybe_unused]] const char* " << by << " = nullptr;\n";
+    bool bound = false, first = true;
+    for (const Param* c : batch_carriers(spec_, g)) {
+      const std::string t = tensor_var(*c), name = c_string(c->name);
+      const std::string lead =
+          c->tensor.shape.empty() ? t + "->ndim" : t + "->ndim - " + std::to_string(c->tensor.shape.size());
+      const std::string bind =
+          dims + " = " + t + "->shape;\n    " + len + " = " + lead + ";\n    " + by + " = " + name + ";\n";
+      const std::string differs = "!same_dims(" + t + "->shape, " + lead + ", " + dims + ", " + len + ")";
+      const std::string fail = "return fail_batch(kFn, " + std::to_string(arg_index_.at(c->name)) + ", " + name + ", " +
+                               c_string(g) + ", " + dims + ", " + len + ", " + by + ", " + t + "->shape, " + lead +
+                               ");\n";
+      if (bound) {
+        emit_guarded(*c, "  if (" + differs + ")\n    " + fail);
+      } else if (first && !c->tensor.optional) {
+        out_ << "  " << dims << " = " << t << "->shape;\n  " << len << " = " << lead << ";\n  " << by << " = " << name
+             << ";\n";
+      } else {
+        emit_guarded(*c, "  if (" + by + " == nullptr) {\n    " + bind + "  } else if (" + differs + ") {\n    " +
+                             fail + "  }\n");
+      }
+      bound = bound || !c->tensor.optional;
+      first = false;
+    }
+  }
+
+  /// The variable holding a tensor as the caller passed it: after a batch group the
+  /// checks of its declared dims read a view of them (batch_groups).
+  static std::string whole_tensor_var(const Param& p) {
+    return p.tensor.batch.empty() ? tensor_var(p) : "full_" + p.name;
+  }
+
   /// 6-bit values fill whole bytes only 4 to every 3 bytes: a byte carrier's last
   /// dim must hold a whole number of them.
   /// A byte carrier's values must also be countable in int64 (uint1 over 2^60
@@ -396,7 +459,7 @@ class StubEmitter {
 
   std::string layout_checks(const Param& p, Binding device) {
     const TensorSpec& ts = p.tensor;
-    std::string t = tensor_var(p);
+    std::string t = whole_tensor_var(p);
     std::string head = "kFn, " + std::to_string(arg_index_[p.name]) + ", " + c_string(p.name);
     std::ostringstream b;
     if (is_packed(ts)) {
@@ -653,7 +716,7 @@ class StubEmitter {
       if (!args.empty()) args += ", ";
       if (p.kind == ParamKind::kTensor) {
         int i = arg_index_.at(p.name);
-        args += "TensorArg<" + element_type(p.tensor) + ">{" + tensor_var(p) + ", &args[" + std::to_string(i) +
+        args += "TensorArg<" + element_type(p.tensor) + ">{" + whole_tensor_var(p) + ", &args[" + std::to_string(i) +
                 "], kFn, " + std::to_string(i) + ", " + c_string(p.name) + "}";
       } else if (p.kind == ParamKind::kStream) {
         args += "StreamArg{stream}";
@@ -741,18 +804,6 @@ class StubEmitter {
     throw InternalError("kjit internal error: unknown step field");
   }
 
-  std::string step_field(const BindingStep& s) {
-    switch (s.field) {
-      case BindingStep::Field::kShape:
-        return "shape[" + std::to_string(s.dim) + "]";
-      case BindingStep::Field::kStride:
-        return "strides[" + std::to_string(s.dim) + "]";
-      case BindingStep::Field::kScalar:
-        return "value";
-    }
-    throw InternalError("kjit internal error: unknown step field");
-  }
-
   void emit_step(const BindingStep& s) {
     const Param& p = spec_.params[s.param];
     std::string ind = s.in_optional ? "    " : "  ";
@@ -797,10 +848,11 @@ class StubEmitter {
     std::string head = "argument #" + std::to_string(arg_index_[p.name]) + " '" + p.name + "': ";
     std::string syms = sym_array(symbols_of(s.expr), ind + "    ");
     out_ << (indent_first ? ind : "") << "{\n";
-    emit_value("expected", s.expr, head + step_field(s) + " must equal " + to_string(s.expr), syms, ind + "  ", skip);
+    emit_value("expected", s.expr, head + field_text(spec_, s) + " must equal " + to_string(s.expr), syms, ind + "  ",
+               skip);
     out_ << ind << "  if (" << skip << v << " != expected) {\n"
          << syms << ind << "    return " << (is_packed_dim(s) ? "fail_packed_field" : "fail_field") << "(kFn, "
-         << arg_index_[p.name] << ", " << c_string(p.name) << ", " << c_string(step_field(s)) << ", "
+         << arg_index_[p.name] << ", " << c_string(p.name) << ", " << c_string(field_text(spec_, s)) << ", "
          << c_string(to_string(s.expr)) << ", expected, syms, nsyms, " << v << packed_tail(s) << ");\n"
          << ind << "  }\n"
          << ind << "}\n";
@@ -831,12 +883,12 @@ class StubEmitter {
          << ind << "  const int64_t m = coef == 0 ? rest : kjit_floormod(rest, coef, ovf);\n"
          << ind << "  if (ovf) {\n"
          << syms << ind << "    return fail_overflow(kFn, "
-         << c_string(head + "solving " + step_field(s) + " == " + to_string(s.expr) + " for " + s.unknown)
+         << c_string(head + "solving " + field_text(spec_, s) + " == " + to_string(s.expr) + " for " + s.unknown)
          << ", syms, nsyms);\n"
          << ind << "  }\n"
          << ind << "  if (m != 0 || q < 0) {\n"
          << syms << ind << "    return fail_solve(kFn, " << arg_index_[p.name] << ", " << c_string(p.name) << ", "
-         << c_string(step_field(s)) << ", " << c_string(to_string(s.expr)) << ", " << c_string(s.unknown)
+         << c_string(field_text(spec_, s)) << ", " << c_string(to_string(s.expr)) << ", " << c_string(s.unknown)
          << ", syms, nsyms, " << v << ");\n"
          << ind << "  }\n"
          << ind << "  if (coef != 0) { s_" << s.unknown << " = q; by_" << s.unknown << " = "

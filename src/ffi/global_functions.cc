@@ -157,8 +157,9 @@ InlineOptions inline_options(Fields* f) {
 /// What Python binds a call by: each parameter the caller passes, in order, as
 /// {"name", "kind" ("tensor"|"scalar"), "type", "written", "optional", "default"},
 /// for tensors kjit allocates "returned", "shape" (dim texts), "dtype" (its one
-/// dtype) and "dtype_of" (the input whose dtype it takes), and for scalars
-/// "value_type", the type the value is read as ("T" reads float64 or int64).
+/// dtype) and "dtype_of" (the input whose dtype it takes), for tensors "batch" (the
+/// batch group of its leading dims, or ""), and for scalars "value_type", the type
+/// the value is read as ("T" reads float64 or int64).
 std::vector<std::string> dim_texts(const Param& p) {
   std::vector<std::string> out;
   for (const Expr& e : p.tensor.shape) out.push_back(to_string(e));
@@ -180,6 +181,7 @@ Array<FieldMap> call_params(const FunctionSpec& s) {
                            {"shape", strings(dim_texts(*p))},
                            {"dtype", String(tensor && p->tensor.dtypes.size() == 1 ? p->tensor.dtypes[0].name : "")},
                            {"dtype_of", String(p->tensor.dtype_of)},
+                           {"batch", String(tensor ? p->tensor.batch : "")},
                            {"value_type", String(tensor ? "" : scalar_type_name(p->scalar))}});
   }
   return out;

@@ -485,9 +485,9 @@ PyObject* dim_tree(const CallModel& model, const kjit::Expr& e) {
     case kjit::ExprOp::kConst:
       return PyLong_FromLongLong(e->value);
     case kjit::ExprOp::kSymbol: {
-      const std::pair<int, int> source = model.symbol_source(e->name);
-      if (source.second < 0) return Py_BuildValue("(si)", "arg", source.first);
-      return Py_BuildValue("(sii)", "dim", source.first, source.second);
+      const CallModel::SymbolSource source = model.symbol_source(e->name);
+      if (source.scalar || source.caller < 0) return Py_BuildValue("(si)", "arg", source.caller);
+      return Py_BuildValue("(sii)", "dim", source.caller, source.dim);
     }
     case kjit::ExprOp::kNeg: {
       PyObject* operand = dim_tree(model, e->lhs);
@@ -506,21 +506,43 @@ PyObject* dim_tree(const CallModel& model, const kjit::Expr& e) {
   }
 }
 
+/// ("batch", ((i, k), ...)): a returned tensor's batch group, the leading dims of
+/// the first argument i present among those naming it (all but its k declared dims).
+/// New reference; nullptr with an error set.
+PyObject* batch_tree(const CallModel& model, const std::string& group) {
+  const std::vector<std::pair<int, int>> sources = model.batch_sources(group);
+  PyObject* carriers = PyTuple_New(static_cast<Py_ssize_t>(sources.size()));
+  for (size_t i = 0; carriers != nullptr && i < sources.size(); ++i) {
+    PyObject* pair = Py_BuildValue("(ii)", sources[i].first, sources[i].second);
+    if (pair == nullptr) Py_CLEAR(carriers);
+    if (carriers != nullptr) PyTuple_SET_ITEM(carriers, static_cast<Py_ssize_t>(i), pair);
+  }
+  return carriers != nullptr ? Py_BuildValue("(sN)", "batch", carriers) : nullptr;
+}
+
 /// fn.returned_shapes(): each returned tensor's dims as trees over the caller's
-/// arguments: an int, ("dim", i, d) for argument i's shape[d], ("arg", i) for
-/// integer argument i, (op, a, b) for + - * // %, ("neg", a). Front ends whose
-/// sizes are symbolic (torch.compile's dynamic shapes) fold them with their own
-/// integers; the model itself computes concrete shapes (infer).
+/// arguments: an int, ("dim", i, d) for argument i's shape[d] (d < 0 counts from the
+/// end), ("arg", i) for integer argument i, (op, a, b) for + - * // %, ("neg", a);
+/// a leading ("batch", ...) (batch_tree) stands for the dims of a batch group.
+/// Front ends whose sizes are symbolic (torch.compile's dynamic shapes) fold them
+/// with their own integers; the model itself computes concrete shapes (infer).
 PyObject* kjit_function_returned_shapes(PyObject* self, PyObject*) {
   const CallModel& model = *reinterpret_cast<KjitFunction*>(self)->model;
   PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(model.returned().size()));
   for (size_t r = 0; out != nullptr && r < model.returned().size(); ++r) {
-    const std::vector<kjit::Expr>& dims = model.spec().params[model.returned()[r]].tensor.shape;
-    PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(dims.size()));
+    const kjit::TensorSpec& t = model.spec().params[model.returned()[r]].tensor;
+    const std::vector<kjit::Expr>& dims = t.shape;
+    const size_t lead = t.batch.empty() ? 0 : 1;
+    PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(lead + dims.size()));
+    if (shape != nullptr && lead) {
+      PyObject* tree = batch_tree(model, t.batch);
+      if (tree == nullptr) Py_CLEAR(shape);
+      if (shape != nullptr) PyTuple_SET_ITEM(shape, 0, tree);
+    }
     for (size_t d = 0; shape != nullptr && d < dims.size(); ++d) {
       PyObject* tree = dim_tree(model, dims[d]);
       if (tree == nullptr) Py_CLEAR(shape);
-      if (shape != nullptr) PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(d), tree);
+      if (shape != nullptr) PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(lead + d), tree);
     }
     if (shape == nullptr) Py_CLEAR(out);
     if (out != nullptr) PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(r), shape);

@@ -262,39 +262,79 @@ bool is_size_scalar(const BindingPlan& plan, size_t param) {
   return false;
 }
 
-std::vector<const Param*> dtype_var_carriers(const FunctionSpec& spec, const std::string& var) {
+namespace {
+
+/// The tensors whose `field` (dtype_var or batch) is `name`: those the caller passes
+/// in parameter order, then returned ones.
+std::vector<const Param*> carriers_of(const FunctionSpec& spec, std::string TensorSpec::*field,
+                                      const std::string& name) {
   std::vector<const Param*> out;
   for (bool returned : {false, true}) {
     for (const Param& p : spec.params) {
-      if (p.kind == ParamKind::kTensor && p.tensor.dtype_var == var && p.tensor.returned == returned) out.push_back(&p);
+      if (p.kind == ParamKind::kTensor && p.tensor.*field == name && p.tensor.returned == returned) out.push_back(&p);
     }
   }
   return out;
 }
 
-std::string dtype_var_carrier_names(const FunctionSpec& spec, const std::string& var) {
+std::string passed_names(const std::vector<const Param*>& carriers) {
   std::string out;
-  for (const Param* p : dtype_var_carriers(spec, var)) {
+  for (const Param* p : carriers) {
     if (!p->tensor.returned) out += (out.empty() ? "" : ", ") + p->name;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<const Param*> dtype_var_carriers(const FunctionSpec& spec, const std::string& var) {
+  return carriers_of(spec, &TensorSpec::dtype_var, var);
+}
+
+std::string dtype_var_carrier_names(const FunctionSpec& spec, const std::string& var) {
+  return passed_names(dtype_var_carriers(spec, var));
+}
+
+std::vector<std::string> batch_groups(const FunctionSpec& spec) {
+  std::vector<std::string> out;
+  for (const Param& p : spec.params) {
+    if (p.kind == ParamKind::kTensor && !p.tensor.batch.empty() &&
+        std::find(out.begin(), out.end(), p.tensor.batch) == out.end()) {
+      out.push_back(p.tensor.batch);
+    }
+  }
+  return out;
+}
+
+std::vector<const Param*> batch_carriers(const FunctionSpec& spec, const std::string& group) {
+  return carriers_of(spec, &TensorSpec::batch, group);
+}
+
+std::string batch_carrier_names(const FunctionSpec& spec, const std::string& group) {
+  return passed_names(batch_carriers(spec, group));
 }
 
 std::string size_scalar_note(const std::string& name) {
   return "; '" + name + "' is a size, which a bool is not (NumPy and torch take none as one)";
 }
 
-std::string field_label(const FunctionSpec& spec, const BindingStep& step) {
-  const Param& p = spec.params[step.param];
+std::string field_text(const FunctionSpec& spec, const BindingStep& step) {
+  const TensorSpec& t = spec.params[step.param].tensor;
   switch (step.field) {
     case BindingStep::Field::kShape:
-      return p.name + ".shape[" + std::to_string(step.dim) + "]";
+      return shape_field_text(t, "shape", step.dim);
     case BindingStep::Field::kStride:
-      return p.name + ".strides[" + std::to_string(step.dim) + "]";
+      return shape_field_text(t, "strides", step.dim);
     case BindingStep::Field::kScalar:
-      return "argument '" + p.name + "'";
+      return "value";
   }
   throw InternalError("kjit internal error: unknown BindingStep::Field");
+}
+
+std::string field_label(const FunctionSpec& spec, const BindingStep& step) {
+  const Param& p = spec.params[step.param];
+  if (step.field == BindingStep::Field::kScalar) return "argument '" + p.name + "'";
+  return p.name + "." + field_text(spec, step);
 }
 
 BindingPlan make_binding_plan(const FunctionSpec& spec, const std::string& signature) {

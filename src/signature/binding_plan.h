@@ -68,6 +68,20 @@ std::vector<const Param*> dtype_var_carriers(const FunctionSpec& spec, const std
 /// "x, w": the names of dtype_var_carriers, for messages.
 std::string dtype_var_carrier_names(const FunctionSpec& spec, const std::string& var);
 
+/// Every batch group (`[*batch, n]`) the spec names, in first-use order.
+std::vector<std::string> batch_groups(const FunctionSpec& spec);
+
+/// The tensors that name batch group `group`, in the order they bind it (as
+/// dtype_var_carriers).
+std::vector<const Param*> batch_carriers(const FunctionSpec& spec, const std::string& group);
+
+/// "x, y": the names of batch_carriers the caller passes, for messages.
+std::string batch_carrier_names(const FunctionSpec& spec, const std::string& group);
+
+/// "shape[0]", "strides[1]" ("shape[-1]" after a batch group), "value": the field a
+/// step reads, as messages name it.
+std::string field_text(const FunctionSpec& spec, const BindingStep& step);
+
 /// "a.shape[0]", "a.strides[1]", "argument 'n'": where a step reads its value.
 std::string field_label(const FunctionSpec& spec, const BindingStep& step);
 

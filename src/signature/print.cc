@@ -31,6 +31,11 @@ std::string dtype_text(const TensorSpec& t) {
 
 }  // namespace
 
+std::string shape_field_text(const TensorSpec& t, const char* field, int dim) {
+  const int index = t.batch.empty() ? dim : dim - static_cast<int>(t.shape.size());
+  return std::string(field) + "[" + std::to_string(index) + "]";
+}
+
 std::string to_string(const Param& p) {
   std::string out = p.name + ": ";
   if (p.kind == ParamKind::kStream) return out + "stream";
@@ -40,7 +45,9 @@ std::string to_string(const Param& p) {
     return p.default_value.empty() ? out : out + " = " + p.default_value;
   }
   const TensorSpec& t = p.tensor;
-  out += dtype_text(t) + "[" + (t.any_rank ? std::string("...") : join_exprs(t.shape)) + "]";
+  std::string dims = t.any_rank ? std::string("...") : join_exprs(t.shape);
+  if (!t.batch.empty()) dims = "*" + t.batch + (dims.empty() ? "" : ", " + dims);
+  out += dtype_text(t) + "[" + dims + "]";
   if (t.out) out += t.returned ? " return" : " out";
   if (t.optional) out += " optional";
   if (t.strided) out += " strided";

@@ -204,13 +204,32 @@ class SignatureParser {
     expect("[", "to open the shape");
     if (accept("...")) {
       p->tensor.any_rank = true;
+      if (peek().text == ",") {
+        fail(peek(), kAnyRankAlone);
+      }
       expect("]", "to close '[...]' (any rank)");
+    } else if (accept("*")) {  // "[*batch, n]": a named group of leading dims
+      p->tensor.batch = expect_name("a batch group's name after '*' ([*batch, n])").text;
+      if (accept(",")) parse_dims(p);
+      expect("]", "to close the shape");
     } else if (!accept("]")) {
-      p->tensor.shape.push_back(parse_dim("shape"));
-      while (accept(",")) p->tensor.shape.push_back(parse_dim("shape"));
+      parse_dims(p);
       expect("]", "to close the shape");
     }
     parse_attrs(p);
+  }
+
+  static constexpr const char* kAnyRankAlone =
+      "'[...]' is any rank and shape, alone; for leading dims of any count before named ones, name a batch group: "
+      "[*batch, n]";
+
+  void parse_dims(Param* p) {
+    do {
+      if (peek().text == "...") fail(peek(), kAnyRankAlone);
+      if (peek().text == "*")
+        fail(peek(), "a shape has at most one batch group (*batch), first: it names the leading dims");
+      p->tensor.shape.push_back(parse_dim("shape"));
+    } while (accept(","));
   }
 
   /// "symbol" after a scalar type: kjit passes the shape symbol's value. Any other

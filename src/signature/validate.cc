@@ -137,6 +137,35 @@ void check_dtype_of(const FunctionSpec& spec, const std::string& signature, cons
   }
 }
 
+/// "[*batch, n]": a group name of its own (no parameter, symbol or dtype variable),
+/// no strides[...] (its leading dims vary), and, on a returned tensor, a group some
+/// input or out tensor binds.
+void check_batch(const FunctionSpec& spec, const std::string& signature, const Param& p) {
+  const std::string& g = p.tensor.batch;
+  const std::string what = (p.tensor.returned ? "returned tensor '" : "tensor '") + p.name + "': batch group *" + g;
+  if (!is_c_identifier(g)) fail_param(spec, signature, p, what + " is not a C identifier");
+  if (find_param(spec, g)) fail_param(spec, signature, p, what + " has the name of a parameter; rename one");
+  if (spec.find_dtype_var(g)) fail_param(spec, signature, p, what + " has the name of a dtype variable; rename one");
+  for (const Param& q : spec.params) {
+    if (q.kind != ParamKind::kTensor) continue;
+    for (const Expr& e : q.tensor.shape) {
+      if (symbols_of(e).count(g)) {
+        fail_param(spec, signature, p,
+                   what + " has the name of a shape symbol (" + q.name + "); a group is several dims, a symbol one");
+      }
+    }
+  }
+  if (!p.tensor.strides.empty()) {
+    fail_param(spec, signature, p,
+               what + " has leading dims of any count, so strides[...] cannot list its strides; declare it 'strided'");
+  }
+  if (p.tensor.returned && batch_carrier_names(spec, g).empty()) {
+    fail_param(
+        spec, signature, p,
+        what + " is named by no input or out tensor: nothing would bind it before kjit allocates '" + p.name + "'");
+  }
+}
+
 /// Dtype variables: names of their own, alternatives that are not packed (a byte
 /// carrier would hold either), each carried by a tensor the caller passes.
 void check_dtype_vars(const FunctionSpec& spec, const std::string& signature) {
@@ -186,6 +215,7 @@ void check_tensor(const FunctionSpec& spec, const std::string& signature, const 
                "tensor '" + p.name + "': align(" + std::to_string(t.align) + ") must be a power of two");
   }
   if (!t.dtype_of.empty()) check_dtype_of(spec, signature, p);
+  if (!t.batch.empty()) check_batch(spec, signature, p);
   check_packed(spec, signature, p);
   if (t.returned) check_returned(spec, signature, p);
 }

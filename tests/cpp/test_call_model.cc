@@ -5,6 +5,8 @@
 
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "call/call_model.h"
@@ -118,9 +120,31 @@ TEST(CallModel, ChecksReadAsTheStubs) {
 
 TEST(CallModel, SymbolSourcesAreWholeDimsAndScalars) {
   CallModel m(parse_signature("f", "x: float32[m, 2*n], k: int64, y: float32[m, k] return"));
-  EXPECT_EQ(m.symbol_source("m"), std::make_pair(0, 0));
-  EXPECT_EQ(m.symbol_source("k"), std::make_pair(1, -1));
-  EXPECT_EQ(m.symbol_source("n"), std::make_pair(-1, -1));  // solved, not given
+  auto source = [&](const CallModel& model, const char* symbol) {
+    const CallModel::SymbolSource s = model.symbol_source(symbol);
+    return std::make_tuple(s.caller, s.dim, s.scalar);
+  };
+  EXPECT_EQ(source(m, "m"), std::make_tuple(0, 0, false));
+  EXPECT_EQ(source(m, "k"), std::make_tuple(1, 0, true));
+  EXPECT_EQ(source(m, "n"), std::make_tuple(-1, 0, false));  // solved, not given
+  // After a batch group a dim counts from the end; the group's carriers are listed.
+  CallModel b(
+      parse_signature("f", "x: float32[*batch, n, 4], r: float32[*batch] optional, y: float32[*batch, n] return"));
+  EXPECT_EQ(source(b, "n"), std::make_tuple(0, -2, false));
+  EXPECT_EQ(b.batch_sources("batch"), (std::vector<std::pair<int, int>>{{0, 2}, {1, 0}}));
+}
+
+TEST(CallModel, BatchGroupsBindLeadingDimsAndShapeReturnedTensors) {
+  CallModel m(parse_signature("f", "x: float32[*batch, n], r: float32[*batch] optional, y: float32[*batch, n] return"));
+  Meta x({2, 3, 4}, kF32), r({2, 3}, kF32), bad({2, 5}, kF32);
+  std::vector<TVMFFIAny> args{x.any(), r.any()};
+  OutputMeta out;
+  ASSERT_EQ(m.infer(args.data(), false, &out), 0);
+  EXPECT_EQ(std::vector<int64_t>(out.shape.data(), out.shape.data() + out.shape.size()),
+            (std::vector<int64_t>{2, 3, 4}));
+  std::vector<TVMFFIAny> wrong{x.any(), bad.any()};
+  EXPECT_EQ(raised(m.infer(wrong.data(), false, &out)),
+            "ValueError: f: argument #1 'r': leading dims must equal batch = (2, 3) (bound by x), got (2, 5)");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "kjit/errors.h"
 #include "kjit/spec.h"
+#include "signature/binding_plan.h"
 
 namespace kjit {
 namespace {
@@ -313,6 +314,37 @@ TEST(PackedTensors, ValidationNamesTheProblem) {
   EXPECT_NE(error_of("x: int4[m, n], y: float32[n] return").find("symbol 'n' of its shape must be a whole dim"),
             std::string::npos);
   EXPECT_EQ(error_of("x: int4[m, n], y: float32[m] return"), "");
+}
+
+}  // namespace
+}  // namespace kjit
+
+namespace kjit {
+namespace {
+
+TEST(BatchGroups, ParseRoundTripAndNameTheirCarriers) {
+  for (const char* sig : {"x: float32[*batch, n], w: float32[n], y: float32[*batch, n] return",
+                          "a: float32[*g] optional, b: int32[*g, 2, k] out", "x: float32[*b], y: float32[*b] return"}) {
+    EXPECT_EQ(canonical(sig), sig);
+  }
+  const FunctionSpec s =
+      parse_signature("f", "x: float32[*batch, n], r: float32[*batch] out, y: float32[*batch, n] return");
+  EXPECT_EQ(s.params[0].tensor.batch, "batch");
+  EXPECT_EQ(s.params[0].tensor.shape.size(), 1u);  // the declared dims only
+  EXPECT_TRUE(s.params[1].tensor.shape.empty());
+  EXPECT_EQ(batch_groups(s), std::vector<std::string>{"batch"});
+  EXPECT_EQ(batch_carrier_names(s, "batch"), "x, r");
+  EXPECT_EQ(shape_field_text(s.params[0].tensor, "shape", 0), "shape[-1]");
+}
+
+TEST(BatchGroups, MistakesPointAtTheTensor) {
+  EXPECT_EQ(error_of("x: float32[n, *b]"),
+            "signature of 'f': a shape has at most one batch group (*batch), first: it names the leading dims\n"
+            "  x: float32[n, *b]\n                ^");
+  EXPECT_NE(error_of("x: float32[*n, n]").find("batch group *n has the name of a shape symbol (x)"), std::string::npos);
+  EXPECT_NE(error_of("x: float32[n], y: float32[*b] return").find("batch group *b is named by no input or out tensor"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[..., n]").find("name a batch group: [*batch, n]"), std::string::npos);
 }
 
 }  // namespace

@@ -193,3 +193,22 @@ double fz_dtype_vars(const kjit::TensorView x, const kjit::TensorView w, kjit::T
   FUZZ_REQUIRE(!f32 || eps != eps || static_cast<double>(static_cast<float>(eps)) == eps);
   return eps;
 }
+
+// Batch groups: a, c and d share their leading dims (*b), bound by a; c may be None.
+// clang-format off
+// @kjit fz_batch(a: float32[*b, n], c: float32[*b] optional, d: float32[*b, 2, n] out)
+// clang-format on
+void fz_batch(const kjit::TensorView a, const kjit::TensorView c, kjit::TensorView d) {
+  using fuzz_oracle::compact;
+  FUZZ_REQUIRE(a.ndim() >= 1 && fuzz_oracle::well_formed(a, a.ndim()) && compact(a));
+  FUZZ_REQUIRE(fuzz_oracle::has_dtype(a, kDLFloat, 32) && fuzz_oracle::has_dtype(d, kDLFloat, 32));
+  const int lead = a.ndim() - 1;
+  FUZZ_REQUIRE(d.ndim() == lead + 2 && fuzz_oracle::well_formed(d, d.ndim()) && compact(d));
+  for (int i = 0; i < lead; ++i) FUZZ_REQUIRE(d.size(i) == a.size(i));
+  FUZZ_REQUIRE(d.size(lead) == 2 && d.size(lead + 1) == a.size(lead));
+  if (c.defined()) {
+    FUZZ_REQUIRE(c.ndim() == lead && fuzz_oracle::well_formed(c, lead) && compact(c));
+    FUZZ_REQUIRE(fuzz_oracle::has_dtype(c, kDLFloat, 32));
+    for (int i = 0; i < lead; ++i) FUZZ_REQUIRE(c.size(i) == a.size(i));
+  }
+}

@@ -336,7 +336,7 @@ def test_call_infer_is_the_tvm_ffi_form(mod):
 
 AGREE_SRC = "#include <kjit/kernel.h>\n" + "\n".join(
     f"void {name}(const kjit::TensorView a, kjit::TensorView b{', int64_t k' if 'k:' in sig else ''}) {{}}"
-    for name, sig in [("eq", ""), ("lin", ""), ("con", "k:"), ("flg", ""), ("tvar", ""), ("dof", "")])
+    for name, sig in [("eq", ""), ("lin", ""), ("con", "k:"), ("flg", ""), ("tvar", ""), ("dof", ""), ("bat", "")])
 AGREE_SIGS = {
     "eq": "a: float32|int8[n, m], b: float32[m] out",
     "lin": "a: float32[2*n + 1], b: float32[n, m] out strided",
@@ -344,6 +344,7 @@ AGREE_SIGS = {
     "flg": "a: bool[n, m], b: float32[m] out",  # bool's tolerance: uint8/int8 bytes pass too
     "tvar": "<T: float32|int8|float64> a: T[n, m], b: T[m] out",  # a dtype variable bound by a
     "dof": "a: float64|float32[n, m] strided, b: dtype(a)[m] out",
+    "bat": "a: float32|int8[*g, m], b: float32[*g] out",  # a batch group bound by a
 }
 
 
@@ -369,7 +370,7 @@ def _model_answer(fn, args):
 
 
 @_SETTINGS
-@given(fn=st.sampled_from(["eq", "lin", "con", "flg", "tvar", "dof"]), a_shape=st.lists(st.integers(0, 9), min_size=0, max_size=3),
+@given(fn=st.sampled_from(["eq", "lin", "con", "flg", "tvar", "dof", "bat"]), a_shape=st.lists(st.integers(0, 9), min_size=0, max_size=3),
        b_shape=st.lists(st.integers(0, 9), min_size=0, max_size=3),
        dtype=st.sampled_from(["float32", "int8", "float64", "bool", "uint8", "int16"]),
        transposed=st.booleans(), k=st.integers(-3, 5))

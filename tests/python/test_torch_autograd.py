@@ -156,6 +156,7 @@ def test_register_after_mod_torch_adds_the_pair_to_mod_torch():
         ops.square(x)
     again = kjit.torch.register(m, backward={"square": "square_backward"})
     assert again is ops is m.torch and m.torch.square.has_backward
+    assert dict(m.backward) == {"square": "square_backward"}  # the alias updates the module's one pairing
     m.torch.square(x).sum().backward()
     assert x.grad.tolist() == [6.0]
     assert kjit.torch.register(m, backward={"square": "square_backward"}) is ops  # the same pair again: a no-op
@@ -166,10 +167,37 @@ def test_register_after_mod_torch_adds_the_pair_to_mod_torch():
 
 
 def test_a_second_backward_for_a_paired_op_is_refused(mod):
+    """The module's pairing refuses it; so does torch's op when another Module object
+    of the same build paired it first (torch keeps one autograd formula per op)."""
+    with pytest.raises(kjit.SpecError, match=r"^kjit.torch.register: 'square' has backward 'square_backward' already "
+                                             r"\(mod.backward\); a function has one backward, so it cannot also have "
+                                             r"'cube_backward'$"):
+        kjit.torch.register(mod, backward={"square": "cube_backward"})
+    assert mod.backward["square"] == "square_backward"
+    again = build("torch_autograd", SRC, SIGS)  # the same build: the same ops
     with pytest.raises(kjit.SpecError, match=r"op 'torch_autograd::square' has backward 'square_backward' already; "
                                              r"torch keeps one autograd formula per op, so it cannot also have "
                                              r"'cube_backward'"):
-        kjit.torch.register(mod, backward={"square": "cube_backward"})
+        kjit.torch.register(again, backward={"square": "cube_backward"})
+
+
+def test_load_inline_backward_pairs_the_torch_ops():
+    """load_inline(..., backward=...) declares the pairing once, on the module
+    (mod.backward); mod.torch, made later, uses it. torch={"backward": ...} with the
+    same pair is the same pairing; another one is refused before anything registers."""
+    sigs = {k: SIGS[k] for k in ("square", "square_backward", "cube_backward")}
+    m = build("torch_autograd_module", SRC, sigs, backward={"square": "square_backward"})
+    assert dict(m.backward) == {"square": "square_backward"} and "torch" not in m.__dict__
+    assert m.torch.square.has_backward
+    assert torch.autograd.gradcheck(m.torch.square, (_x(0.5, -1.5, 2.0),))
+    same = build("torch_autograd_module", SRC, sigs, backward={"square": "square_backward"},
+                 torch={"backward": {"square": "square_backward"}})
+    assert same.torch.square.has_backward
+    with pytest.raises(kjit.SpecError, match=r"^kjit.torch.register: 'square' has backward 'square_backward' already "
+                                             r"\(mod.backward\); a function has one backward, so it cannot also have "
+                                             r"'cube_backward'$"):
+        build("torch_autograd_module", SRC, sigs, backward={"square": "square_backward"},
+              torch={"backward": {"square": "cube_backward"}, "namespace": "torch_autograd_other"})
 
 
 @pytest.mark.parametrize("option, message", [

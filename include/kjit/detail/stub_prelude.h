@@ -596,6 +596,54 @@ KJIT_COLD int fail_dtype_unbound_returned(const char* fn, const char* name, cons
                fn, name, var, carriers);
 }
 
+/// A tensor with a batch group whose rank is below its declared dims.
+KJIT_COLD int fail_ndim_at_least(const char* fn, int i, const char* name, const char* type, int expected, int got) {
+  return raise("TypeError", "%s: argument #%d '%s': ndim must be at least %d (%s), got %d", fn, i, name, expected, type,
+               got);
+}
+
+/// "(4, 16)", "(4,)", "()": dims as Python prints a shape tuple.
+KJIT_COLD const char* format_dims(const int64_t* dims, int n, char* buf, size_t size) {
+  size_t used = static_cast<size_t>(std::snprintf(buf, size, "("));
+  for (int i = 0; i < n && used < size; ++i) {
+    used += static_cast<size_t>(std::snprintf(buf + used, size - used, "%s%" PRId64, i ? ", " : "", dims[i]));
+  }
+  if (used < size) std::snprintf(buf + used, size - used, n == 1 ? ",)" : ")");
+  return buf;
+}
+
+/// A tensor whose leading dims differ from its batch group's, bound by another.
+KJIT_COLD int fail_batch(const char* fn, int i, const char* name, const char* group, const int64_t* bound, int nbound,
+                         const char* by, const int64_t* got, int ngot) {
+  char want[256], have[256];
+  return raise("ValueError", "%s: argument #%d '%s': leading dims must equal %s = %s (bound by %s), got %s", fn, i,
+               name, group, format_dims(bound, nbound, want, sizeof(want)), by,
+               format_dims(got, ngot, have, sizeof(have)));
+}
+
+/// A returned tensor with a batch group no tensor bound (its carriers were all None).
+KJIT_COLD int fail_batch_unbound_returned(const char* fn, const char* name, const char* group, const char* carriers) {
+  return raise("ValueError",
+               "%s: returned tensor '%s' has batch group *%s, but no tensor bound it (%s: all None); pass one", fn,
+               name, group, carriers);
+}
+
+/// Whether dims `a` (na of them) equal dims `b` (nb).
+[[maybe_unused]] inline bool same_dims(const int64_t* a, int na, const int64_t* b, int nb) {
+  return na == nb && (na == 0 || std::memcmp(a, b, sizeof(int64_t) * static_cast<size_t>(na)) == 0);
+}
+
+/// The last `k` dims of `t` (ndim >= k) as a tensor of rank k, same data: what the
+/// checks of a tensor's declared dims read after its batch group.
+[[maybe_unused]] inline DLTensor trailing_dims(const DLTensor* t, int k) {
+  DLTensor v = *t;
+  const int lead = t->ndim - k;
+  v.ndim = k;
+  v.shape = t->shape + lead;
+  v.strides = t->strides != nullptr ? t->strides + lead : nullptr;
+  return v;
+}
+
 /// An integer scalar typed by a dtype variable whose value the bound dtype cannot hold.
 KJIT_COLD int fail_dtype_range(const char* fn, int i, const char* name, const char* var, DLDataType bound, int64_t v) {
   char dtype[64];
