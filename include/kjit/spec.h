@@ -174,6 +174,11 @@ struct FunctionSpec {
   std::vector<Constraint> constraints;
   /// How the stub calls the C++ function ("ns::f"); empty means `name` at global scope.
   std::string callee;
+  /// A callee that is a template over dtype variables (`template <typename T>` with
+  /// `<T: ...>` in the signature): its type parameters' variables in order. The
+  /// module instantiates it for every combination of their C++ types and the stub
+  /// calls the one for the dtypes bound in the call.
+  std::vector<std::string> callee_template_vars;
 
   /// Parameters the caller passes (everything but the stream and symbol scalars), in order.
   std::vector<const Param*> call_args() const;

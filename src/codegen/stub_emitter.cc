@@ -268,14 +268,13 @@ class StubEmitter {
     for (const Param* p : spec_.call_args()) any = any || is_dtype_of_input(*p);
     if (!any) return;
     out_ << "\n  // 3b. dtype variables: bound by the first tensor that carries one, the rest checked\n";
-    std::set<std::string> always_bound;
     for (const DTypeVar& v : spec_.dtype_vars) {
-      if (bind_dtype_var(v)) always_bound.insert(v.name);
+      if (bind_dtype_var(v)) always_bound_.insert(v.name);
     }
     for (const Param* p : spec_.call_args()) {
       if (is_dtype_of_input(*p)) check_dtype_of(*p);
       if (p->kind == ParamKind::kScalar && !p->scalar_var.empty())
-        convert_to_dtype_var(*p, always_bound.count(p->scalar_var) != 0);
+        convert_to_dtype_var(*p, always_bound_.count(p->scalar_var) != 0);
     }
   }
 
@@ -577,7 +576,12 @@ class StubEmitter {
            << (has_cuda_tensor() ? "kDLCUDA, dev_cuda.device_id" : "kDLCPU, 0") << ");\n";
     }
     std::string callee = spec_.callee.empty() ? spec_.name : spec_.callee;
-    std::string invoke = "call_and_store(result, [&]() { return ::" + callee + "(" + call_arguments() + "); });";
+    for (const std::string& v : spec_.callee_template_vars) {
+      if (always_bound_.count(v)) continue;
+      out_ << "  if (tvby_" << v << " == nullptr) return fail_template_unbound(kFn, " << c_string(callee + "<...>")
+           << ", " << c_string(v) << ", " << c_string(dtype_var_carrier_names(spec_, v)) << ");\n";
+    }
+    std::string invoke = invoke_text(callee);
     if (guard) {
       // The device is restored on every path, the error path included.
       out_ << "  int rc = 0;\n"
@@ -610,7 +614,57 @@ class StubEmitter {
          << "(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
          << "  return " << checked_function_name(spec_.name) << "(args, num_args, result, nullptr);\n"
          << "}\n";
-    metadata_exports(callee);
+    metadata_exports(template_callee(callee, 0));
+  }
+
+  /// Every combination of the callee's template dtype variables' alternatives, in
+  /// order (one empty combination for a plain function).
+  std::vector<std::vector<const DTypeInfo*>> instantiations() const {
+    std::vector<std::vector<const DTypeInfo*>> out{{}};
+    for (const std::string& v : spec_.callee_template_vars) {
+      std::vector<std::vector<const DTypeInfo*>> next;
+      for (const auto& prefix : out) {
+        for (const DTypeInfo& d : spec_.find_dtype_var(v)->dtypes) {
+          next.push_back(prefix);
+          next.back().push_back(&d);
+        }
+      }
+      out = std::move(next);
+    }
+    return out;
+  }
+
+  /// "ns::f" or, for instantiation `k` of a template kernel, "ns::f<float, int32_t>".
+  std::string template_callee(const std::string& callee, size_t k) const {
+    if (spec_.callee_template_vars.empty()) return callee;
+    const std::vector<std::vector<const DTypeInfo*>> combos = instantiations();
+    std::string args;
+    for (const DTypeInfo* d : combos[k]) args += (args.empty() ? "" : ", ") + std::string(d->cpp_type);
+    return callee + "<" + args + ">";
+  }
+
+  /// The kernel call: of a template kernel, the instantiation for the dtypes its
+  /// variables are bound to (the dtype checks let exactly one through; the last
+  /// needs no test).
+  std::string invoke_text(const std::string& callee) const {
+    const auto combos = instantiations();
+    std::string out;
+    for (size_t k = 0; k < combos.size(); ++k) {
+      std::string cond;
+      for (size_t i = 0; i + 1 < combos.size() && i < combos[k].size(); ++i) {
+        const DTypeInfo& d = *combos[k][i];
+        cond += (cond.empty() ? "" : " && ") + std::string("dtype_accepted(tv_") + spec_.callee_template_vars[i] +
+                ", " + std::to_string(d.dl.code) + ", " + std::to_string(d.dl.bits) + ")";
+      }
+      const std::string call =
+          "call_and_store(result, [&]() { return ::" + template_callee(callee, k) + "(" + call_arguments() + "); });";
+      if (combos.size() == 1) return call;
+      out += (k == 0                  ? "if (" + cond + ") "
+              : k + 1 < combos.size() ? "\n    else if (" + cond + ") "
+                                      : "\n    else ") +
+             call;
+    }
+    return out;
   }
 
   /// CuTe DSL's sequence: initialise CUDA once, switch to the tensors' device if
@@ -900,6 +954,7 @@ class StubEmitter {
   BindingPlan plan_;
   StubOptions options_;
   std::map<std::string, int> arg_index_;
+  std::set<std::string> always_bound_;  ///< dtype variables a required tensor binds on every call
   std::ostringstream out_;
 };
 

@@ -689,16 +689,42 @@ class Scanner {
     }
   }
 
+  // The parameters of the template head whose '<' is t_[lt] and whose end (after
+  // '>') is `gt`: type parameters' names into `fn`, and whether any is not a type.
+  void template_params(size_t lt, size_t gt, CppFunction* fn) const {
+    fn->template_type_params.clear();
+    fn->template_has_value_params = false;
+    const size_t close = gt > lt + 1 && is_punct(t_[gt - 1], ">") ? gt - 1 : gt;
+    for (size_t s = lt + 1; s < close;) {
+      size_t end = s;
+      while (end < close && !is_punct(t_[end], ",")) {
+        end = is_opener(t_[end])       ? skip_group(t_, end, close)
+              : is_punct(t_[end], "<") ? skip_angles(t_, end, close)
+                                       : end + 1;
+      }
+      const bool type = is_word(t_[s], "typename") || is_word(t_[s], "class");
+      const bool pack = s + 1 < end && is_punct(t_[s + 1], "...");
+      if (!type || pack) {
+        fn->template_has_value_params = true;
+      } else {
+        fn->template_type_params.push_back(s + 1 < end && t_[s + 1].kind == Kind::kIdent ? t_[s + 1].text : "");
+      }
+      s = end + 1;
+    }
+  }
+
   // Looks for `name (` at the top level of the declaration [b, e), where e is its ';' or body.
   void analyze(size_t b, size_t e, bool body) {
     note_classes(b, e);
     bool is_template = false;
+    head_lt_ = head_gt_ = 0;
     for (size_t j = b; j < e;) {
       const Token& tk = t_[j];
       if (is_punct(tk, "=") || is_punct(tk, ",") || is_word(tk, "operator") || is_word(tk, "typedef")) return;
       if (is_word(tk, "template") && j + 1 < e && is_punct(t_[j + 1], "<")) {
         is_template = true;
-        j = skip_angles(t_, j + 1, e);
+        head_lt_ = j + 1;
+        j = head_gt_ = skip_angles(t_, j + 1, e);
         continue;
       }
       if (tk.kind == Kind::kIdent && (tk.text == name_ || (name_.empty() && !is_type_keyword(tk.text))) && j + 1 < e) {
@@ -762,6 +788,7 @@ class Scanner {
     }
     fn.is_definition = body;
     fn.is_template = is_template;
+    if (is_template) template_params(head_lt_, head_gt_, &fn);
     fn.line = t_[at].line;
     found_.push_back(std::move(fn));
     return true;
@@ -801,6 +828,7 @@ class Scanner {
   std::vector<std::string> scopes_;  // enclosing namespaces; "" for anonymous ones and extern "C" blocks
   std::set<std::string> classes_;
   std::vector<CppFunction> found_;
+  size_t head_lt_ = 0, head_gt_ = 0;  // the last template head of the declaration analyze() reads
 };
 
 }  // namespace

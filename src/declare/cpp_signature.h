@@ -34,7 +34,12 @@ struct CppFunction {
   std::vector<CppParam> params;
   bool is_definition = false;  ///< followed by a body '{' (or a function-try-block), not ';' or '= delete'
   bool is_template = false;    ///< preceded by template<...>
-  int line = 0;                ///< 1-based line of the name in `source`
+  /// The names of its type template parameters in order ("typename T" -> "T"; ""
+  /// for an unnamed one); `template_has_value_params` when it also takes non-type
+  /// ones ("int N") or a pack, which kjit cannot pick a value for.
+  std::vector<std::string> template_type_params;
+  bool template_has_value_params = false;
+  int line = 0;  ///< 1-based line of the name in `source`
 };
 
 /// Every declaration and definition of a free function called `name` at namespace scope

@@ -345,6 +345,56 @@ ScalarFamily family_of(ScalarType t) {
 /// output not a pointer to const or a const kjit::TensorView. The compiler would
 /// otherwise reject the generated call, or convert a value the kernel reads as
 /// something else; this names both sides. Types kjit cannot map are left to it.
+/// The most instantiations one template kernel may ask for (the product of its
+/// dtype variables' alternatives): each is compiled, so compile time grows with it.
+constexpr size_t kMaxInstantiations = 16;
+
+/// A definition `template <typename T, ...>` whose type parameters are dtype variables
+/// of the signature: the stub dispatches over them (FunctionSpec::callee_template_vars).
+/// A template over none of them is left to C++'s deduction, as before.
+std::vector<std::string> template_dispatch(const FunctionSpec& spec, const Located& cpp) {
+  const CppFunction& fn = cpp.fn;
+  if (!fn.is_template) return {};
+  std::vector<std::string> vars;
+  for (const std::string& t : fn.template_type_params) {
+    if (spec.find_dtype_var(t) != nullptr) vars.push_back(t);
+  }
+  if (vars.empty()) return {};
+  const std::string where = "signature of '" + spec.name + "': " + fn.qualified_name + " at " + cpp.where();
+  if (fn.template_has_value_params || vars.size() != fn.template_type_params.size()) {
+    throw SpecError(where + " is a template over dtype variable " + vars[0] +
+                    ", so kjit instantiates it for the bound dtypes; every template parameter must then be a dtype "
+                    "variable of the signature (typename T for <T: ...>), not a value, a pack or another type");
+  }
+  size_t count = 1;
+  for (const std::string& v : vars) {
+    for (const DTypeInfo& d : spec.find_dtype_var(v)->dtypes) {
+      if (d.cpp_type == nullptr) {
+        throw SpecError(where + " is instantiated for each dtype of " + v + ", but " + d.name +
+                        " has no C++ type in kernels (bool, the integer types, float32 and float64 have); dispatch "
+                        "on x.dtype() in a plain function for it");
+      }
+    }
+    const std::vector<DTypeInfo>& ds = spec.find_dtype_var(v)->dtypes;
+    const bool has_bool = std::any_of(ds.begin(), ds.end(), [](const DTypeInfo& d) { return d.dl.code == kDLBool; });
+    const bool has_byte = std::any_of(ds.begin(), ds.end(), [](const DTypeInfo& d) {
+      return (d.dl.code == kDLInt || d.dl.code == kDLUInt) && d.dl.bits == 8;
+    });
+    if (has_bool && has_byte) {
+      throw SpecError(where + " is instantiated for each dtype of " + v + ", but " + v +
+                      " lists bool with an 8-bit integer type, and a bool tensor may arrive as int8/uint8 bytes: "
+                      "which instantiation to call would be ambiguous; give them separate functions");
+    }
+    count *= ds.size();
+  }
+  if (count > kMaxInstantiations) {
+    throw SpecError(where + " would be instantiated " + std::to_string(count) + " times (the product of " +
+                    std::to_string(vars.size()) + " dtype variables' alternatives), more than kjit's limit of " +
+                    std::to_string(kMaxInstantiations) + "; list fewer dtypes");
+  }
+  return vars;
+}
+
 void check_signature_against_cpp(const FunctionSpec& spec, const Located& cpp) {
   const std::string where = "signature of '" + spec.name + "'";
   const std::vector<CppParam>& cps = cpp.fn.params;
@@ -453,6 +503,7 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
         FunctionSpec spec = parse_signature(decl.name, decl.signature, device);
         if (cpp.found) {
           spec.callee = cpp.fn.qualified_name;
+          spec.callee_template_vars = template_dispatch(spec, cpp);
           check_signature_against_cpp(spec, cpp);
         }
         check_symbol_names(spec, cpp);

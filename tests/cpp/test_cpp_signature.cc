@@ -315,6 +315,25 @@ TEST(CppSignature, HandlesTrailingReturnsNoexceptAndTemplates) {
   EXPECT_EQ(names_of(fns[6]), (Names{"x", "n"}));
   EXPECT_FALSE(fns[0].is_template);
   EXPECT_EQ(fns[7].return_type, "decltype(auto)");
+  // Type template parameters by name (the stub dispatches over dtype variables so named).
+  EXPECT_EQ(fns[4].template_type_params, (Names{"T"}));
+  EXPECT_TRUE(fns[4].template_has_value_params);  // int N
+  EXPECT_EQ(fns[5].template_type_params, (Names{"T", ""}));
+  EXPECT_FALSE(fns[5].template_has_value_params);
+  EXPECT_TRUE(fns[6].template_type_params.empty());  // template <>
+}
+
+TEST(CppSignature, NamesTypeTemplateParameters) {
+  const std::string src =
+      "template <class T, typename U = std::pair<int, int>> void g(T a, U b) {}\n"
+      "template <typename... Ts> void h(Ts... a) {}\n";
+  auto g = find_cpp_functions(src, "g");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].template_type_params, (Names{"T", "U"}));
+  EXPECT_FALSE(g[0].template_has_value_params);
+  auto h = find_cpp_functions(src, "h");
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_TRUE(h[0].template_has_value_params);  // a pack: no one value to pick
 }
 
 TEST(CppSignature, StripsSpecifiersFromTheReturnType) {

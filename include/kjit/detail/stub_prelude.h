@@ -596,6 +596,13 @@ KJIT_COLD int fail_dtype_unbound_returned(const char* fn, const char* name, cons
                fn, name, var, carriers);
 }
 
+/// A template kernel whose dtype variable no tensor bound: no instantiation to call.
+KJIT_COLD int fail_template_unbound(const char* fn, const char* callee, const char* var, const char* carriers) {
+  return raise("ValueError",
+               "%s: %s is instantiated per dtype of %s, but no tensor bound %s in this call (%s: all None); pass one",
+               fn, callee, var, var, carriers);
+}
+
 /// A tensor with a batch group whose rank is below its declared dims.
 KJIT_COLD int fail_ndim_at_least(const char* fn, int i, const char* name, const char* type, int expected, int got) {
   return raise("TypeError", "%s: argument #%d '%s': ndim must be at least %d (%s), got %d", fn, i, name, expected, type,
