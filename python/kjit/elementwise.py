@@ -187,6 +187,7 @@ class _Engine:
         self.id, entry_name = api.ew_create(code, name, num_outputs, build_dir, verbose, compute)
         self.name: str = str(entry_name)
         self.num_outputs: int = num_outputs
+        self.compute: str = compute  # compute= as the C++ side took it: part of what a torch op's key names
 
     def make_function(self, torch: bool, scalar_inputs: bool, into: bool, n_extra: int):
         """The call function of one call class (kjit.ew_function), which kjit._call
@@ -236,15 +237,20 @@ class _Engine:
                 raise OverflowError(f"{self.name}: Python integer {a} out of bounds for {where}")
         return out
 
-    def result_type(self, *inputs):
-        """The result dtype of a call with these inputs, in their framework's terms."""
+    def result_types(self, *inputs) -> tuple:
+        """The dtype of each output of a call with these inputs (the engine's rules:
+        promotion, compute=, declared output types), in their framework's terms."""
         if not inputs:
             raise TypeError(f"{self.name}: expected at least one input")
         keep: list = []
         framework, promotion, args = self._arguments(inputs, keep)
-        name = str(api.ew_outputs(self.id, promotion, *args)[0][1])
+        names = [str(dtype) for _, dtype, _ in api.ew_outputs(self.id, promotion, *args)]
         del keep
-        return getattr(_torch(), name) if framework == "torch" else _numpy_dtype(name)
+        return tuple(getattr(_torch(), n) if framework == "torch" else _numpy_dtype(n) for n in names)
+
+    def result_type(self, *inputs):
+        """The result dtype of a call with these inputs (its first output's)."""
+        return self.result_types(*inputs)[0]
 
     def _checked_call(self, inputs, out, extras):
         keep: list = []  # arrays passed by address: alive until ew_run returns
@@ -339,8 +345,8 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
     type) and converted to the entry's parameter types. It returns new outputs of the inputs'
     framework, or writes into ``out`` (a tensor, or a tuple with one per output) and
     returns it. ``f.name`` (the entry function's), ``f.num_outputs`` and ``f.code``
-    describe it; ``f.result_type(*inputs)`` is the result dtype of a call, without
-    compiling anything.
+    describe it; ``f.result_type(*inputs)`` is the result dtype of a call (the first
+    output's; ``f.result_types(*inputs)`` every output's), without compiling anything.
 
     ``compute`` sets the type the entry computes in: None (the inputs' promoted
     type; "float" when the entry is declared to return float or double), "float"
@@ -358,6 +364,7 @@ def elementwise(code: str, *, name: Optional[str] = None, num_outputs: int = 1, 
     call = _call_object(engine)
     call.name, call.num_outputs, call.code = engine.name, num_outputs, code
     call.result_type = engine.result_type
+    call.result_types = engine.result_types
     call._engine = engine  # kjit.jax.function(f) reads its id
     call.__name__ = engine.name
     call.__qualname__ = f"kjit.elementwise[{engine.name}]"

@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ._frameworks import TensorMeta, numpy_dtype
+from .elementwise import _extra
 from ._lib import api
 from ._optional import import_optional
 from .errors import SpecError
@@ -400,18 +401,37 @@ class Functions(FrontEndFunctions):
         return f"<kjit.jax functions of {self.module.name}: {', '.join(self._items)}>"
 
 
+def _target_platform(mod: Module, fn_name: str) -> str:
+    return _platform("cuda" if mod.devices[fn_name] == "cuda" else "cpu")
+
+
+def _build_prefix(mod: Module, lib: Module) -> str:
+    """mod.jax's target prefix: the module's name, unless another build of that name
+    holds one of its targets (an edited kernel loaded again, as in a notebook); then
+    its name suffixed with the handlers' build key, targets of its own. XLA keeps a
+    target's first handler, and programs already traced with it, or the earlier
+    module's callables, must keep running it."""
+    with _lock:
+        taken = any(_registered.get((f"{mod.name}.{fn}", _target_platform(mod, fn)), lib.key) != lib.key
+                    for fn in mod.functions)
+    return f"{mod.name}_{lib.key[:12]}" if taken else mod.name
+
+
 def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[str, str]] = None) -> Functions:
     """Every function of ``mod`` as a JAX-traceable callable (``mod.jax``), registering
     their XLA targets ``f"{prefix or mod.name}.{fn}"`` on their spec's platform (a
     module loaded without ``jax=True`` is rebuilt once with handlers). ``vmap``
-    overrides the batching rule per function ({"fn": "sequential"})."""
+    overrides the batching rule per function ({"fn": "sequential"}). Without
+    ``prefix``, a different build of a module whose name already holds its targets
+    (an edited kernel loaded again) registers ``f"{mod.name}_{key[:12]}.{fn}"``
+    (``mod.jax.fn.target``); with it, that is a SpecError."""
     if not isinstance(mod, Module):
         raise TypeError(f"kjit.jax.functions() takes a kjit.Module, got {type(mod).__name__}")
     cached = mod.__dict__.get("_jax_functions")
     if cached is not None and prefix is None and not vmap:
         return cached
     lib = with_xla_handlers(mod)
-    base = mod.name if prefix is None else prefix
+    base = _build_prefix(mod, lib) if prefix is None else prefix
     out = Functions(mod)
     for fn_name in mod.functions:
         returns = mod[fn_name].__kjit_return__
@@ -420,7 +440,7 @@ def functions(mod: Module, *, prefix: Optional[str] = None, vmap: Optional[Dict[
                                "tensor ('return' in the spec)")
             continue
         device = mod.devices[fn_name]
-        plat = _platform("cuda" if device == "cuda" else "cpu")
+        plat = _target_platform(mod, fn_name)
         target = f"{base}.{fn_name}"
         with _lock:
             _register_target(target, plat, lib, f"__kjit_xla_{fn_name}", lib.key)
@@ -469,26 +489,33 @@ def _elementwise_target() -> str:
     return _shared_target(_ELEMENTWISE_TARGET, "__kjit_xla_elementwise")
 
 
+_MAX_EXTRAS = 16  # kMaxElementwiseExtras of kjit/detail/xla_elementwise.h
+
+
 class ElementwiseFunction:
     """A ``kjit.elementwise`` function as a JAX-traceable callable: broadcasting and
-    the result dtype (NumPy's promotion rules, as for NumPy inputs, then JAX's
+    every output's dtype (NumPy's promotion rules, as for NumPy inputs, then JAX's
     canonical dtype: float32 for float64 unless jax_enable_x64) at trace time,
     the engine's checks and loops at run time through one shared XLA handler. CPU;
-    inputs are arrays (Python scalars: pass jnp.asarray(value, dtype))."""
+    inputs are arrays (Python scalars: pass jnp.asarray(value, dtype)). A function
+    of several outputs returns a tuple; extra scalars are XLA attrs (_extra_attrs)."""
 
     def __init__(self, f) -> None:
         engine = getattr(f, "_engine", None)
         if engine is None:
             raise TypeError(f"kjit.jax.function() takes a kjit.Module or a kjit.elementwise function, got "
                             f"{type(f).__name__}")
-        if engine.num_outputs != 1:
-            raise TypeError("kjit.jax.function takes a kjit.elementwise function of one output")
         self.f = f
         self._engine = engine
         self.target = _elementwise_target()
         self.__name__ = f.name
 
-    def result_shape_dtype(self, *inputs):
+    def result_shape_dtypes(self, *inputs) -> list:
+        """The ShapeDtypeStruct of each output of a call with these inputs."""
+        return self._plan(inputs)[0]
+
+    def _plan(self, inputs):
+        """(each output's ShapeDtypeStruct, the inputs as JAX operands)."""
         arrays = [_as_array(x, f"{self.f.name}: input #{i}") for i, x in enumerate(inputs)]
         try:
             shape = np.broadcast_shapes(*[a.shape for a in arrays])
@@ -498,15 +525,41 @@ class ElementwiseFunction:
         probes = [np.empty(() if a.ndim == 0 else (0,), dtype=a.dtype) for a in arrays]
         # JAX's own canonical dtype (float32 for float64 unless jax_enable_x64): the
         # engine casts into the output as it does into any out=.
-        dtype = _jax.dtypes.canonicalize_dtype(self.f.result_type(*probes))
-        return _jax.ShapeDtypeStruct(shape, dtype), arrays
+        dtypes = [_jax.dtypes.canonicalize_dtype(d) for d in self.f.result_types(*probes)]
+        # every operand at the result's rank: under jax.vmap ("expand_dims") each gets a
+        # leading batch dim, which lines up only when the ranks are equal (broadcasting
+        # aligns dims from the right)
+        arrays = [a if a.ndim == len(shape) else a.reshape((1,) * (len(shape) - a.ndim) + tuple(a.shape))
+                  for a in arrays]
+        return [_jax.ShapeDtypeStruct(shape, d) for d in dtypes], arrays
 
-    def __call__(self, *inputs):
+    def _extra_attrs(self, extras) -> dict:
+        """The call's extra scalars as XLA attrs extra_00, extra_01, ... in the order
+        given (as kjit.elementwise passes them), each a bool, int64 or float64 the
+        shared handler hands the engine after the results. Fixed when the program
+        compiles, as any attr: a traced value is refused by name."""
+        if len(extras) > _MAX_EXTRAS:
+            raise TypeError(f"{self.f.name}: at most {_MAX_EXTRAS} extra arguments under JAX, got {len(extras)}")
+        attrs = {}
+        for k, (name, value) in enumerate(extras.items()):
+            if _is_traced(value):
+                raise TypeError(f"{self.f.name}: extra argument '{name}' is traced; extras are fixed when XLA "
+                                "compiles the call: pass a Python number (static_argnums in jax.jit)")
+            value = _extra(value, name)
+            if isinstance(value, list):
+                raise TypeError(f"{self.f.name}: extra argument '{name}' is complex, which the shared XLA handler "
+                                "cannot carry; pass it as an input (a 0-d array)")
+            kind = np.bool_ if isinstance(value, bool) else np.int64 if isinstance(value, int) else np.float64
+            attrs[f"extra_{k:02d}"] = kind(value)
+        return attrs
+
+    def __call__(self, *inputs, **extras):
         if not inputs:
             raise TypeError(f"{self.f.name}: expected at least one input")
-        result, arrays = self.result_shape_dtype(*inputs)
-        call = _jax.ffi.ffi_call(self.target, result, vmap_method="expand_dims")
-        return call(*arrays, engine=np.int64(self._engine.id), promotion=np.int64(0))
+        results, arrays = self._plan(inputs)
+        call = _jax.ffi.ffi_call(self.target, results, vmap_method="expand_dims")
+        out = call(*arrays, engine=np.int64(self._engine.id), promotion=np.int64(0), **self._extra_attrs(extras))
+        return out[0] if len(results) == 1 else tuple(out)
 
     def __repr__(self) -> str:
         return f"<kjit JAX elementwise function {self.f.name}>"

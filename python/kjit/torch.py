@@ -22,6 +22,8 @@ registers at load).
 
 from __future__ import annotations
 
+import hashlib
+import keyword
 import operator
 import re
 import threading
@@ -49,6 +51,7 @@ _DEVICE_TYPES = {"cpu": ("cpu",), "cuda": ("cuda",), "none": None}
 
 _lock = threading.Lock()
 _registered: Dict[str, str] = {}  # "namespace::name" -> key of the build (or code) registered under it
+_defined: Dict[str, Any] = {}  # "namespace::name" -> the op torch.library.custom_op made for it
 _paired: Dict[str, str] = {}  # "namespace::fwd" -> the name of the backward registered for it
 
 
@@ -93,10 +96,12 @@ def _schema(fn_name: str, params, kernel_return: str) -> Tuple[str, List[str]]:
         raise SpecError(f"kjit.torch: '{fn_name}' returns a {kernel_return} from its kernel, which a torch op cannot "
                         "return under torch.compile (the fake implementation cannot know a computed value); return "
                         "it in a tensor ('return' in the spec)")
-    if mutated and n_returned:
-        pass  # torch allows both: the mutated inputs and new outputs
-    rets = "()" if n_returned == 0 else "Tensor" if n_returned == 1 else f"({', '.join(['Tensor'] * n_returned)})"
-    return f"({', '.join(args)}) -> {rets}", mutated
+    return f"({', '.join(args)}) -> {_returns(n_returned)}", mutated
+
+
+def _returns(n: int) -> str:
+    """A schema's returns: n new tensors."""
+    return "()" if n == 0 else "Tensor" if n == 1 else f"({', '.join(['Tensor'] * n)})"
 
 
 def _namespace(name: str) -> str:
@@ -104,19 +109,16 @@ def _namespace(name: str) -> str:
     return text if text and not text[0].isdigit() else f"kjit_{text}"
 
 
-def _claim(qualname: str, key: str) -> bool:
-    """Whether `qualname` must be defined (False: the same build defined it already);
-    SpecError when a different build holds it (torch keeps the first definition)."""
+def _build_namespace(mod: Module) -> str:
+    """A module's default namespace: its name, unless another build of that name
+    holds one of its ops there (an edited kernel loaded again, as in a notebook);
+    then its name suffixed with this build's key, a namespace of its own. torch
+    keeps an op's first definition, and ops already compiled into graphs or held
+    by the earlier module must keep working."""
+    base = _namespace(mod.name)
     with _lock:
-        previous = _registered.get(qualname)
-        if previous is None:
-            _registered[qualname] = key
-            return True
-    if previous != key:
-        raise SpecError(f"kjit.torch: op '{qualname}' is already registered by a different build (key "
-                        f"{previous[:12]}, now {key[:12]}); torch keeps the first definition, so register this one "
-                        "under another namespace=")
-    return False
+        taken = any(_registered.get(f"{base}::{fn}", mod.key) != mod.key for fn in mod.functions)
+    return f"{base}_{mod.key[:12]}" if taken else base
 
 
 # ---- fake tensors and symbolic sizes ---------------------------------------------
@@ -303,13 +305,22 @@ class Ops(FrontEndFunctions):
 
 def _define(qualname: str, key: str, impl: Callable, fake: Callable, schema: str, mutated: Sequence[str],
             device_types) -> Any:
-    if not _claim(qualname, key):
-        ns, name = qualname.split("::")
-        return getattr(getattr(torch.ops, ns), name).default
-    custom = torch.library.custom_op(qualname, impl, mutates_args=tuple(mutated), device_types=device_types,
-                                     schema=schema)
-    custom.register_fake(fake)
-    return custom
+    """The op ``qualname`` of the build (or code) ``key``: defined now, or the one the
+    same key defined before; SpecError when a different key holds the name (torch
+    keeps the first definition)."""
+    with _lock:  # held while defining: a concurrent caller of the same key gets the op, never a half-made one
+        previous = _registered.get(qualname)
+        if previous is None:
+            custom = torch.library.custom_op(qualname, impl, mutates_args=tuple(mutated),
+                                             device_types=device_types, schema=schema)
+            custom.register_fake(fake)
+            _registered[qualname], _defined[qualname] = key, custom
+            return custom
+    if previous != key:
+        raise SpecError(f"kjit.torch: op '{qualname}' is already registered by a different build (key "
+                        f"{previous[:12]}, now {key[:12]}); torch keeps the first definition, so register this one "
+                        "under another namespace=")
+    return _defined[qualname]
 
 
 def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional[Mapping[str, str]] = None) -> Ops:
@@ -325,14 +336,19 @@ def register(mod: Module, namespace: Optional[str] = None, *, backward: Optional
     returned tensors ``grad_<input>`` (kjit._pairing). Functions a torch op cannot
     express (a value returned by the kernel, a bytes parameter) are left out:
     ``ops.skipped`` says why. Registering a module again returns ``mod.torch``, with
-    any new pairs added to it; another namespace for a registered module, or a
-    different build under a registered name, is a SpecError.
+    any new pairs added to it; another namespace for a registered module is a
+    SpecError. A different build of a module whose name already holds its ops (an
+    edited kernel loaded again) gets the namespace ``<name>_<mod.key[:12]>``
+    (``ops.namespace``); under an explicit ``namespace=`` it is a SpecError.
     """
     if not isinstance(mod, Module):
         raise TypeError(f"kjit.torch.register() takes a kjit.Module, got {type(mod).__name__}")
     new = mod._new_pairings(backward, "kjit.torch.register")
-    ns = _namespace(namespace if namespace is not None else mod.name)
     ops = mod.__dict__.get("torch")
+    if namespace is not None:
+        ns = _namespace(namespace)
+    else:
+        ns = ops.namespace if ops is not None else _build_namespace(mod)
     if ops is not None and ops.namespace != ns:
         raise SpecError(f"kjit.torch: module '{mod.name}' is registered already, under namespace '{ops.namespace}' "
                         f"(mod.torch); a module has one registration, so it cannot also be '{ns}'")
@@ -400,19 +416,14 @@ def _pair(mod: Module, ops: Ops, pair) -> None:
 _RESULT_DTYPES: Dict[Tuple[Any, ...], Any] = {}
 
 
-def _result_dtype(f, inputs):
-    """The function's own result_type, asked with tiny real tensors that promote like
-    the inputs (torch's promotion reads dtypes and which inputs are 0-d, not sizes),
-    made outside any fake mode so it works while tracing; cached by that key."""
-    key = (f.code, f.name, *((x.dtype, x.dim() == 0) for x in inputs))
-    dtype = _RESULT_DTYPES.get(key)
-    if dtype is None:
-        from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: PLC0415
+def _probed(ask, probes):
+    """``ask`` (a function's result_type or result_types) on real tensors of the
+    (shape, dtype) ``probes``, made outside any fake mode so that it works while
+    tracing: promotion reads dtypes and which inputs are 0-d, never sizes or values."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: PLC0415
 
-        with unset_fake_temporarily(), torch._C._DisableTorchDispatch():
-            probes = [torch.empty(() if zero_d else (0,), dtype=dt) for dt, zero_d in key[2:]]
-            dtype = _RESULT_DTYPES[key] = f.result_type(*probes)
-    return dtype
+    with unset_fake_temporarily(), torch._C._DisableTorchDispatch():
+        return ask(*[torch.empty(shape, dtype=dtype) for shape, dtype in probes])
 
 
 def _reduction_dtype(f, inputs):
@@ -421,11 +432,7 @@ def _reduction_dtype(f, inputs):
     key = ("reduction", f.name, id(f), *(x.dtype for x in inputs))
     dtype = _RESULT_DTYPES.get(key)
     if dtype is None:
-        from torch._subclasses.fake_tensor import unset_fake_temporarily  # noqa: PLC0415
-
-        with unset_fake_temporarily(), torch._C._DisableTorchDispatch():
-            probes = [torch.empty((1,), dtype=x.dtype) for x in inputs]
-            dtype = _RESULT_DTYPES[key] = f.result_type(*probes)
+        dtype = _RESULT_DTYPES[key] = _probed(f.result_type, [((1,), x.dtype) for x in inputs])
     return dtype
 
 
@@ -453,7 +460,7 @@ def _reduction_op(f, qualname: str) -> Callable:
         return torch.empty(_reduced_shape(shape, axis, keepdims), dtype=dtype, device=inputs[0].device)
 
     code = f.better_code if arg else f"{f.reduce_code}|{f.map_code}|{f.post_code}|{f.identity}"
-    custom = _define(qualname, f"reduction:{code}", impl, fake,
+    custom = _define(qualname, _code_key("reduction", code), impl, fake,
                      "(Tensor[] inputs, int[]? axis=None, bool keepdims=False) -> Tensor", (), None)
 
     def call(*inputs, axis=None, keepdims=False):
@@ -467,38 +474,121 @@ def _reduction_op(f, qualname: str) -> Callable:
     return call
 
 
-def op(f, *, name: Optional[str] = None, namespace: str = "kjit") -> Callable:
+_EXTRA_SCHEMA = {bool: "bool", int: "SymInt", float: "float"}  # SymInt: one graph for every value
+
+
+def _extras(f, extras) -> List[Tuple[str, type, Any]]:
+    """kjit.torch.op's ``extras``: (name, kind, default) of each extra scalar, in the
+    order the entry function takes them. A kind (bool, int, float) declares a
+    required extra, a bool, int or float value an extra with that default."""
+    if extras is None:
+        return []
+    if not isinstance(extras, Mapping):
+        raise TypeError(f"kjit.torch.op: extras of '{f.name}' must be a mapping of name to bool, int or float (or a "
+                        f"default value of one), got {type(extras).__name__}")
+    out = []
+    for name, kind in extras.items():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name in ("inputs", "out"):
+            raise TypeError(f"kjit.torch.op: extra {name!r} of '{f.name}' must be a Python identifier other than "
+                            "'inputs' and 'out' (the op's own arguments)")
+        if kind in _EXTRA_SCHEMA:
+            out.append((name, kind, _function._REQUIRED))
+        elif type(kind) in _EXTRA_SCHEMA and _default_text(kind) is not None:
+            out.append((name, type(kind), kind))
+        else:
+            raise TypeError(f"kjit.torch.op: extras['{name}'] of '{f.name}' must be bool, int or float (a required "
+                            f"extra) or a finite bool, int or float value (its default), got {kind!r}")
+    return out
+
+
+def _extras_schema(declared) -> str:
+    """The extras as keyword-only schema arguments (after ``Tensor[] inputs``)."""
+    args = [f"{_EXTRA_SCHEMA[kind]} {name}" + ("" if default is _function._REQUIRED else f"={_default_text(default)}")
+            for name, kind, default in declared]
+    return "".join(f", {a}" for a in (["*", *args] if args else []))
+
+
+def _code_key(*parts) -> str:
+    """The key an op made from a computation string is registered under (_define):
+    a hash of everything that makes the op what it is."""
+    return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()
+
+
+def _elementwise_op(f, qualname: str, extras) -> Callable:
+    """A kjit.elementwise function of any number of outputs, with its extra scalars,
+    as a torch op ``(Tensor[] inputs, *, <extras>) -> Tensor`` (or a tuple)."""
+    declared = _extras(f, extras)
+    n_out = f.num_outputs
+    dtypes: Dict[Tuple[Any, ...], tuple] = {}
+
+    def result_dtypes(inputs) -> tuple:
+        """Every output's dtype (the function's own result_types), by the inputs' dtypes
+        and 0-d-ness (all that torch's promotion reads)."""
+        key = tuple((x.dtype, x.dim() == 0) for x in inputs)
+        got = dtypes.get(key)
+        if got is None:
+            got = dtypes[key] = _probed(f.result_types, [(() if zero_d else (0,), dt) for dt, zero_d in key])
+        return got
+
+    def new_outputs(inputs) -> List[Any]:
+        shape = torch.broadcast_shapes(*[x.shape for x in inputs])
+        return [torch.empty(shape, dtype=dt, device=inputs[0].device) for dt in result_dtypes(inputs)]
+
+    def returned(outs):
+        return outs[0] if n_out == 1 else tuple(outs)
+
+    def impl(inputs, **kwargs):
+        outs = new_outputs(inputs)
+        # torch leaves out keyword arguments at their defaults; the kind declared, whatever number torch passes,
+        # picks the entry's argument type (bool, int64_t, double)
+        f(*inputs, out=returned(outs), **{name: kind(kwargs.get(name, default)) for name, kind, default in declared})
+        return returned(outs)
+
+    def fake(inputs, **kwargs):
+        return returned(new_outputs(inputs))
+
+    schema = f"(Tensor[] inputs{_extras_schema(declared)}) -> {_returns(n_out)}"
+    custom = _define(qualname, _code_key("elementwise", schema, f.name, f._engine.compute, f.code), impl, fake,
+                     schema, (), None)
+    names = [name for name, _, _ in declared]
+
+    def call(*inputs, **kwargs):
+        if not inputs:
+            raise TypeError(f"{f.name}: expected at least one input")
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            raise TypeError(f"{qualname}: unexpected extra argument '{unknown[0]}'; the op takes "
+                            f"{', '.join(repr(n) for n in names) or 'no extras'} (kjit.torch.op(f, extras=...))")
+        return custom(list(inputs), **kwargs)
+
+    call.op = custom
+    call.__name__ = f.name
+    extra_text = "".join(f", {name}" + ("" if d is _function._REQUIRED else f"={d!r}") for name, _, d in declared)
+    call.__doc__ = (f"The torch op {qualname} of kjit.elementwise function '{f.name}': call(*inputs{extra_text}) -> "
+                    f"{'Tensor' if n_out == 1 else f'a tuple of {n_out} tensors'}.")
+    return call
+
+
+def op(f, *, name: Optional[str] = None, namespace: str = "kjit", extras: Optional[Mapping[str, Any]] = None) -> Callable:
     """A ``kjit.elementwise`` function as the torch op ``<namespace>::<name>``
-    (name: the entry function's): ``(Tensor[] inputs) -> Tensor``, broadcasting and
-    type promotion in its fake implementation (torch.broadcast_shapes, the
-    function's own result_type). Returns a callable taking the input tensors as
-    positional arguments (``.op`` is the op); outputs are new, contiguous tensors.
+    (name: the entry function's): ``(Tensor[] inputs, *, <extras>) -> Tensor``, or
+    ``-> (Tensor, ...)`` with one tensor per output; broadcasting and every output's
+    dtype (the function's own result_types) in its fake implementation. ``extras``
+    declares the extra scalars the entry function takes after the inputs, in its
+    order: ``{"alpha": float}`` (required) or ``{"alpha": 1.0}`` (default 1.0), of
+    kind bool, int or float. Returns a callable ``call(*inputs, **extras)`` (``.op``
+    is the op); outputs are new, contiguous tensors.
 
     A ``kjit.reduction`` or ``kjit.arg_reduction`` function becomes
     ``(Tensor[] inputs, int[]? axis=None, bool keepdims=False) -> Tensor``, called as
     ``call(*inputs, axis=None, keepdims=False)``."""
-    if hasattr(f, "_reduction"):
-        return _reduction_op(f, f"{_namespace(namespace)}::{_namespace(name or f.name)}")
-    if getattr(f, "num_outputs", None) != 1:
-        raise TypeError("kjit.torch.op takes a kjit.elementwise function of one output")
+    reduction = hasattr(f, "_reduction")
+    if not reduction and getattr(f, "_engine", None) is None:
+        raise TypeError(f"kjit.torch.op takes a kjit.elementwise, kjit.reduction or kjit.arg_reduction function, got "
+                        f"{type(f).__name__}")
     qualname = f"{_namespace(namespace)}::{_namespace(name or f.name)}"
-
-    def impl(inputs):
-        shape = torch.broadcast_shapes(*[x.shape for x in inputs])
-        out = torch.empty(shape, dtype=_result_dtype(f, inputs), device=inputs[0].device)
-        f(*inputs, out=out)
-        return out
-
-    def fake(inputs):
-        shape = torch.broadcast_shapes(*[x.shape for x in inputs])
-        return torch.empty(shape, dtype=_result_dtype(f, inputs), device=inputs[0].device)
-
-    custom = _define(qualname, f"elementwise:{f.code}", impl, fake, "(Tensor[] inputs) -> Tensor", (), None)
-
-    def call(*inputs):
-        return custom(list(inputs))
-
-    call.op = custom
-    call.__name__ = f.name
-    call.__doc__ = f"The torch op {qualname} of kjit.elementwise function '{f.name}': call(*inputs) -> Tensor."
-    return call
+    if not reduction:
+        return _elementwise_op(f, qualname, extras)
+    if extras is not None:
+        raise TypeError(f"kjit.torch.op: extras are for kjit.elementwise functions; reduction '{f.name}' takes none")
+    return _reduction_op(f, qualname)

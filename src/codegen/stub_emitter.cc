@@ -656,7 +656,7 @@ class StubEmitter {
         cond += (cond.empty() ? "" : " && ") + std::string("dtype_accepted(tv_") + spec_.callee_template_vars[i] +
                 ", " + std::to_string(d.dl.code) + ", " + std::to_string(d.dl.bits) + ")";
       }
-      const std::string call =
+      std::string call =
           "call_and_store(result, [&]() { return ::" + template_callee(callee, k) + "(" + call_arguments() + "); });";
       if (combos.size() == 1) return call;
       out += (k == 0                  ? "if (" + cond + ") "

@@ -168,6 +168,65 @@ def test_elementwise_under_vmap_and_jit(jadd):
         jadd(xs, 1.0)
 
 
+def test_elementwise_vmap_over_inputs_of_different_ranks(jadd):
+    # a leading batch dim lines up only at equal ranks: the callable passes every operand at the result's rank
+    xs = jnp.arange(6, dtype=jnp.float32).reshape(2, 3)
+    bs = jnp.array([10.0, 20.0], jnp.float32)
+    got = jax.vmap(jadd)(xs, bs)
+    np.testing.assert_array_equal(got, np.asarray(xs) + np.asarray(bs)[:, None])
+
+
+SGN = "template <typename T> void sgn(T a, T b, bool& pos, T& twice) { pos = a + b > 0; twice = (a + b) * 2; }"
+
+
+@pytest.fixture(scope="module")
+def sgn():
+    return kjit.elementwise(SGN, num_outputs=2)
+
+
+def test_elementwise_several_outputs_each_with_its_dtype(sgn):
+    jsgn = kjit.jax.function(sgn)
+    a = np.array([[-3], [1], [2]], np.int32)
+    b = np.array([1.0, -0.5, 4.0], np.float32)
+    assert [(r.shape, r.dtype) for r in jsgn.result_shape_dtypes(a, b)] == [((3, 3), np.bool_), ((3, 3), np.float32)]
+    pos, twice = jax.jit(jsgn)(jnp.asarray(a), jnp.asarray(b))
+    want_pos, want_twice = sgn(a, b)  # the eager kjit call on NumPy arrays
+    assert pos.dtype == jnp.bool_ and twice.dtype == jnp.float32
+    np.testing.assert_array_equal(pos, want_pos)
+    np.testing.assert_array_equal(twice, want_twice)
+    np.testing.assert_array_equal(pos, jnp.asarray(a) + jnp.asarray(b) > 0)  # jnp's reference
+    np.testing.assert_allclose(twice, (jnp.asarray(a) + jnp.asarray(b)) * 2)
+
+
+def test_elementwise_several_outputs_under_vmap_and_jit(sgn):
+    jsgn = kjit.jax.function(sgn)
+    xs = jnp.arange(12, dtype=jnp.float32).reshape(4, 3) - 6
+    ys = jnp.array([1.0, -1.0, 2.0, -2.0], jnp.float32)  # one per row: a batched input of lower rank
+    pos, twice = jax.jit(jax.vmap(jsgn))(xs, ys)
+    want = np.asarray(xs) + np.asarray(ys)[:, None]
+    np.testing.assert_array_equal(pos, want > 0)
+    np.testing.assert_array_equal(twice, want * 2)
+    pos, twice = jax.vmap(lambda r: jsgn(r, ys[0]))(xs)  # one input batched, the other not
+    np.testing.assert_array_equal(twice, (np.asarray(xs) + 1) * 2)
+
+
+def test_elementwise_extras_reach_the_kernel_under_jax():
+    axpy = kjit.elementwise("template <typename T> T axpy(T x, T y, double alpha, int64_t k, bool neg) "
+                            "{ return T((neg ? -1 : 1) * (T(alpha) * x + y) + k); }")
+    jaxpy = kjit.jax.function(axpy)
+    x = jnp.arange(3, dtype=jnp.float32)
+    want = axpy(np.asarray(x), np.ones(3, np.float32), 2.0, 3, True)
+    got = jax.jit(lambda a, b: jaxpy(a, b, alpha=2.0, k=3, neg=True))(x, jnp.ones(3, jnp.float32))
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(jax.vmap(lambda a: jaxpy(a, a, alpha=0.5, k=1, neg=False))(jnp.ones((2, 3))),
+                               np.full((2, 3), 2.5))
+    with pytest.raises(TypeError, match=r"^axpy: extra argument 'alpha' is traced; extras are fixed when XLA "
+                                        r"compiles the call"):
+        jax.jit(lambda a, s: jaxpy(a, a, alpha=s, k=1, neg=False))(x, 2.0)
+    with pytest.raises(TypeError, match=r"^axpy: extra argument 'alpha' is complex"):
+        jaxpy(x, x, alpha=1j, k=1, neg=False)
+
+
 SHARD_MAP = textwrap.dedent(r"""
     import os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"

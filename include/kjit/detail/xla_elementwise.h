@@ -13,6 +13,7 @@
 #include <xla/ffi/api/c_api.h>
 
 #include <cstdint>
+#include <cstring>
 
 // Generated code embeds the XLA prelude first, so there the include is skipped.
 #ifndef KJIT_DETAIL_XLA_PRELUDE_H_
@@ -75,6 +76,55 @@ inline XLA_FFI_Error* call_global(XLA_FFI_CallFrame* frame, const char* fn, TVMF
   return nullptr;
 }
 
+/// The most extra scalars of one elementwise call ("extra_00" .. "extra_15").
+constexpr int kMaxElementwiseExtras = 16;
+
+/// Whether attr name `s` is "extra_NN", an elementwise call's extra scalar NN (two
+/// digits, below kMaxElementwiseExtras); its index in *k.
+inline bool extra_index(const XLA_FFI_ByteSpan* s, int* k) {
+  if (s->len != 8 || std::memcmp(s->ptr, "extra_", 6) != 0) return false;
+  const char hi = s->ptr[6], lo = s->ptr[7];
+  if (hi < '0' || hi > '9' || lo < '0' || lo > '9') return false;
+  *k = (hi - '0') * 10 + (lo - '0');
+  return *k < kMaxElementwiseExtras;
+}
+
+/// Splits an elementwise call's attrs: its extra scalars into extras[0..*count) (by
+/// their index; a gap is an error), the others into `own`, a copy of the frame
+/// holding only those, over the arrays types/names/attrs (room for the frame's).
+inline XLA_FFI_Error* split_extras(const XLA_FFI_CallFrame* frame, const char* fn, XLA_FFI_CallFrame* own,
+                                   XLA_FFI_AttrType* types, XLA_FFI_ByteSpan** names, void** attrs,
+                                   const XLA_FFI_Scalar** extras, int* count) {
+  *own = *frame;
+  own->attrs.size = 0;
+  own->attrs.types = types;
+  own->attrs.names = names;
+  own->attrs.attrs = attrs;
+  *count = 0;
+  for (int64_t i = 0; i < frame->attrs.size; ++i) {
+    int k = 0;
+    if (!extra_index(frame->attrs.names[i], &k)) {
+      types[own->attrs.size] = frame->attrs.types[i];
+      names[own->attrs.size] = frame->attrs.names[i];
+      attrs[own->attrs.size++] = frame->attrs.attrs[i];
+      continue;
+    }
+    if (frame->attrs.types[i] != XLA_FFI_AttrType_SCALAR) {
+      return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: extra scalar %d must be a scalar attr",
+                        fn, k);
+    }
+    extras[k] = static_cast<const XLA_FFI_Scalar*>(frame->attrs.attrs[i]);
+    if (k + 1 > *count) *count = k + 1;
+  }
+  for (int k = 0; k < *count; ++k) {
+    if (extras[k] == nullptr) {
+      return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                        "%s: extra scalar %d is missing (extras are attrs extra_00, extra_01, ... in order)", fn, k);
+    }
+  }
+  return nullptr;
+}
+
 inline void set_int(TVMFFIAny* a, int type_index, int64_t v) {
   a->type_index = type_index;
   a->zero_padding = 0;
@@ -90,13 +140,25 @@ extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* __kjit_xla_elem
   bool done = false;
   if (XLA_FFI_Error* e = start_call(frame, kFn, &done); done) return e;
   static const char* const kAttrNames[] = {"engine", "promotion"};
+  constexpr int kMaxAttrs = 2 + kMaxElementwiseExtras;
+  if (frame->attrs.size > kMaxAttrs) {
+    return make_error(frame->api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: at most %d extra scalars, got %lld attrs",
+                      kFn, kMaxElementwiseExtras, static_cast<long long>(frame->attrs.size));
+  }
+  XLA_FFI_CallFrame own;
+  XLA_FFI_AttrType own_types[kMaxAttrs];
+  XLA_FFI_ByteSpan* own_names[kMaxAttrs];
+  void* own_attrs[kMaxAttrs];
+  const XLA_FFI_Scalar* extra[kMaxElementwiseExtras] = {};
+  int n_extra = 0;
+  if (XLA_FFI_Error* e = split_extras(frame, kFn, &own, own_types, own_names, own_attrs, extra, &n_extra)) return e;
   const XLA_FFI_Scalar* attr[2] = {};
-  if (XLA_FFI_Error* e = collect_attrs(frame, kFn, kAttrNames, 2, attr)) return e;
+  if (XLA_FFI_Error* e = collect_attrs(&own, kFn, kAttrNames, 2, attr)) return e;
   const int64_t n_in = frame->args.size, n_out = frame->rets.size;
-  // kjit.ew_run(engine, promotion, n_in, n_out, inputs..., results...)
-  TVMFFIAny args[4 + kMaxElementwiseTensors];
+  // kjit.ew_run(engine, promotion, n_in, n_out, inputs..., results..., extras...)
+  TVMFFIAny args[4 + kMaxElementwiseTensors + kMaxElementwiseExtras];
   DLTensor tensors[kMaxElementwiseTensors];
-  kjit_stub::WideValue wide[2];
+  kjit_stub::WideValue wide[2 + kMaxElementwiseExtras];
   for (int k = 0; k < 2; ++k) {
     if (XLA_FFI_Error* e = attr_to_any(frame, kFn, kAttrNames[k], kAttrInt, attr[k], &args[k], &wide[k])) return e;
   }
@@ -106,9 +168,13 @@ extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* __kjit_xla_elem
     const bool in = i < n_in;
     if (XLA_FFI_Error* e = frame_tensor(frame, kFn, in, in ? i : i - n_in, &tensors[i], &args[4 + i])) return e;
   }
+  TVMFFIAny* extras = &args[4 + n_in + n_out];
+  for (int k = 0; k < n_extra; ++k) {  // as Python numbers: the engine types them as a call's extras
+    if (XLA_FFI_Error* e = attr_to_any(frame, kFn, "extra", kAttrFloat, extra[k], &extras[k], &wide[2 + k])) return e;
+  }
   static const char kRun[] = "kjit.ew_run";
   static TVMFFIObjectHandle run = kjit_global(kRun, sizeof(kRun) - 1);
-  return call_global(frame, kFn, run, kRun, args, static_cast<int32_t>(4 + n_in + n_out));
+  return call_global(frame, kFn, run, kRun, args, static_cast<int32_t>(4 + n_in + n_out + n_extra));
 }
 
 extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* __kjit_xla_reduction(XLA_FFI_CallFrame* frame) {
