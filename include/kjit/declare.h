@@ -45,6 +45,9 @@ struct FunctionDecl {
   std::string origin;                ///< where it was declared, for messages ("functions['f']")
   std::string annotation_file = {};  ///< an annotation's source ("cuda_sources"); empty otherwise
   int annotation_line = 0;           ///< an annotation's 1-based line; 0 otherwise
+  /// "backward=g" on an annotation: the function of the module computing this one's
+  /// gradients (FunctionSpec::backward); empty otherwise.
+  std::string backward = {};
 };
 
 /// Canonical tokens: aliases normalised (args -> arg, rets -> ret, ctx.stream ->

@@ -179,6 +179,10 @@ struct FunctionSpec {
   /// module instantiates it for every combination of their C++ types and the stub
   /// calls the one for the dtypes bound in the call.
   std::vector<std::string> callee_template_vars;
+  /// The module's function computing this one's gradients, declared with it
+  /// (`// @kjit f(...) backward=f_backward`): the pairing mod.torch and mod.jax use
+  /// (docs/torch.md, Autograd). Not part of the signature; empty when none.
+  std::string backward;
 
   /// Parameters the caller passes (everything but the stream and symbol scalars), in order.
   std::vector<const Param*> call_args() const;

@@ -122,6 +122,11 @@ class Module:
             # mod["name"] only, so no function can shadow the module's own state.
             if not (fn_name.startswith("_") or hasattr(Module, fn_name) or fn_name in self.__dict__):
                 self.__dict__[fn_name] = fn
+        # Pairs declared in the sources (// @kjit f(...) backward=g), kept in the
+        # library's manifest too: the module's pairing starts from them.
+        declared = {f["name"]: f["backward"] for f in functions if f.get("backward")}
+        if declared:
+            self._add_pairings(self._new_pairings(declared, "// @kjit ... backward="))
 
     torch = _FrontEnd("torch", "register")
     jax = _FrontEnd("jax", "functions")

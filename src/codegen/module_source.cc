@@ -78,7 +78,8 @@ std::string emit_manifest(const std::string& module, const std::vector<FunctionS
     const std::pair<std::string, std::string> where = definition_of(sources, specs[i].name);
     json += std::string(i ? "," : "") + "{\"name\":" + json_quote(specs[i].name) +
             ",\"signature\":" + json_quote(to_string(specs[i])) + ",\"device\":" + json_quote(device_of(specs[i])) +
-            ",\"location\":" + json_quote(where.first) + ",\"return_type\":" + json_quote(where.second) + "}";
+            ",\"location\":" + json_quote(where.first) + ",\"return_type\":" + json_quote(where.second) +
+            (specs[i].backward.empty() ? "" : ",\"backward\":" + json_quote(specs[i].backward)) + "}";
   }
   json += std::string("],\"xla_handlers\":") + (xla_handlers ? "true" : "false") +
           ",\"tvm_ffi_bridge\":" + (tvm_ffi_bridge ? "true" : "false") + "}";

@@ -53,6 +53,21 @@ void check_ascii(const std::string& rest, const std::string& origin) {
   }
 }
 
+/// Takes a last word "backward=NAME" off `text` into d->backward (the pairing, after
+/// the signature or the tokens).
+void take_backward(std::string* text, FunctionDecl* d) {
+  static const std::string kKey = "backward=";
+  const size_t space = text->find_last_of(" \t)");
+  const size_t word = space == std::string::npos ? 0 : space + 1;
+  if (text->compare(word, kKey.size(), kKey) != 0) return;
+  d->backward = text->substr(word + kKey.size());
+  if (!is_c_identifier(d->backward) || is_cpp_keyword(d->backward)) {
+    throw SpecError(d->origin + ": backward='" + d->backward + "' must name a function of the module (a C " +
+                    "identifier): '// @kjit " + d->name + "(...) backward=" + d->name + "_backward'");
+  }
+  *text = trim(text->substr(0, word));
+}
+
 FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where) {
   std::string rest = trim(a.rest);
   check_ascii(a.rest, where + " (// " + a.tag + " annotation)");
@@ -70,6 +85,7 @@ FunctionDecl parse_annotation(const AnnotationLine& a, const std::string& where)
     throw SpecError(d.origin + ": function name '" + d.name + "' is not a C identifier");
   }
   std::string after = trim(rest.substr(name_end));
+  take_backward(&after, &d);
   if (!after.empty() && after[0] == '(') {
     size_t close = after.rfind(')');
     if (close == std::string::npos) {

@@ -491,6 +491,24 @@ void check_not_misspelt(const FunctionDecl& decl, const std::vector<SourceText>&
                   "', or rename the function");
 }
 
+/// "backward=g" names another declared function of the module.
+void check_backward_names(const std::vector<FunctionDecl>& decls) {
+  for (const FunctionDecl& d : decls) {
+    if (d.backward.empty()) continue;
+    const bool declared =
+        std::any_of(decls.begin(), decls.end(), [&](const FunctionDecl& g) { return g.name == d.backward; });
+    if (d.backward == d.name) {
+      throw SpecError(d.origin + ": backward=" + d.backward + " names '" + d.name +
+                      "' itself; its backward is another function of the module, declared with its own // @kjit line");
+    }
+    if (!declared) {
+      throw SpecError(d.origin + ": backward=" + d.backward + " names no declared function of the module; declare " +
+                      d.backward + " (the function computing the gradients of '" + d.name +
+                      "') with its own // @kjit line");
+    }
+  }
+}
+
 std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& decls,
                                             const std::vector<SourceText>& sources, DeviceKind default_device) {
   std::vector<FunctionSpec> specs;
@@ -524,7 +542,9 @@ std::vector<FunctionSpec> resolve_functions(const std::vector<FunctionDecl>& dec
         if (p.kind == ParamKind::kTensor) p.tensor.device_given = true;
       }
     }
+    specs.back().backward = decl.backward;
   }
+  check_backward_names(decls);
   return specs;
 }
 

@@ -200,7 +200,8 @@ FieldMap function_record(const FunctionSpec& s, const std::vector<SourceText>& s
                   {"device", String(device_of(s))},
                   {"params", call_params(s)},
                   {"location", String(where.first)},
-                  {"return_type", String(where.second)}};
+                  {"return_type", String(where.second)},
+                  {"backward", String(s.backward)}};
 }
 
 /// A loaded module as named fields: its objects ("module"; "functions", the stubs'

@@ -326,6 +326,8 @@ FunctionSpec checked_spec(const tvm::ffi::Module& mod, const JsonObject& f, size
   } catch (const Error& e) {
     broken_manifest(path, "the signature of '" + fn + "' does not parse (" + e.what() + ")");
   }
+  if (f.find("backward") != f.end())
+    spec.backward = std::string(manifest_field<String>(f, "backward", "a string", where, path));
   const std::string says = to_string(spec), means = device_of(spec);
   if (says != stub_signature || means != stub_device) {
     refuse_library(path, "has a manifest that disagrees with its stub of '" + fn + "': the manifest says '" + says +

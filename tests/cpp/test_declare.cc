@@ -454,6 +454,26 @@ TEST(DeclareAnnotations, ReadsAllThreeForms) {
   EXPECT_EQ(d[2].origin, "cpp_sources:5 (// @BE annotation)");
 }
 
+TEST(DeclareAnnotations, BackwardPairsInEveryForm) {
+  std::vector<FunctionDecl> d = read_annotations({{"s",
+                                                   "// @kjit f(x: float32[n], y: float32[n] return) backward=f_bwd\n"
+                                                   "// @kjit g(x: float32[n])backward=g_bwd\n"
+                                                   "// @kjit h arg ret backward=h_bwd\n"
+                                                   "// @kjit k backward=k_bwd\n"
+                                                   "// @kjit m(x: float32[n])\n"}});
+  ASSERT_EQ(d.size(), 5u);
+  EXPECT_EQ(d[0].signature, "x: float32[n], y: float32[n] return");
+  EXPECT_EQ(d[0].backward, "f_bwd");
+  EXPECT_EQ(d[1].signature, "x: float32[n]");
+  EXPECT_EQ(d[1].backward, "g_bwd");
+  EXPECT_EQ(d[2].tokens, (Tokens{"arg", "ret"}));
+  EXPECT_EQ(d[2].backward, "h_bwd");
+  EXPECT_EQ(d[3].form, FunctionDecl::Form::kInfer);
+  EXPECT_EQ(d[3].backward, "k_bwd");
+  EXPECT_TRUE(d[4].backward.empty());
+  EXPECT_THROW(read_annotations({{"s", "// @kjit f(x: float32[n]) backward=1x\n"}}), SpecError);
+}
+
 TEST(DeclareAnnotations, OriginsFollowTheSourceFiles) {
   std::vector<FunctionDecl> d = read_annotations(
       {{"cpp_sources[0]", "\n\n// @kjit f ret\n"}, {"cpp_sources[1]", "// @BE g\n// @kjit h(x: int32)"}});
