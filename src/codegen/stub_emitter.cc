@@ -614,7 +614,7 @@ class StubEmitter {
          << "(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {\n"
          << "  return " << checked_function_name(spec_.name) << "(args, num_args, result, nullptr);\n"
          << "}\n";
-    metadata_exports(template_callee(callee, 0));
+    metadata_exports(callee);
   }
 
   /// Every combination of the callee's template dtype variables' alternatives, in
@@ -630,6 +630,18 @@ class StubEmitter {
         }
       }
       out = std::move(next);
+    }
+    return out;
+  }
+
+  /// The kernel's return type, as decltype of a call: of each instantiation of a
+  /// template kernel, comma-separated.
+  std::string return_types(const std::string& callee) const {
+    std::string out;
+    const size_t count = instantiations().size();
+    for (size_t k = 0; k < count; ++k) {
+      out += (k ? ", " : "") + std::string("decltype(::") + template_callee(callee, k) + "(" + call_argument_types() +
+             "))";
     }
     return out;
   }
@@ -755,8 +767,8 @@ class StubEmitter {
     out_ << "\nextern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__metadata_" << spec_.name
          << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"
          << "  using namespace kjit_stub;\n"
-         << "  using R = decltype(::" << callee << "(" << call_argument_types() << "));\n"
-         << "  return store_text(result, " << c_string(head) << ", result_schema<R>(), " << c_string(tail) << ");\n"
+         << "  return store_text(result, " << c_string(head) << ", results_schema<" << return_types(callee) << ">(), "
+         << c_string(tail) << ");\n"
          << "}\n\n"
          << "extern \"C\" __attribute__((visibility(\"default\"))) int __tvm_ffi__doc_" << spec_.name
          << "(void*, const TVMFFIAny*, int32_t, TVMFFIAny* result) {\n"

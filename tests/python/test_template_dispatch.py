@@ -108,3 +108,13 @@ def test_torch_ops_call_the_same_instantiations(mod):
 def test_templates_kjit_cannot_dispatch_are_spec_errors(source, sig, message):
     with pytest.raises(kjit.SpecError, match=message):
         build("template_refused", "#include <kjit/kernel.h>\n" + source + "\n", {"f": sig})
+
+
+def test_the_return_schema_is_the_instantiations_one_type_or_any(mod):
+    schema = mod.ffi_module.get_function_metadata
+    assert schema("gather")["type_schema"].startswith('{"type":"ffi.Function","named_args":{"return":[{"type":"float"}]')
+    assert schema("width")["type_schema"].startswith('{"type":"ffi.Function","named_args":{"return":[{"type":"int"}]')
+    m = build("template_return_any", "#include <kjit/kernel.h>\ntemplate <typename T> T first(const kjit::TensorView x) "
+              "{ return x.data<T>()[0]; }\n", {"first": "<T: float32|int64> x: T[n]"})
+    assert '"return":[{"type":"Any"}]' in m.ffi_module.get_function_metadata("first")["type_schema"]
+    assert m.first(np.array([2.5], np.float32)) == 2.5 and m.first(np.array([7], np.int64)) == 7

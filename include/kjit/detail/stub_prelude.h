@@ -927,6 +927,20 @@ template <typename F>
   }
 }
 
+template <typename R>
+[[maybe_unused]] inline const char* result_schema();
+
+/// The schema of a kernel's return: its one type's, or for a template kernel whose
+/// instantiations return different types (T), Any.
+template <typename R0, typename... Rs>
+[[maybe_unused]] inline const char* results_schema() {
+  if constexpr ((std::is_same<R0, Rs>::value && ...)) {
+    return result_schema<R0>();
+  } else {
+    return R"({\"type\":\"Any\"})";
+  }
+}
+
 /// The tvm-ffi type schema of a kernel's return type R (as TVM_FFI_DLL_EXPORT_TYPED_FUNC
 /// writes it), already escaped for a JSON string: the metadata nests it in one.
 template <typename R>
