@@ -3,6 +3,7 @@
 // The stub reads in the order a user debugs in: count, kinds, rank and dtype,
 // shapes and strides (binding symbols), layout and placement, constraints, call.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -287,20 +288,43 @@ class StubEmitter {
   bool bind_dtype_var(const DTypeVar& v) {
     const std::string dt = "tv_" + v.name, by = "tvby_" + v.name;
     out_ << "  [[maybe_unused]] DLDataType " << dt << "{};\n  [[maybe_unused]] const char* " << by << " = nullptr;\n";
+    return bind_from_carriers(dtype_var_carriers(spec_, v.name), by, [&](const Param& c) {
+      const std::string t = tensor_var(c), name = c_string(c.name);
+      return CarrierCode{{dt + " = " + t + "->dtype;", by + " = " + name + ";"},
+                         "dtype_word(" + t + "->dtype) != dtype_word(" + dt + ")",
+                         "return fail_dtype_bound(kFn, " + std::to_string(arg_index_.at(c.name)) + ", " + name + ", " +
+                             c_string(v.name) + ", " + dt + ", " + by + ", " + t + "->dtype);"};
+    });
+  }
+
+  /// What one carrier of a bound value emits: the statements binding the value from
+  /// it, the test that it differs from the bound value, and the failure's return.
+  struct CarrierCode {
+    std::vector<std::string> bind;
+    std::string differs, fail;
+  };
+
+  /// Binds a value (a dtype variable's dtype, a batch group's dims) from its
+  /// carriers in order: the first present binds it (`by` says which), the others
+  /// compare. Returns whether a required carrier binds it on every call; until one
+  /// has, a carrier tests `by` at run time.
+  bool bind_from_carriers(const std::vector<const Param*>& carriers, const std::string& by,
+                          const std::function<CarrierCode(const Param&)>& code) {
     bool bound = false, first = true;
-    for (const Param* c : dtype_var_carriers(spec_, v.name)) {
-      const std::string t = tensor_var(*c), name = c_string(c->name);
-      const std::string bind = dt + " = " + t + "->dtype;\n    " + by + " = " + name + ";\n";
-      const std::string fail = "return fail_dtype_bound(kFn, " + std::to_string(arg_index_.at(c->name)) + ", " + name +
-                               ", " + c_string(v.name) + ", " + dt + ", " + by + ", " + t + "->dtype);\n";
-      const std::string differs = "dtype_word(" + t + "->dtype) != dtype_word(" + dt + ")";
+    for (const Param* c : carriers) {
+      const CarrierCode k = code(*c);
+      std::string bind2, bind4;
+      for (const std::string& line : k.bind) {
+        bind2 += "  " + line + "\n";
+        bind4 += "    " + line + "\n";
+      }
       if (bound) {
-        emit_guarded(*c, "  if (" + differs + ")\n    " + fail);
+        emit_guarded(*c, "  if (" + k.differs + ")\n    " + k.fail + "\n");
       } else if (first && !c->tensor.optional) {
-        out_ << "  " << dt << " = " << t << "->dtype;\n  " << by << " = " << name << ";\n";
+        out_ << bind2;
       } else {
-        emit_guarded(*c, "  if (" + by + " == nullptr) {\n    " + bind + "  } else if (" + differs + ") {\n    " +
-                             fail + "  }\n");
+        emit_guarded(*c, "  if (" + by + " == nullptr) {\n" + bind4 + "  } else if (" + k.differs + ") {\n    " +
+                             k.fail + "\n  }\n");
       }
       bound = bound || !c->tensor.optional;
       first = false;
@@ -365,29 +389,15 @@ class StubEmitter {
     const std::string dims = "g_" + g, len = "gn_" + g, by = "gby_" + g;
     out_ << "  [[maybe_unused]] const int64_t* " << dims << " = nullptr;\n  [[maybe_unused]] int " << len
          << " = 0;\n  [[maybe_unused]] const char* " << by << " = nullptr;\n";
-    bool bound = false, first = true;
-    for (const Param* c : batch_carriers(spec_, g)) {
-      const std::string t = tensor_var(*c), name = c_string(c->name);
+    bind_from_carriers(batch_carriers(spec_, g), by, [&](const Param& c) {
+      const std::string t = tensor_var(c), name = c_string(c.name);
       const std::string lead =
-          c->tensor.shape.empty() ? t + "->ndim" : t + "->ndim - " + std::to_string(c->tensor.shape.size());
-      const std::string bind =
-          dims + " = " + t + "->shape;\n    " + len + " = " + lead + ";\n    " + by + " = " + name + ";\n";
-      const std::string differs = "!same_dims(" + t + "->shape, " + lead + ", " + dims + ", " + len + ")";
-      const std::string fail = "return fail_batch(kFn, " + std::to_string(arg_index_.at(c->name)) + ", " + name + ", " +
-                               c_string(g) + ", " + dims + ", " + len + ", " + by + ", " + t + "->shape, " + lead +
-                               ");\n";
-      if (bound) {
-        emit_guarded(*c, "  if (" + differs + ")\n    " + fail);
-      } else if (first && !c->tensor.optional) {
-        out_ << "  " << dims << " = " << t << "->shape;\n  " << len << " = " << lead << ";\n  " << by << " = " << name
-             << ";\n";
-      } else {
-        emit_guarded(*c, "  if (" + by + " == nullptr) {\n    " + bind + "  } else if (" + differs + ") {\n    " +
-                             fail + "  }\n");
-      }
-      bound = bound || !c->tensor.optional;
-      first = false;
-    }
+          c.tensor.shape.empty() ? t + "->ndim" : t + "->ndim - " + std::to_string(c.tensor.shape.size());
+      return CarrierCode{{dims + " = " + t + "->shape;", len + " = " + lead + ";", by + " = " + name + ";"},
+                         "!same_dims(" + t + "->shape, " + lead + ", " + dims + ", " + len + ")",
+                         "return fail_batch(kFn, " + std::to_string(arg_index_.at(c.name)) + ", " + name + ", " +
+                             c_string(g) + ", " + dims + ", " + len + ", " + by + ", " + t + "->shape, " + lead + ");"};
+    });
   }
 
   /// The variable holding a tensor as the caller passed it: after a batch group the
@@ -638,20 +648,19 @@ class StubEmitter {
   /// template kernel, comma-separated.
   std::string return_types(const std::string& callee) const {
     std::string out;
-    const size_t count = instantiations().size();
-    for (size_t k = 0; k < count; ++k) {
-      out += (k ? ", " : "") + std::string("decltype(::") + template_callee(callee, k) + "(" + call_argument_types() +
-             "))";
+    for (const auto& combo : instantiations()) {
+      out += (out.empty() ? "" : ", ") + std::string("decltype(::") + template_callee(callee, combo) + "(" +
+             call_argument_types() + "))";
     }
     return out;
   }
 
-  /// "ns::f" or, for instantiation `k` of a template kernel, "ns::f<float, int32_t>".
-  std::string template_callee(const std::string& callee, size_t k) const {
-    if (spec_.callee_template_vars.empty()) return callee;
-    const std::vector<std::vector<const DTypeInfo*>> combos = instantiations();
+  /// "ns::f" or, for one instantiation (`combo`, a dtype per template variable) of a
+  /// template kernel, "ns::f<float, int32_t>".
+  static std::string template_callee(const std::string& callee, const std::vector<const DTypeInfo*>& combo) {
+    if (combo.empty()) return callee;
     std::string args;
-    for (const DTypeInfo* d : combos[k]) args += (args.empty() ? "" : ", ") + std::string(d->cpp_type);
+    for (const DTypeInfo* d : combo) args += (args.empty() ? "" : ", ") + std::string(d->cpp_type);
     return callee + "<" + args + ">";
   }
 
@@ -668,8 +677,8 @@ class StubEmitter {
         cond += (cond.empty() ? "" : " && ") + std::string("dtype_accepted(tv_") + spec_.callee_template_vars[i] +
                 ", " + std::to_string(d.dl.code) + ", " + std::to_string(d.dl.bits) + ")";
       }
-      std::string call =
-          "call_and_store(result, [&]() { return ::" + template_callee(callee, k) + "(" + call_arguments() + "); });";
+      std::string call = "call_and_store(result, [&]() { return ::" + template_callee(callee, combos[k]) + "(" +
+                         call_arguments() + "); });";
       if (combos.size() == 1) return call;
       out += (k == 0                  ? "if (" + cond + ") "
               : k + 1 < combos.size() ? "\n    else if (" + cond + ") "

@@ -48,11 +48,7 @@ void check_returned(const FunctionSpec& spec, const std::string& signature, cons
   const TensorSpec& t = p.tensor;
   std::string what = "returned tensor '" + p.name + "'";
   if (!t.dtype_var.empty()) {
-    bool carried = false;
-    for (const Param& q : spec.params) {
-      carried = carried || (q.kind == ParamKind::kTensor && !q.tensor.returned && q.tensor.dtype_var == t.dtype_var);
-    }
-    if (!carried) {
+    if (dtype_var_carrier_names(spec, t.dtype_var).empty()) {
       fail_param(spec, signature, p,
                  what + " takes dtype variable " + t.dtype_var + ", which no input or out tensor carries: nothing " +
                      "would bind it before kjit allocates '" + p.name + "'");
@@ -186,11 +182,7 @@ void check_dtype_vars(const FunctionSpec& spec, const std::string& signature) {
                         ", whose byte carriers would match any variable; give packed tensors their dtype");
       }
     }
-    bool carried = false;
-    for (const Param& q : spec.params) {
-      carried = carried || (q.kind == ParamKind::kTensor && !q.tensor.returned && q.tensor.dtype_var == v.name);
-    }
-    if (!carried) {
+    if (dtype_var_carrier_names(spec, v.name).empty()) {
       fail_var(v, "dtype variable " + v.name + " is carried by no input or out tensor (x: " + v.name +
                       "[n]): nothing would bind it");
     }
