@@ -30,6 +30,7 @@ int64_t echo_int(const kjit::TensorView j, int64_t k) { return k; }
 int64_t pick(const kjit::TensorView a, const kjit::TensorView b, double eps) { return a.defined() ? 1 : 2; }
 void same(const kjit::TensorView x, const kjit::TensorView w) {}
 void late(const kjit::TensorView a, const kjit::TensorView x) {}
+int64_t echo_wide(const kjit::TensorView j, int64_t k) { return k; }
 """
 SIGS = {
     "rmsnorm": "<T: float32|float64> x: T[m, n], w: T[n], y: T[m, n] return, eps: T = 1e-6",
@@ -38,6 +39,7 @@ SIGS = {
     "pick": "<T: float32|float64> a: T[n] optional, b: T[n] optional, eps: T",
     "same": "x: float32|float64[n], w: dtype(x)[n]",
     "late": "<T: float32|float64> a: T[n] optional, x: T[n]",
+    "echo_wide": "<W: int64|uint64|int8> j: W[n], k: W",
 }
 
 
@@ -94,6 +96,23 @@ def test_an_integer_scalar_typed_u_must_fit_the_bound_dtype(mod):
     with pytest.raises(ValueError, match=r"out of range for uint8"):
         mod.echo_int(np.zeros(2, np.uint8), -1)
     assert mod.echo_int(np.zeros(2, np.int32), 300) == 300
+
+
+@pytest.mark.parametrize("dtype, value, fits", [
+    (np.int64, -2**63, True), (np.int64, 2**62, True), (np.int64, -1, True), (np.int64, 0, True),
+    (np.uint64, -1, False), (np.uint64, -2**63, False), (np.uint64, 2**62, True), (np.uint64, 0, True),
+    (np.int8, -2**63, False), (np.int8, 2**62, False), (np.int8, -128, True), (np.int8, 128, False)])
+def test_integer_scalars_at_the_edges_of_the_bound_dtype(mod, dtype, value, fits):
+    j = np.zeros(2, dtype)
+    if fits:
+        assert mod.echo_wide(j, value) == value
+        assert mod.echo_wide.ffi_function(j, value) == value
+        return
+    name = np.dtype(dtype).name
+    for fn in (mod.echo_wide, mod.echo_wide.ffi_function):
+        with pytest.raises(ValueError, match=rf"^echo_wide: argument #1 'k': {value} is out of range for {name} "
+                                             r"\(W's dtype in this call\)$"):
+            fn(j, value)
 
 
 def test_optional_carriers_bind_when_present(mod):
