@@ -728,6 +728,7 @@ EW_CODES = {
     "mul": "template <typename T> T mul(T a, T b) { return a * b; }",
     "madd": "template <typename T> T madd(T a, T b, T c) { return a * b + c; }",
     "lt": "template <typename T> bool lt(T a, T b) { return a < b; }",
+    "agt": "template <typename T> auto agt(T a, T b) { return b < a; }",  # bool: the type the code returns
     "axpy": "template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }",
     "divmod": "template <typename T> void dm(T a, T b, T& q, T& r) { q = a / b; r = a - q * b; }",
 }
@@ -824,6 +825,8 @@ class EwRunner:
             return inputs[0] * inputs[1]
         if op == "lt":
             return inputs[0] < inputs[1]
+        if op == "agt":
+            return inputs[0] > inputs[1]
         return None
 
     def tolerance(self, op: str, dtype: str, inputs_cpu, extras):
@@ -1008,6 +1011,8 @@ def ew_groups(torch, small: bool, trim: bool = False):
                                   ["float32", "float16", "bfloat16", "int8", "int32", "bool", "complex64"]]))
     groups.append(("lt (bool output)", "lt", [(d, ew_layouts(torch, d, 2, True)) for d in
                                               ["float32", "int32", "float16", "uint8"]]))
+    groups.append(("auto agt (output type from the code)", "agt", [(d, ew_layouts(torch, d, 2, True)) for d in
+                                                                   ["float32", "int8"]]))
     axpy_cases = {}
     for d in ["float32", "float16", "int32"]:
         alpha = 3 if d == "int32" else 2.5

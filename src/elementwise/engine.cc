@@ -12,12 +12,14 @@
 
 #include "cpu/codegen_cpu.h"
 #include "cpu/kernel_library.h"
+#include "cpu/returned_type.h"
 #include "cpu/trap_guard.h"
 #include "cuda/cuda_launch.h"
 #include "declare/cpp_signature.h"
 #include "elementwise/call_plan.h"
 #include "iterator/entry_call.h"
 #include "iterator/plan_cache.h"
+#include "iterator/promotion.h"
 #include "kjit/build.h"
 #include "kjit/elementwise.h"
 #include "kjit/errors.h"
@@ -28,46 +30,6 @@
 
 namespace kjit {
 namespace {
-
-/// The dtype a C++ type names when it is a concrete arithmetic type ("bool",
-/// "const float", "std::complex<double>", "int64_t"); nullopt for anything else (a
-/// template parameter, auto, a user type).
-std::optional<EwType> dtype_of_cpp_type(std::string t) {
-  for (const char* drop : {"const ", "volatile ", "std::"}) {
-    for (size_t at = t.find(drop); at != std::string::npos; at = t.find(drop)) t.erase(at, std::strlen(drop));
-  }
-  while (!t.empty() && (t.back() == '&' || t.back() == ' ')) t.pop_back();
-  static const std::pair<const char*, EwType> kNames[] = {
-      {"bool", EwType::kBool},
-      {"float", EwType::kFloat32},
-      {"double", EwType::kFloat64},
-      {"int8_t", EwType::kInt8},
-      {"signed char", EwType::kInt8},
-      {"int16_t", EwType::kInt16},
-      {"short", EwType::kInt16},
-      {"int32_t", EwType::kInt32},
-      {"int", EwType::kInt32},
-      {"int64_t", EwType::kInt64},
-      {"long", EwType::kInt64},
-      {"long long", EwType::kInt64},
-      {"uint8_t", EwType::kUInt8},
-      {"unsigned char", EwType::kUInt8},
-      {"uint16_t", EwType::kUInt16},
-      {"unsigned short", EwType::kUInt16},
-      {"uint32_t", EwType::kUInt32},
-      {"unsigned", EwType::kUInt32},
-      {"unsigned int", EwType::kUInt32},
-      {"uint64_t", EwType::kUInt64},
-      {"unsigned long", EwType::kUInt64},
-      {"unsigned long long", EwType::kUInt64},
-      {"complex<float>", EwType::kComplex64},
-      {"complex<double>", EwType::kComplex128},
-  };
-  for (const auto& [name, type] : kNames) {
-    if (t == name) return type;
-  }
-  return std::nullopt;
-}
 
 /// Per output, the dtype the entry's definition declares for it: its return type
 /// (one output returned), or its trailing `T&` parameters' types (outputs written
@@ -81,11 +43,11 @@ std::vector<std::optional<EwType>> declared_output_types(const std::string& code
     if (!f.is_definition) continue;
     std::vector<std::optional<EwType>> these(num_outputs);
     if (f.return_type != "void") {
-      if (num_outputs == 1) these[0] = dtype_of_cpp_type(f.return_type);
+      if (num_outputs == 1) these[0] = cpu::dtype_of_cpp_type(f.return_type);
     } else if (f.params.size() >= static_cast<size_t>(num_outputs)) {
       for (int k = 0; k < num_outputs; ++k) {
         const CppParam& p = f.params[f.params.size() - num_outputs + k];
-        if (p.is_reference && !p.is_const) these[k] = dtype_of_cpp_type(p.base);
+        if (p.is_reference && !p.is_const) these[k] = cpu::dtype_of_cpp_type(p.base);
       }
     }
     if (!first && these != out) return std::vector<std::optional<EwType>>(num_outputs);
@@ -120,14 +82,19 @@ struct Elementwise::Impl {
   std::string entry;  // the entry function's name
   int num_outputs = 1;
   ElementwiseOptions options;
-  EwCompute compute;                   // options.compute, raised to kFloat for an entry declared to return float
-  iterator::EntryArity arity;          // what a call must pass (inputs, extras, outputs by reference)
-  cpu::KernelTable<KernelFn> kernels;  // by kernel types: a failing call does not recompile
-  std::mutex mu;                       // guards cuda_kernels
+  EwCompute compute;           // options.compute, raised to kFloat for an entry declared to return float
+  iterator::EntryArity arity;  // what a call must pass (inputs, extras, outputs by reference)
+  bool deduces = false;        // one output, whose type the compiler deduces (an `auto` entry)
+  cpu::KernelTable<std::optional<EwType>> own_returned;  // deduces: the output's own type, by compute type
+  cpu::KernelTable<KernelFn> kernels;                    // by kernel types: a failing call does not recompile
+  std::mutex mu;                                         // guards cuda_kernels
   std::map<std::string, std::shared_ptr<cuda::CudaElementwiseKernel>> cuda_kernels;  // by kernel types
   iterator::PlanCache<ew::CallPlan> plans;
 
   KernelFn kernel_for(const EwKernelTypes& types);
+  /// The compute rule of a call: for an entry whose return type the compiler
+  /// deduces, with its output's own type for the call's compute type.
+  EwCompute compute_for(const std::vector<EwOperand>& inputs, Promotion promotion);
   std::shared_ptr<cuda::CudaElementwiseKernel> cuda_kernel_for(const EwKernelTypes& types);
   /// A new plan with its kernel attached, ready for the cache.
   std::shared_ptr<const ew::CallPlan> with_kernel(std::unique_ptr<ew::CallPlan> plan);
@@ -257,6 +224,28 @@ KernelFn Elementwise::Impl::kernel_for(const EwKernelTypes& types) {
   });
 }
 
+EwCompute Elementwise::Impl::compute_for(const std::vector<EwOperand>& inputs, Promotion promotion) {
+  if (!deduces) return compute;
+  const EwType c = iterator::compute_type(iterator::resolve_types(entry, inputs, promotion, compute).result);
+  const std::optional<EwType> own = own_returned.get(std::string(1, static_cast<char>('A' + static_cast<int>(c))), [&] {
+    cpu::ReturnedTypeQuery q;
+    q.code = code;
+    q.entry = entry;
+    q.compute = c;
+    q.args.assign(arity.known ? std::min<size_t>(inputs.size(), arity.most) : inputs.size(), "__C");
+    q.max_extras = arity.known ? static_cast<int>(arity.most - q.args.size()) : 8;
+    q.cache_dir = options.build_directory;
+    q.verbose = options.verbose;
+    q.what = "kjit.elementwise '" + entry + "'";
+    q.lines = "(lines of 'code' are lines of the computation string)";
+    return cpu::own_type_of_returned(c, cpu::returned_type(q));
+  });
+  if (!own) return compute;
+  EwCompute with = compute;
+  with.own_outputs[0] = own;
+  return with;
+}
+
 std::shared_ptr<const ew::CallPlan> Elementwise::Impl::with_kernel(std::unique_ptr<ew::CallPlan> plan) {
   check_arity(entry, arity, plan->kernel_types.inputs.size(), plan->kernel_types.extra.size(),
               plan->kernel_types.outputs.size());
@@ -273,7 +262,10 @@ void Elementwise::Impl::run_into(const std::vector<EwOperand>& inputs, const DLT
                                  const std::vector<EwOperand>& extra, Promotion promotion) {
   const iterator::PlanLease<ew::CallPlan> plan =
       plans.lease([&](auto* sink) { iterator::encode_call(sink, inputs, outputs, n_out, extra, promotion); },
-                  [&] { return with_kernel(ew::plan_call(entry, inputs, outputs, n_out, extra, promotion, compute)); });
+                  [&] {
+                    return with_kernel(
+                        ew::plan_call(entry, inputs, outputs, n_out, extra, promotion, compute_for(inputs, promotion)));
+                  });
   ew::run_plan(entry, *plan, inputs, outputs, extra, promotion, /*fresh_outputs=*/false);
 }
 
@@ -285,6 +277,7 @@ Elementwise::Elementwise(std::string code, const std::string& name, int num_outp
   impl_->compute = compute_rule(code, impl_->entry, options.compute);
   impl_->arity = iterator::entry_arity(code, impl_->entry);
   impl_->compute.own_outputs = declared_output_types(code, impl_->entry, num_outputs);
+  impl_->deduces = num_outputs == 1 && cpu::entry_return(code, impl_->entry).deduced;
   impl_->code = std::move(code);
   impl_->num_outputs = num_outputs;
   impl_->options = std::move(options);
@@ -297,8 +290,9 @@ const std::string& Elementwise::name() const { return impl_->entry; }
 int Elementwise::num_outputs() const { return impl_->num_outputs; }
 
 std::vector<EwOutput> Elementwise::outputs_for(const std::vector<EwOperand>& inputs, Promotion promotion) const {
-  return ew::output_layouts(iterator::resolve_types(impl_->entry, inputs, promotion, impl_->compute), inputs,
-                            impl_->num_outputs);
+  return ew::output_layouts(
+      iterator::resolve_types(impl_->entry, inputs, promotion, impl_->compute_for(inputs, promotion)), inputs,
+      impl_->num_outputs);
 }
 
 void Elementwise::run(const std::vector<EwOperand>& inputs, const std::vector<const DLTensor*>& outputs,
@@ -315,12 +309,12 @@ void Elementwise::run_allocating(const std::vector<EwOperand>& inputs, const EwA
                                  const std::vector<EwOperand>& extra, Promotion promotion, EwAllocation allocation) {
   Impl& impl = *impl_;
   check_extra_are_scalars(impl.entry, extra);
-  const iterator::PlanLease<ew::CallPlan> plan =
-      impl.plans.lease([&](auto* sink) { iterator::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
-                       [&] {
-                         return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra,
-                                                                          promotion, impl.compute));
-                       });
+  const iterator::PlanLease<ew::CallPlan> plan = impl.plans.lease(
+      [&](auto* sink) { iterator::encode_call(sink, inputs, nullptr, 0, extra, promotion); },
+      [&] {
+        return impl.with_kernel(ew::plan_allocating_call(impl.entry, inputs, impl.num_outputs, extra, promotion,
+                                                         impl.compute_for(inputs, promotion)));
+      });
   const size_t n_out = plan->outputs.size();
   NewOutputs outputs(n_out);
   for (size_t k = 0; k < n_out; ++k) {

@@ -18,6 +18,7 @@
 #include "cpu/codegen_reduction.h"
 #include "cpu/kernel_library.h"
 #include "cpu/loop_driver.h"
+#include "cpu/returned_type.h"
 #include "cpu/thread_pool.h"
 #include "cpu/trap_guard.h"
 #include "iterator/entry_call.h"
@@ -244,6 +245,8 @@ struct Reduction::Impl {
   std::mutex cuda_mu;
   std::map<std::string, std::shared_ptr<red::CudaReductionKernel>> cuda_kernels;  // by kernel types
   iterator::PlanCache<RedPlan> plans;
+  cpu::EntryReturn post_return;                                  // what post_code's function declares it returns
+  mutable cpu::KernelTable<std::optional<EwType>> post_deduced;  // its auto result, by accumulator type
 
   std::shared_ptr<red::CudaReductionKernel> cuda_kernel_for(const RedKernelTypes& types);
   /// Launches on the output's device, on tvm-ffi's current stream for it (torch's).
@@ -251,6 +254,10 @@ struct Reduction::Impl {
                     const DLTensor* out) const;
 
   RedKernelFn kernel_for(const RedKernelTypes& types);
+  /// The result type post_code's function gives from accumulator type `acc`, when
+  /// it is not the accumulator's: the type it declares, or for an auto one the
+  /// type it returns (asked of the compiler once per accumulator type).
+  std::optional<EwType> post_result(EwType acc) const;
   red::RedCall plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                     std::optional<EwType> dtype, Promotion p) const;
   /// An arg reduction's types (the input's, an int64 result); ValueError for more than one axis.
@@ -292,6 +299,23 @@ std::shared_ptr<red::CudaReductionKernel> Reduction::Impl::cuda_kernel_for(const
   return k;
 }
 
+std::optional<EwType> Reduction::Impl::post_result(EwType acc) const {
+  if (post_return.declared) return *post_return.declared == acc ? std::nullopt : post_return.declared;
+  if (!post_return.deduced) return std::nullopt;
+  return post_deduced.get(std::string(1, static_cast<char>('A' + static_cast<int>(acc))), [&] {
+    cpu::ReturnedTypeQuery q;
+    q.code = code;
+    q.entry = entries.post;
+    q.compute = acc;
+    q.args = {"__C", "int64_t"};
+    q.cache_dir = options.build_directory;
+    q.verbose = options.verbose;
+    q.what = "kjit.reduction '" + name + "' post_code";
+    q.lines = "(lines of 'code' are lines of reduce_code, map_code and post_code, one after another)";
+    return cpu::own_type_of_returned(acc, cpu::returned_type(q));
+  });
+}
+
 red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const ReduceAxes& axes, bool keepdims,
                                    std::optional<EwType> dtype, Promotion p) const {
   if (inputs.empty()) throw TypeError(name + ": expected at least one input");
@@ -309,6 +333,9 @@ red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const R
   }
   red::RedCall c = red::plan_call(name, inputs, axes, keepdims, dtype, options.upcast_integers && !entries.arg, p);
   if (entries.arg) plan_arg(&c);
+  if (!dtype && !entries.post.empty()) {
+    if (const std::optional<EwType> own = post_result(c.acc)) c.result = *own;
+  }
   if (!is_complex(c.acc)) {
     for (size_t i = 0; i < c.call.inputs.size(); ++i) {
       if (is_complex(c.call.inputs[i])) {
@@ -520,6 +547,7 @@ Reduction::Reduction(const ReductionCode& code, std::optional<EwOperand> identit
   impl.identity = identity;
   impl.options = std::move(options);
   impl.code = code.reduce + "\n" + code.map + "\n" + code.post;
+  if (!post.name.empty()) impl.post_return = cpu::entry_return(code.post, post.name);
 }
 Reduction::~Reduction() = default;
 Reduction::Reduction(Reduction&&) noexcept = default;

@@ -61,6 +61,23 @@ TEST(ElementwiseCpp, ScalarsStridesAndExtraArguments) {
   EXPECT_EQ(out.data, (std::vector<float>{11, 31, 21, 41}));
 }
 
+TEST(ElementwiseCpp, AutoEntriesTypeTheirOutputByWhatTheyReturn) {
+  Buf<int32_t> i({1, -2}, {2});
+  Buf<float> f({0.5f, -1.5f}, {2});
+  // decltype of the call: a comparison is bool, a double parameter makes double
+  Elementwise gt("template <typename T> auto gt(T a, T b) { return a > b; }");
+  EXPECT_EQ(gt.outputs_for({EwOperand::of(&f.t), EwOperand::of(&f.t)})[0].type, kjit::EwType::kBool);
+  Elementwise scale("template <typename T> auto scale(T a, double s) { return a * s; }");
+  EXPECT_EQ(scale.outputs_for({EwOperand::of(&f.t)})[0].type, kjit::EwType::kFloat64);
+  // the compute type itself, and C++'s int from narrower integers, keep the compute type
+  Elementwise twice("template <typename T> auto twice(T a) { return a + a; }");
+  EXPECT_EQ(twice.outputs_for({EwOperand::of(&i.t)})[0].type, kjit::EwType::kInt32);
+  EXPECT_EQ(twice.outputs_for({EwOperand::of(&f.t)})[0].type, kjit::EwType::kFloat32);
+  Buf<float> out(std::vector<float>(2), {2});
+  twice.run({EwOperand::of(&f.t)}, {&out.t});
+  EXPECT_EQ(out.data, (std::vector<float>{1.0f, -3.0f}));
+}
+
 TEST(ElementwiseCpp, ErrorsAreTypedAndSayWhat) {
   Elementwise add(kAdd);
   Buf<float> a({1, 2, 3}, {3}), b({1, 2, 3, 4}, {4});

@@ -140,6 +140,24 @@ TEST(ReductionCpp, SumsAlongAnAxisIntoOut) {
   EXPECT_EQ(all.data[0], 21.0f);
 }
 
+TEST(ReductionCpp, PostCodeTypesTheResult) {
+  const char add[] = "template <typename T> T add(T a, T b) { return a + b; }";
+  Buf x({1, 2, 3, 4}, {4});
+  auto type_with = [&](const char* post) {
+    Reduction r(kjit::ReductionCode{add, "", post}, EwOperand::of_int(0));
+    return r.output_for({EwOperand::of(&x.t)}, ReduceAxes::everything(), false, std::nullopt).type;
+  };
+  EXPECT_EQ(type_with("template <typename T> T mean(T acc, int64_t n) { return acc / T(n); }"), kjit::EwType::kFloat32);
+  EXPECT_EQ(type_with("double mean(double acc, int64_t n) { return acc / n; }"), kjit::EwType::kFloat64);
+  EXPECT_EQ(type_with("template <typename T> auto mean(T acc, int64_t n) { return acc / n; }"), kjit::EwType::kFloat32);
+  EXPECT_EQ(type_with("template <typename T> auto pos(T acc, int64_t) { return acc > 0; }"), kjit::EwType::kBool);
+  Reduction positive(kjit::ReductionCode{add, "", "template <typename T> auto pos(T acc, int64_t) { return acc > 0; }"},
+                     EwOperand::of_int(0));
+  // dtype= is the result type, whatever post_code returns
+  EXPECT_EQ(positive.output_for({EwOperand::of(&x.t)}, ReduceAxes::everything(), false, kjit::EwType::kFloat64).type,
+            kjit::EwType::kFloat64);
+}
+
 TEST(ReductionCpp, RunAllocatingAsksForTheOutputsLayoutAndFillsIt) {
   Reduction sum(kjit::ReductionCode{"template <typename T> T add(T a, T b) { return a + b; }", "", ""},
                 EwOperand::of_int(0));

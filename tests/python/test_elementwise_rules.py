@@ -585,7 +585,7 @@ def test_outputs_by_reference_take_their_declared_types():
     assert twice.dtype == np.float32 and twice.tolist() == [-2.0, 4.0]
 
 
-def test_the_template_parameter_and_auto_keep_the_computed_type():
+def test_the_template_parameter_and_an_auto_identity_keep_the_computed_type():
     same = kjit.elementwise("template <typename T> auto idn(T a) { return a; }")
     assert same(np.ones(2, np.int16)).dtype == np.int16
     declared = kjit.elementwise("float half_of(double x) { return x / 2; }")
