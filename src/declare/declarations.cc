@@ -128,6 +128,71 @@ Param stream_param(const std::string& name) {
   return p;
 }
 
+/// The dtypes a template parameter inferred as a dtype variable takes: the kernel is
+/// instantiated for each, so the default stays small; a signature lists others.
+constexpr const char* kInferredVarDtypes[] = {"float32", "float64"};
+
+/// The type template parameter of `fn` that C++ parameter `cp` is typed by, as an
+/// element type (`const T* x`, `T* y`) or a scalar (`T alpha`, `const T& alpha`); "".
+std::string template_param_of(const CppParam& cp, const CppFunction& fn) {
+  if (!fn.is_template || cp.pointer_depth > 1 || (cp.pointer_depth == 0 && cp.is_reference && !cp.is_const)) return "";
+  for (const std::string& t : fn.template_type_params) {
+    if (!t.empty() && cp.base == t) return t;
+  }
+  return "";
+}
+
+/// Dtype variable `name` of the spec, declared with the inferred alternatives on first use.
+const DTypeVar& inferred_dtype_var(FunctionSpec* spec, const std::string& name) {
+  if (const DTypeVar* v = spec->find_dtype_var(name)) return *v;
+  DTypeVar v;
+  v.name = name;
+  for (const char* d : kInferredVarDtypes) v.dtypes.push_back(*find_dtype(d));
+  spec->dtype_vars.push_back(std::move(v));
+  return spec->dtype_vars.back();
+}
+
+/// A parameter typed by template parameter `var`: a tensor of dtype variable `var`
+/// (a pointer), or a scalar converted to the dtype `var` is bound to.
+/// `out`: the tensor's direction (a non-const pointer when inferred; the token's).
+Param typed_by_var(FunctionSpec* spec, const std::string& var, const std::string& name, const CppParam& cp, bool out,
+                   DeviceKind device) {
+  const DTypeVar& v = inferred_dtype_var(spec, var);
+  if (cp.pointer_depth == 1) {
+    Param p = tensor_param(name, out, nullptr, device);
+    p.tensor.dtype_var = v.name;
+    p.tensor.dtypes = v.dtypes;
+    return p;
+  }
+  Param p = scalar_param(name, ScalarType::kFloat64);  // read as a float: every alternative is floating
+  p.scalar_var = v.name;
+  return p;
+}
+
+/// A template kernel without a signature whose type parameters type its tensors
+/// (`const T* x`): each must type one, which binds it in a call, and none may be a
+/// value or a pack. (A template typing none is left to C++'s deduction, as before.)
+void check_template_inferable(const FunctionSpec& spec, const CppFunction& fn, const std::string& where) {
+  if (!fn.is_template) return;
+  const std::string fix = "; give a signature (<T: float32|float64> x: T[n], ...) to say which dtypes to instantiate";
+  if (fn.template_has_value_params) {
+    throw SpecError("cannot infer the spec of " + where +
+                    ": it is a template over a value or a pack, which kjit cannot choose; declare a plain function "
+                    "that calls the instantiations you need");
+  }
+  for (const std::string& t : fn.template_type_params) {
+    bool bound = false;
+    for (const Param& p : spec.params) bound = bound || (p.kind == ParamKind::kTensor && p.tensor.dtype_var == t);
+    if (!bound) {
+      throw SpecError("cannot infer the spec of " + where + ": template parameter " + (t.empty() ? "#?" : t) +
+                      " types no tensor parameter (const " + t + "* x, " + t +
+                      "* y), so no call could tell which instantiation to run" + fix);
+    }
+  }
+}
+
+std::vector<std::string> template_dispatch(const FunctionSpec& spec, const Located& cpp);
+
 class TokenSpecBuilder {
  public:
   TokenSpecBuilder(const FunctionDecl& decl, const Located& cpp, DeviceKind device)
@@ -149,17 +214,15 @@ class TokenSpecBuilder {
         case ArgToken::Kind::kArg:
         case ArgToken::Kind::kRet: {
           bool out = t.kind == ArgToken::Kind::kRet;
-          if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kTensor);
-          if (out && cp != nullptr && cp->pointer_depth == 1 && cp->is_const) {
-            throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written +
-                            "' declares an output, but C++ parameter #" + std::to_string(i) + " '" +
-                            describe_cpp_param(*cp) + "' at " + cpp_.where() +
-                            " points to const data the kernel cannot write; drop the const or use 'arg'");
-          }
+          const std::string var = cp != nullptr && cp->pointer_depth == 1 ? template_param_of(*cp, cpp_.fn) : "";
+          if (role && var.empty()) expect_role(i, t, *cp, *role, CppRole::Kind::kTensor);
+          if (out && cp != nullptr && cp->pointer_depth == 1 && cp->is_const) expect_writable(i, t, *cp);
           std::string fallback = out ? "ret" + std::to_string(n_rets) : "arg" + std::to_string(n_args);
           (out ? n_rets : n_args)++;
-          spec.params.push_back(
-              tensor_param(cp && !cp->name.empty() ? cp->name : fallback, out, role ? role->dtype : nullptr, device_));
+          const std::string name = cp && !cp->name.empty() ? cp->name : fallback;
+          // `const T* x` of a template: a tensor of dtype variable T
+          spec.params.push_back(var.empty() ? tensor_param(name, out, role ? role->dtype : nullptr, device_)
+                                            : typed_by_var(&spec, var, name, *cp, out, device_));
           break;
         }
         case ArgToken::Kind::kStream:
@@ -168,6 +231,12 @@ class TokenSpecBuilder {
           spec.params.push_back(stream_param(cp && !cp->name.empty() ? cp->name : "stream"));
           break;
         case ArgToken::Kind::kAttr:
+          if (cp != nullptr && !t.attr_type && cp->pointer_depth == 0 && !template_param_of(*cp, cpp_.fn).empty()) {
+            check_attr_name(i, t, *cp);  // `T alpha`: converted to the dtype T is bound to
+            spec.params.push_back(
+                typed_by_var(&spec, template_param_of(*cp, cpp_.fn), t.attr_name, *cp, false, device_));
+            break;
+          }
           if (role) expect_role(i, t, *cp, *role, CppRole::Kind::kScalar);
           if (cp != nullptr && t.attr_type) check_attr_name(i, t, *cp);  // a bare attr is looked up by name
           if (role && t.attr_type) check_attr_type(i, t, *cp, role->scalar);
@@ -175,11 +244,22 @@ class TokenSpecBuilder {
           break;
       }
     }
+    if (!spec.dtype_vars.empty()) {
+      check_template_inferable(spec, cpp_.fn, where_);
+      spec.callee_template_vars = template_dispatch(spec, cpp_);
+    }
     validate(spec);
     return spec;
   }
 
  private:
+  /// `ret` on `const T* x`: the kernel cannot write what the token says it returns.
+  [[noreturn]] void expect_writable(size_t i, const ArgToken& t, const CppParam& cp) const {
+    throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written +
+                    "' declares an output, but C++ parameter #" + std::to_string(i) + " '" + describe_cpp_param(cp) +
+                    "' at " + cpp_.where() + " points to const data the kernel cannot write; drop the const or use 'arg'");
+  }
+
   void check_arity(const std::vector<ArgToken>& tokens) const {
     bool bare_attr = false;
     for (const ArgToken& t : tokens) bare_attr = bare_attr || (t.kind == ArgToken::Kind::kAttr && !t.attr_type);
@@ -272,8 +352,19 @@ FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceK
   bool any_tensor = false, any_out = false;
   for (size_t i = 0; i < cpp.fn.params.size(); ++i) {
     const CppParam& cp = cpp.fn.params[i];
-    CppRole role = classify_cpp_param(cp);
     std::string name = cp.name.empty() ? "arg" + std::to_string(i) : cp.name;
+    const std::string var = template_param_of(cp, cpp.fn);
+    if (!var.empty()) {
+      if (cp.pointer_depth == 0 && cp.name.empty()) {
+        throw SpecError("parameter #" + std::to_string(i) + " '" + cp.type + "' of " + where +
+                        " has no name; an attr is passed by name, so name it");
+      }
+      spec.params.push_back(typed_by_var(&spec, var, name, cp, !cp.is_const, device));
+      any_tensor = any_tensor || cp.pointer_depth == 1;
+      any_out = any_out || (cp.pointer_depth == 1 && !cp.is_const);
+      continue;
+    }
+    CppRole role = classify_cpp_param(cp);
     switch (role.kind) {
       case CppRole::Kind::kUnmapped:
         throw SpecError("cannot map C++ type '" + cp.type + "' of parameter '" + name + "' (#" + std::to_string(i) +
@@ -305,6 +396,10 @@ FunctionSpec spec_from_cpp(const FunctionDecl& decl, const Located& cpp, DeviceK
                     ". Mark input tensors 'const' to tell them from outputs, or use the explicit form: "
                     "functions={'" +
                     decl.name + "': ['arg', 'ret', ...]}");
+  }
+  if (!spec.dtype_vars.empty()) {
+    check_template_inferable(spec, cpp.fn, where);
+    spec.callee_template_vars = template_dispatch(spec, cpp);
   }
   validate(spec);
   return spec;

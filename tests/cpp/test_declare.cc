@@ -669,6 +669,35 @@ TEST(DeclareResolve, InferenceNamesUnnamedTensors) {
   EXPECT_EQ(to_string(s), "arg0: float32[...], arg1: float64[...] out");
 }
 
+TEST(DeclareResolve, InferenceAndTokensMakeTemplateParametersDtypeVariables) {
+  const char* src =
+      "template <typename T>\n"
+      "void scale(const T* x, T* y, T alpha, int64_t n) {}\n"
+      "template <typename T, typename I>\n"
+      "void gather(const T* x, const I* idx, T* y) {}\n";
+  const char* scale = "<T: float32|float64> x: T[...], y: T[...] out, alpha: T, n: int64";
+  FunctionSpec s = resolve_one(infer_decl("scale"), src);
+  EXPECT_EQ(to_string(s), scale);
+  EXPECT_EQ(s.callee_template_vars, (std::vector<std::string>{"T"}));
+  EXPECT_EQ(to_string(resolve_one(tokens_decl("scale", {"arg", "ret", "attr.alpha", "attr.n"}), src)), scale);
+  FunctionSpec g = resolve_one(infer_decl("gather"), src);
+  EXPECT_EQ(to_string(g), "<T: float32|float64, I: float32|float64> x: T[...], idx: I[...], y: T[...] out");
+  EXPECT_EQ(g.callee_template_vars, (std::vector<std::string>{"T", "I"}));
+}
+
+TEST(DeclareResolveErrors, TemplatesInferenceCannotInstantiate) {
+  EXPECT_EQ(resolve_error(infer_decl("f"), "template <typename T, typename U> void f(const T* x, T* y, U a) {}"),
+            "cannot infer the spec of 'f' (cpp_sources:1): template parameter U types no tensor parameter (const U* "
+            "x, U* y), so no call could tell which instantiation to run; give a signature (<T: float32|float64> x: "
+            "T[n], ...) to say which dtypes to instantiate");
+  EXPECT_EQ(resolve_error(infer_decl("f"), "template <typename T, int N> void f(const T* x, T* y) {}"),
+            "cannot infer the spec of 'f' (cpp_sources:1): it is a template over a value or a pack, which kjit cannot "
+            "choose; declare a plain function that calls the instantiations you need");
+  EXPECT_EQ(resolve_error(tokens_decl("f", {"arg", "ret"}), "template <typename T> void f(const T* x, const T* y) {}"),
+            "arg_spec of 'f' (functions['f']): token #1 'ret' declares an output, but C++ parameter #1 'const T* y' "
+            "at cpp_sources:1 points to const data the kernel cannot write; drop the const or use 'arg'");
+}
+
 TEST(DeclareResolve, SignatureFormPicksUpANamespaceQualifiedCallee) {
   const char* src =
       "namespace kern { inline namespace v1 {\nvoid rowsum(const kjit::TensorView a, kjit::TensorView o) {}\n} }\n";

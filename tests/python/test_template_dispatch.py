@@ -118,3 +118,46 @@ def test_the_return_schema_is_the_instantiations_one_type_or_any(mod):
               "{ return x.data<T>()[0]; }\n", {"first": "<T: float32|int64> x: T[n]"})
     assert '"return":[{"type":"Any"}]' in m.ffi_module.get_function_metadata("first")["type_schema"]
     assert m.first(np.array([2.5], np.float32)) == 2.5 and m.first(np.array([7], np.int64)) == 7
+
+
+INFERRED = r"""
+#include <cstdint>
+// @kjit scale
+template <typename T> void scale(const T* x, T* y, T alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
+}
+// @BE axpy arg arg ret attr.alpha attr.n
+template <typename T> void axpy(const T* x, const T* y, T* out, T alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def inferred():
+    return kjit.load_inline("template_inferred", cpp_sources=INFERRED)
+
+
+def test_inference_and_tokens_make_a_template_parameter_a_dtype_variable(inferred):
+    want = "<T: float32|float64> x: T[...], y: T[...] out, alpha: T, n: int64"
+    assert kjit.resolve(INFERRED, ["scale"]) == {"scale": want}
+    assert inferred.get_function_metadata("scale")["kjit_signature"] == want
+    assert (inferred.get_function_metadata("axpy")["kjit_signature"] ==
+            "<T: float32|float64> x: T[...], y: T[...], out: T[...] out, alpha: T, n: int64")
+    for dtype in (np.float32, np.float64):
+        x = np.arange(4, dtype=dtype)
+        y = np.zeros(4, dtype)
+        inferred.scale(x, y, 0.5, 4)
+        np.testing.assert_array_equal(y, x * dtype(0.5))
+        out = np.zeros(4, dtype)
+        inferred.axpy(x, y, out, alpha=2.0, n=4)
+        np.testing.assert_array_equal(out, 2 * x + y)
+    with pytest.raises(TypeError, match=r"^scale: argument #1 'y': dtype must be float32 \(T, bound by x\), got float64$"):
+        inferred.scale(np.zeros(4, np.float32), np.zeros(4), 1.0, 4)
+    with pytest.raises(TypeError, match=r"^scale: argument #0 'x': dtype must be one of float32, float64, got int32$"):
+        inferred.scale(np.zeros(4, np.int32), np.zeros(4, np.int32), 1.0, 4)
+
+
+def test_a_template_parameter_that_types_no_tensor_is_a_spec_error():
+    with pytest.raises(kjit.SpecError, match=r"template parameter U types no tensor parameter \(const U\* x, U\* y\)"):
+        kjit.resolve("template <typename T, typename U> void f(const T* x, T* y, U a) {}", ["f"])
