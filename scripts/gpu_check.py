@@ -446,6 +446,16 @@ void throws(kjit::TensorView x, cudaStream_t stream) {
   (void)stream;
   throw std::invalid_argument("throws: planted by gpu_check");
 }
+
+// A template entry point: nvcc instantiates twice<float> and twice<double> for the stub.
+template <typename T> __global__ void gc_twice_kernel(const T* x, T* y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = x[i] + x[i];
+}
+template <typename T> void twice(const kjit::TensorView x, kjit::TensorView y, cudaStream_t stream) {
+  const int64_t n = x.numel();
+  if (n > 0) gc_twice_kernel<T><<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x.data<T>(), y.data<T>(), n);
+}
 """
 
 CHECKED_FUNCTIONS = {
@@ -457,6 +467,7 @@ CHECKED_FUNCTIONS = {
     "device_of_call": "out: int32[1] out, stream: stream",
     "bad_launch": "x: float32[n] out, stream: stream",
     "throws": "x: float32[n] out, stream: stream",
+    "twice": "<T: float32|float64> x: T[n], y: T[n] return, stream: stream",
 }
 
 
@@ -525,8 +536,8 @@ def section_checked(sec: Section) -> None:
 
     sec.check("CPU tensor rejected", cpu_rejected, gpu=False)
     if not sec.gpu:
-        for c in ("current stream", "side stream", "returned output on the device", "device guard",
-                  "kjit::Stream + scalar", "float16", "launch error", "kernel exception", "strided rejected",
+        for c in ("current stream", "side stream", "returned output on the device",
+                  "template entry point (T: float32|float64)", "device guard", "kjit::Stream + scalar", "float16", "launch error", "kernel exception", "strided rejected",
                   "kjit.torch op"):
             sec.check(c, lambda: None)
         return
@@ -602,6 +613,18 @@ def section_checked(sec: Section) -> None:
         return "torch tensors on cuda:0, every element right (n = 1, 257, 100003)"
 
     sec.check("returned output on the device", returned)
+
+    def template_entry():
+        for dtype in ("float32", "float64"):
+            x_h = make_values(torch, (1003,), dtype, gen)
+            y = mod.twice(x_h.cuda())
+            torch.cuda.synchronize()
+            err = mismatch(torch, y, x_h + x_h, (x_h,))
+            if err:
+                fail(f"twice<{dtype}>: {err}")
+        return "twice<float> and twice<double> (a template in cuda_sources), every element right"
+
+    sec.check("template entry point (T: float32|float64)", template_entry)
 
     def device_guard():
         count = torch.cuda.device_count()

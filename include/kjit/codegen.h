@@ -44,6 +44,20 @@ std::string emit_cuda_prelude();
 /// code (`cuda_sources`), read off their C++ definitions; "" when none.
 std::string emit_cuda_declarations(const std::vector<FunctionSpec>& specs, const std::vector<SourceText>& cuda_sources);
 
+/// Instantiated by kjit: the `template <typename T>` definition of a function in
+/// cuda_sources whose type parameters are dtype variables of its signature
+/// (FunctionSpec::callee_template_vars), for every combination (nvcc compiles the
+/// instantiations the host stub calls); "" when none.
+std::string emit_cuda_instantiations(const std::vector<FunctionSpec>& specs,
+                                     const std::vector<SourceText>& cuda_sources);
+
+/// Every combination of a template kernel's dtype variables' alternatives
+/// (FunctionSpec::callee_template_vars), in order; one empty one for a plain function.
+std::vector<std::vector<const DTypeInfo*>> template_instantiations(const FunctionSpec& spec);
+
+/// "ns::f" or, for one instantiation (a dtype per template variable), "ns::f<float, int32_t>".
+std::string template_callee(const std::string& callee, const std::vector<const DTypeInfo*>& combo);
+
 /// The inlined function behind a stub that holds every check; the XLA handler
 /// calls it too.
 std::string checked_function_name(const std::string& fn);

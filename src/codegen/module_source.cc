@@ -154,6 +154,7 @@ ModuleSource emit_module_source(const std::vector<SourceText>& sources, const st
     out.cuda_text += "#include <kjit/kernel.h>\n";
     out.cuda_text += brainevent_tensor(options, false);
     append_sources(options.cuda_sources, &out.cuda_text);
+    out.cuda_text += emit_cuda_instantiations(specs, options.cuda_sources);
   }
   if (options.xla_handlers) {
     text += "\n" + emit_xla_prelude();

@@ -627,48 +627,22 @@ class StubEmitter {
     metadata_exports(callee);
   }
 
-  /// Every combination of the callee's template dtype variables' alternatives, in
-  /// order (one empty combination for a plain function).
-  std::vector<std::vector<const DTypeInfo*>> instantiations() const {
-    std::vector<std::vector<const DTypeInfo*>> out{{}};
-    for (const std::string& v : spec_.callee_template_vars) {
-      std::vector<std::vector<const DTypeInfo*>> next;
-      for (const auto& prefix : out) {
-        for (const DTypeInfo& d : spec_.find_dtype_var(v)->dtypes) {
-          next.push_back(prefix);
-          next.back().push_back(&d);
-        }
-      }
-      out = std::move(next);
-    }
-    return out;
-  }
-
   /// The kernel's return type, as decltype of a call: of each instantiation of a
   /// template kernel, comma-separated.
   std::string return_types(const std::string& callee) const {
     std::string out;
-    for (const auto& combo : instantiations()) {
+    for (const auto& combo : template_instantiations(spec_)) {
       out += (out.empty() ? "" : ", ") + std::string("decltype(::") + template_callee(callee, combo) + "(" +
              call_argument_types() + "))";
     }
     return out;
   }
 
-  /// "ns::f" or, for one instantiation (`combo`, a dtype per template variable) of a
-  /// template kernel, "ns::f<float, int32_t>".
-  static std::string template_callee(const std::string& callee, const std::vector<const DTypeInfo*>& combo) {
-    if (combo.empty()) return callee;
-    std::string args;
-    for (const DTypeInfo* d : combo) args += (args.empty() ? "" : ", ") + std::string(d->cpp_type);
-    return callee + "<" + args + ">";
-  }
-
   /// The kernel call: of a template kernel, the instantiation for the dtypes its
   /// variables are bound to (the dtype checks let exactly one through; the last
   /// needs no test).
   std::string invoke_text(const std::string& callee) const {
-    const auto combos = instantiations();
+    const auto combos = template_instantiations(spec_);
     std::string out;
     for (size_t k = 0; k < combos.size(); ++k) {
       std::string cond;
@@ -986,5 +960,27 @@ std::string emit_stub(const FunctionSpec& spec, const StubOptions& options) {
 }
 
 std::string checked_function_name(const std::string& fn) { return "kjit_checked_" + fn; }
+
+std::vector<std::vector<const DTypeInfo*>> template_instantiations(const FunctionSpec& spec) {
+  std::vector<std::vector<const DTypeInfo*>> out{{}};
+  for (const std::string& v : spec.callee_template_vars) {
+    std::vector<std::vector<const DTypeInfo*>> next;
+    for (const auto& prefix : out) {
+      for (const DTypeInfo& d : spec.find_dtype_var(v)->dtypes) {
+        next.push_back(prefix);
+        next.back().push_back(&d);
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string template_callee(const std::string& callee, const std::vector<const DTypeInfo*>& combo) {
+  if (combo.empty()) return callee;
+  std::string args;
+  for (const DTypeInfo* d : combo) args += (args.empty() ? "" : ", ") + std::string(d->cpp_type);
+  return callee + "<" + args + ">";
+}
 
 }  // namespace kjit

@@ -257,7 +257,8 @@ class TokenSpecBuilder {
   [[noreturn]] void expect_writable(size_t i, const ArgToken& t, const CppParam& cp) const {
     throw SpecError(where_ + ": token #" + std::to_string(i) + " '" + t.written +
                     "' declares an output, but C++ parameter #" + std::to_string(i) + " '" + describe_cpp_param(cp) +
-                    "' at " + cpp_.where() + " points to const data the kernel cannot write; drop the const or use 'arg'");
+                    "' at " + cpp_.where() +
+                    " points to const data the kernel cannot write; drop the const or use 'arg'");
   }
 
   void check_arity(const std::vector<ArgToken>& tokens) const {

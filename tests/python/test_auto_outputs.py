@@ -87,6 +87,11 @@ def test_code_that_does_not_compile_is_a_compile_error_naming_the_question():
     with pytest.raises(kjit.CompileError, match=r"kjit.elementwise 'bad' \(asking the compiler what it returns, "
                                                 r"computing in float32\)"):
         bad(np.ones(2, np.float32))
+    red = kjit.reduction(ADD, identity=0, name="badpost",
+                         post_code="template <typename T> auto bp(T acc, int64_t) { return acc +; }")
+    with pytest.raises(kjit.CompileError, match=r"kjit.reduction 'badpost' post_code \(asking the compiler what it "
+                                                r"returns, computing in float64\)"):
+        red(np.ones(2))
 
 
 def test_torch_ops_and_results_follow_the_auto_type(mag):

@@ -54,6 +54,19 @@ void scale(kjit::TensorView x, kjit::Stream stream) {
 
 // No tensor: no CUDA call in its stub, so it runs without a GPU.
 int64_t scale_factor(int64_t k) { return SCALE * k; }
+
+// A template entry point: kjit has nvcc instantiate fill<float> and fill<double>.
+template <typename T> __global__ void fill_kernel(T* x, T v, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = v;
+}
+namespace ops {
+template <typename T> void fill(kjit::TensorView x, double v, cudaStream_t stream) {
+  const int64_t n = x.numel();
+  fill_kernel<T><<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x.data<T>(), T(v), n);
+}
+}  // namespace ops
+using ops::fill;
 """
 
 # Host code of the same module: the host compiler, @cpu.
@@ -69,6 +82,7 @@ FUNCTIONS = {
     "scale": ["ret", "stream"],
     "scale_factor": "k: int64",
     "ones": ["ret"],
+    "fill": "<T: float32|float64> x: T[n] out, v: float64, stream: stream",
 }
 
 BUILD = dict(cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions=FUNCTIONS, extra_cuda_cflags=["-DSCALE=3"])
@@ -90,7 +104,8 @@ def tensor_params(signature):
 
 
 def test_functions_in_cuda_sources_are_cuda_and_cpp_ones_cpu(mod):
-    assert mod.devices == {"vector_add": "cuda", "scale": "cuda", "scale_factor": "none", "ones": "cpu"}
+    assert mod.devices == {"vector_add": "cuda", "scale": "cuda", "scale_factor": "none", "ones": "cpu",
+                           "fill": "cuda"}
 
 
 def test_signatures_of_cuda_functions_carry_at_cuda(mod):
@@ -109,6 +124,7 @@ def test_signatures_without_devices(mod):
         "scale": "x: any[...] out, stream: stream",
         "scale_factor": "k: int64",
         "ones": "x: any[...] out",
+        "fill": "<T: float32|float64> x: T[n] out, v: float64, stream: stream",
     }
     assert mod.arg_specs["scale"] == ["ret", "stream"]
     assert mod.arg_specs["vector_add"] == ["arg", "arg", "ret", "stream"]
@@ -231,13 +247,28 @@ def test_compile_error_points_at_the_cuda_source_line():
     assert "CUDA code" in str(err.value)
 
 
-def test_template_entry_point_is_a_spec_error():
+def test_a_template_entry_point_is_instantiated_by_nvcc_for_its_dtype_variables(mod):
+    stub = mod.get_host_source("fill")
+    assert "::ops::fill<float>(" in stub and "::ops::fill<double>(" in stub
+    host = mod.get_host_source()
+    assert "namespace ops { template <typename T> void fill(kjit::TensorView, double, cudaStream_t);" in host
+    # the library defines both instantiations (nvcc compiled them), so the module loaded
+    nm = shutil.which("nm")
+    if nm is not None:
+        symbols = subprocess.run([nm, "-C", "--defined-only", mod.path], capture_output=True, text=True).stdout
+        assert "void ops::fill<float>(" in symbols and "void ops::fill<double>(" in symbols, symbols
+    with pytest.raises(TypeError, match=r"fill: argument #0 'x': dtype must be one of float32, float64, got int32"):
+        mod.fill(np.zeros(3, np.int32), 1.0)
+
+
+def test_a_template_entry_point_over_no_dtype_variable_is_a_spec_error():
     src = "template <typename T>\nvoid tpl(T* x, int64_t n) {}\n"
     with pytest.raises(kjit.SpecError) as err:
         kjit.load_inline("py_cuda_template", cuda_sources=src, functions={"tpl": "x: float32[n], n: int64"})
     assert str(err.value) == (
-        "'tpl' in cuda_sources:2 is a function template; a kjit entry point in cuda_sources must be a plain "
-        "function (call the template from one)")
+        "'tpl' in cuda_sources:2 is a function template over no dtype variable of its signature; kjit instantiates a "
+        "template entry point in cuda_sources for the dtypes of its variables (<T: float32|float64> x: T[n] for "
+        "template <typename T>), or call the template from a plain function")
 
 
 HALF_SRC = r"""
