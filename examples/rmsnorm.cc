@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
+// clang-format off
 // @kjit rmsnorm(<T: float32|float64> x: T[*batch, n], w: T[n], y: T[*batch, n] return, eps: float64 = 1e-6) backward=rmsnorm_backward
+// clang-format on
 template <typename T>
 void rmsnorm(const kjit::TensorView x, const kjit::TensorView w, kjit::TensorView y, double eps) {
   const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
@@ -23,7 +25,9 @@ void rmsnorm(const kjit::TensorView x, const kjit::TensorView w, kjit::TensorVie
 }
 
 // grad_x = inv * g - x * inv^3 * mean(g * x), with g = grad_y * w; grad_w sums grad_y * x * inv over rows.
+// clang-format off
 // @kjit rmsnorm_backward(<T: float32|float64> grad_y: T[*batch, n], x: T[*batch, n], w: T[n], grad_x: T[*batch, n] return, grad_w: T[n] return, eps: float64 = 1e-6)
+// clang-format on
 template <typename T>
 void rmsnorm_backward(const kjit::TensorView grad_y, const kjit::TensorView x, const kjit::TensorView w,
                       kjit::TensorView grad_x, kjit::TensorView grad_w, double eps) {
