@@ -16,7 +16,7 @@ trap 'rm -rf "$KJIT_CACHE_DIR"' EXIT
 # Anchors only the benchmarks need: jax-tvm-ffi (JAX through tvm-ffi).
 "$PY" -m pip install -q --disable-pip-version-check "jax[cpu]>=0.5" jax-tvm-ffi
 
-echo "== [1/6] C++: generated stub vs tvm-ffi typed export (Google Benchmark) =="
+echo "== [1/7] C++: generated stub vs tvm-ffi typed export (Google Benchmark) =="
 TVM_FFI_CMAKEDIR="$("$PY" -m tvm_ffi.config --cmakedir)"
 cmake -S "$ROOT" -B "$BUILD" \
   -DCMAKE_BUILD_TYPE=Release \
@@ -32,21 +32,25 @@ echo "-- the C++ side of a 1-element kjit.elementwise call --"
 "$BUILD/bench/cpp/bench_elementwise_call" --benchmark_color=false
 
 echo
-echo "== [2/6] Python: per-call overhead, kjit vs tvm_ffi.cpp.load_inline export =="
+echo "== [2/7] Python: per-call overhead, kjit vs tvm_ffi.cpp.load_inline export =="
 "$PY" "$ROOT/bench/bench_call_overhead.py"
 
 echo
-echo "== [3/6] Python: cold and cached load_inline, kjit vs tvm_ffi.cpp.load_inline =="
+echo "== [3/7] Python: cold and cached load_inline, kjit vs tvm_ffi.cpp.load_inline =="
 "$PY" "$ROOT/bench/bench_compile.py"
 
 echo
-echo "== [4/6] JAX: jitted call of a kjit XLA target vs jax-tvm-ffi and a hand-written ffi.h handler =="
+echo "== [4/7] JAX: jitted call of a kjit XLA target vs jax-tvm-ffi and a hand-written ffi.h handler =="
 "$PY" "$ROOT/bench/bench_jax.py"
 
 echo
-echo "== [5/6] CUDA: cold and cached load_inline(cuda_sources=...), kjit vs tvm_ffi.cpp.load_inline =="
+echo "== [5/7] CUDA: cold and cached load_inline(cuda_sources=...), kjit vs tvm_ffi.cpp.load_inline =="
 "$PY" "$ROOT/bench/bench_cuda_compile.py"
 
 echo
-echo "== [6/6] Elementwise (CPU): kjit.elementwise vs NumPy, PyTorch and a C OpenMP loop =="
+echo "== [6/7] Elementwise (CPU): kjit.elementwise vs NumPy, PyTorch and a C OpenMP loop =="
 "$PY" "$ROOT/bench/bench_elementwise.py"
+
+echo
+echo "== [7/7] Math functions (CPU): kjit.elementwise vs PyTorch and NumPy, time and ULP error =="
+"$PY" "$ROOT/bench/bench_math.py"

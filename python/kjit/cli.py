@@ -305,6 +305,7 @@ def _doctor(kjit) -> int:
         "nvrtc": ("NVRTC", "kjit.elementwise on CUDA tensors"),
         "cuda_driver": ("CUDA driver", "running CUDA kernels (a GPU)"),
         "cache_dir": ("cache", "where builds are kept (KJIT_CACHE_DIR)"),
+        "vector_math": ("vector math", "math functions vectorised in CPU loops (KJIT_VECTOR_MATH)"),
     }
     from ._versions import versions  # noqa: PLC0415
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include "cpu/vector_math.h"
 #include "kjit/build.h"
 
 namespace kjit {
@@ -19,6 +20,7 @@ void* open_cpu_kernel(const CpuKernelBuild& build) {
   // it the division runs and raises SIGFPE, which the trap guard turns into a
   // ZeroDivisionError naming the function.
   if (find_toolchain().gcc) req.extra_cflags.push_back("-fno-isolate-erroneous-paths-dereference");
+  req.extra_ldflags = vector_math().ldflags;
   req.cache_dir = build.cache_dir;
   req.verbose = build.verbose;
   req.exports = build.exports;

@@ -70,11 +70,11 @@ void finish_plan(const std::string& fn, CallPlan* plan, detail::Operands outputs
   const bool cuda = types.device.device_type == kDLCUDA;
   plan->loop = cpu::plan_loop(types.shape, std::move(ops), n_out, cuda);
   const detail::LoopLayout& loop = plan->loop.loop;
-  // CUDA: Python scalars travel as kernel parameters (JITerator's CPU scalars).
+  // Python scalars are loaded once, outside the loops (CPU), or travel as kernel
+  // parameters (CUDA, JITerator's CPU scalars).
   std::vector<bool> by_value;
   for (size_t i = 0; i < inputs.size(); ++i) by_value.push_back(loop.operands[n_out + i].is_scalar);
-  if (cuda && std::find(by_value.begin(), by_value.end(), true) != by_value.end())
-    plan->kernel_types.by_value = by_value;
+  if (std::find(by_value.begin(), by_value.end(), true) != by_value.end()) plan->kernel_types.by_value = by_value;
   // Spans relative to each operand's data pointer (unsigned wrap-around keeps the sums right).
   auto extent = [&](const OperandInfo& op) {
     return iterator::extent_of(nullptr, loop.shape.data(), op.strides.data(), loop.shape.size(), op.element_size);

@@ -115,7 +115,7 @@ std::string types_key(const EwKernelTypes& types) {
   key += '|';
   for (EwType t : types.extra) key += static_cast<char>('A' + static_cast<int>(t));
   if (types.half_result) key += static_cast<char>('a' + static_cast<int>(*types.half_result));
-  for (bool v : types.by_value) key += v ? 'v' : 't';  // CUDA: which inputs come by value
+  for (bool v : types.by_value) key += v ? 'v' : 't';  // which inputs are Python scalars
   if (!types.results.empty()) key += '>';
   for (EwType t : types.results) key += static_cast<char>('A' + static_cast<int>(t));
   return key;

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cpu/vector_math.h"
 #include "cuda/cuda_launch.h"
 #include "cuda/nvrtc.h"
 #include "ffi/boundary.h"
@@ -71,6 +72,14 @@ FieldMap toolchain_report() {
          return std::string("libcuda loaded and initialised");
        })},
       {"cache_dir", probe([] { return usable_cache_root(""); })},  // the checks every build runs
+      {"vector_math", probe([] {
+         const cpu::VectorMath& vm = cpu::vector_math();
+         if (vm.library.empty()) {
+           throw std::runtime_error(
+               "none (KJIT_VECTOR_MATH=off, a compiler other than GCC, or neither SLEEF nor libmvec found)");
+         }
+         return vm.library + " (" + vm.ldflags.at(0) + ")";
+       })},
   };
 }
 

@@ -29,8 +29,8 @@ struct EwKernelTypes {
   /// type are rounded to it on load, and the result before a store into another
   /// type, as NumPy's and TensorIterator's loops do. Empty: compute is the result type.
   std::optional<EwType> half_result;
-  /// CUDA only: by_value[i] when input i is a Python scalar, passed to the kernel
-  /// by value (JITerator's CPU scalars) instead of through memory. Empty: none.
+  /// by_value[i] when input i is a Python scalar: loaded once before the loops
+  /// (CPU), passed to the kernel by value (CUDA, JITerator's CPU scalars). Empty: none.
   std::vector<bool> by_value;
   /// "(int32, float32) -> float32, computing in float32" (+ " rounded to float16")
   std::string text() const;

@@ -130,3 +130,8 @@ def test_bench_iterator_smoke(tmp_path):
     out = _run("bench_iterator.py", "--smoke", tmp_path=tmp_path)
     for heading in ("float32 add, out=", "float32 sum, all axes", "smoke run: every case ran and computed the right values"):
         assert heading in out, out
+
+
+def test_bench_math_smoke(tmp_path):
+    out = _run("bench_math.py", "--sizes", "10", "--repeat", "1", tmp_path=tmp_path)
+    assert "| tanh-GELU | 2^10 |" in out and "| exp |" in out and "max error (ULP)" in out
