@@ -5,19 +5,20 @@ set_property(GLOBAL PROPERTY KJIT_PACKAGE_DIR "${_kjit_prefix}")
 
 # kjit_add_module(<name> SOURCES <file>... [FUNCTIONS <fn>[=<signature>]...] [JAX]
 #                 [INCLUDE_DIRECTORIES <dir>...] [COMPILE_OPTIONS <flag>...]
-#                 [CUDA_ARCH <archs>] [DEPENDS <file>...] [OUTPUT_DIRECTORY <dir>])
+#                 [CUDA_ARCH <archs>] [ISA <level>] [DEPENDS <file>...] [OUTPUT_DIRECTORY <dir>])
 # Adds the target <name>, built with `all`, that writes <OUTPUT_DIRECTORY>/<name>.so
 # (default: the current binary folder); its path is the target's KJIT_MODULE_FILE
 # property. FUNCTIONS as `kjit build -f`: names (specs inferred from the C++) or
 # name=signature; none reads `// @kjit` annotations. DEPENDS lists the headers the
-# sources include, so editing them rebuilds the module.
+# sources include, so editing them rebuilds the module. ISA (baseline, x86-64-v3,
+# x86-64-v4, native) is the instruction set, any x86-64 by default.
 function(kjit_add_module name)
-  set(keywords JAX OUTPUT_DIRECTORY CUDA_ARCH SOURCES FUNCTIONS INCLUDE_DIRECTORIES COMPILE_OPTIONS DEPENDS)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "JAX" "OUTPUT_DIRECTORY;CUDA_ARCH"
+  set(keywords JAX OUTPUT_DIRECTORY CUDA_ARCH ISA SOURCES FUNCTIONS INCLUDE_DIRECTORIES COMPILE_OPTIONS DEPENDS)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "JAX" "OUTPUT_DIRECTORY;CUDA_ARCH;ISA"
                         "SOURCES;FUNCTIONS;INCLUDE_DIRECTORIES;COMPILE_OPTIONS;DEPENDS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "kjit_add_module(${name}): unknown arguments '${ARG_UNPARSED_ARGUMENTS}'; it takes SOURCES, "
-                        "FUNCTIONS, JAX, INCLUDE_DIRECTORIES, COMPILE_OPTIONS, CUDA_ARCH, DEPENDS, OUTPUT_DIRECTORY")
+                        "FUNCTIONS, JAX, INCLUDE_DIRECTORIES, COMPILE_OPTIONS, CUDA_ARCH, ISA, DEPENDS, OUTPUT_DIRECTORY")
   endif()
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "kjit_add_module(${name}): no SOURCES; name the module's C++ (and .cu) files")
@@ -78,6 +79,9 @@ function(kjit_add_module name)
   endforeach()
   if(ARG_CUDA_ARCH)
     list(APPEND args "--cuda-arch=${ARG_CUDA_ARCH}")
+  endif()
+  if(ARG_ISA)
+    list(APPEND args "--isa=${ARG_ISA}")
   endif()
   # The project's C++ compiler, and a cache inside the build tree (`make clean`
   # with the build folder; the user's ~/.cache/kjit is not touched).

@@ -89,9 +89,25 @@ std::string absolute_cache_dir(const std::string& dir);
 /// machines keeps one entry per instruction set.
 const std::vector<std::string>& host_isa_cflags();
 
-/// The flags of every host translation unit before the request's own: the JIT's
-/// defaults, and the flags the stub precompiled header is built with (one list).
+/// The flags of instruction-set level `isa`: native (host_isa_cflags()), baseline
+/// (none), x86-64-v3 or x86-64-v4. Throws ToolchainError for another value.
+std::vector<std::string> isa_cflags(const std::string& isa);
+/// The level `isa` stands for, by name (native resolved: "x86-64-v3", ...).
+std::string isa_level_name(const std::string& isa);
+/// This CPU's level, by name, as KJIT_HOST_ISA caps it.
+std::string cpu_isa_level_name();
+/// Whether this CPU (as KJIT_HOST_ISA caps it) runs code built for level `name`;
+/// false for an unknown name.
+bool cpu_runs_isa(const std::string& name);
+
+/// The flags of every host translation unit before the request's own: the
+/// portable defaults (kjit.build's), which BuildRequest::machine_cflags adds to.
 const std::vector<std::string>& default_host_cflags();
+
+/// What load_inline compiles a module for, besides default_host_cflags(): -O3 and
+/// this machine's instruction set (host_isa_cflags()). The stub precompiled header
+/// is built with both lists, so JIT builds take it.
+const std::vector<std::string>& jit_machine_cflags();
 
 /// The first line of every generated module source. It stands for the headers of
 /// the stub prelude (include/kjit/detail/stub_includes.h); a build with the default
@@ -103,6 +119,10 @@ struct BuildRequest {
   std::string source;  ///< the whole translation unit
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_ldflags;
+  /// Optimisation and instruction-set flags after default_host_cflags(), before
+  /// extra_cflags: jit_machine_cflags() for a module built for this machine;
+  /// empty for a portable one. Part of the cache key.
+  std::vector<std::string> machine_cflags;
   std::vector<std::string> include_paths;
   std::string cache_dir;       ///< empty: default_cache_dir()
   bool verbose = false;        ///< print commands and timings to stderr

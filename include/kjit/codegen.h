@@ -103,6 +103,9 @@ struct ModuleSourceOptions {
   /// without them it is an alias of kjit::TensorView (kjit/compat).
   bool brainevent_headers = false;
   std::vector<SourceText> cuda_sources;  ///< device code: a separate .cu translation unit
+  /// The instruction-set level the library is compiled for ("x86-64-v3"): recorded in
+  /// it as `KJIT_ISA=<level>`, which kjit.load reads before loading it. Empty: baseline.
+  std::string isa_level;
 };
 
 /// Where `name` is defined ("cpp_sources:12", "cpp_sources[1]:3") and its C++
@@ -122,6 +125,8 @@ std::string device_of(const FunctionSpec& s);
 /// no source and no compiler (it checks the manifest against each stub's own
 /// metadata first, docs/shipping.md).
 inline constexpr char kManifestFunction[] = "__kjit_manifest";
+/// A module library holds the text "KJIT_ISA=<level>" (ModuleSourceOptions::isa_level).
+inline constexpr char kIsaMarker[] = "KJIT_ISA";
 /// The manifest's format: 2 added the versions.
 inline constexpr int kManifestVersion = 2;
 

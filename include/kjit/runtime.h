@@ -41,6 +41,10 @@ struct InlineOptions {
   std::string brainevent_include_dir;
   /// Build the library to be shipped (BuildRequest::relocatable): what kjit.build does.
   bool relocatable = false;
+  /// The instruction set to compile for (isa_cflags()): native, baseline, x86-64-v3
+  /// or x86-64-v4; empty: native (at -O3) for this machine, baseline for a
+  /// relocatable build. kjit.load refuses a library built for a level its CPU lacks.
+  std::string isa;
   /// The files the sources were read from (load_inline's `sources=[paths]`):
   /// messages and #line name them.
   SourceFiles source_files;

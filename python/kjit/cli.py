@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="a folder for the sources' #include (repeat)")
     build.add_argument("--cflag", action="append", default=[], metavar="FLAG",
                        help="an extra compiler flag, as --cflag=-O3 (repeat)")
+    build.add_argument("--isa", default=None, metavar="LEVEL",
+                       help="instruction set: baseline (default: any x86-64), x86-64-v3, x86-64-v4 or native; "
+                            "kjit.load refuses the library on a CPU without it")
     build.add_argument("--cuda-arch", default=None, metavar="ARCHS",
                        help='CUDA targets for .cu sources ("sm_80,sm_90" or "8.0;9.0+PTX")')
     build.add_argument("sources", nargs="+", help="source files: C++, and .cu/.cuh device code")
@@ -120,7 +123,7 @@ def _run(kjit, args) -> int:
         _check_files(args.sources)
         path = kjit.build(args.name, output=args.output, sources=args.sources, functions=_functions(args, "build"),
                           jax=args.jax, extra_include_paths=args.include_directory, extra_cflags=args.cflag,
-                          cuda_arch=args.cuda_arch)
+                          cuda_arch=args.cuda_arch, isa=args.isa)
         mod = kjit.load(path)
         print(f"{path}: {', '.join(f'{k}({v})' for k, v in mod.functions.items())}")
     elif args.command == "cache-dir":

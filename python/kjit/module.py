@@ -308,6 +308,7 @@ def load_inline(
     torch: Union[bool, Mapping[str, object]] = False,
     relocatable: bool = False,
     backward: Optional[Mapping[str, str]] = None,
+    isa: Optional[str] = None,
 ) -> Module:
     """Compiles C++ kernels with generated, checked host stubs and loads them.
 
@@ -347,6 +348,12 @@ def load_inline(
     library then finds libtvm_ffi already loaded, as tvm-ffi's packaged libraries
     do): what ``kjit.build`` ships.
 
+    ``isa`` is the instruction set to compile for: ``"native"`` (this CPU's, at
+    -O3; the default, and the level the elementwise loops use), ``"baseline"`` (any
+    x86-64, the default of a relocatable build), ``"x86-64-v3"`` (AVX2, FMA) or
+    ``"x86-64-v4"`` (AVX-512). ``kjit.load`` refuses a library built for a level its
+    CPU lacks, by name, instead of stopping at an instruction (SIGILL).
+
     Raises SpecError, CompileError (with ``.command`` and ``.log``), ToolchainError
     or CacheError.
     """
@@ -367,6 +374,7 @@ def load_inline(
         "extra_cuda_cflags": _string_list(extra_cuda_cflags, "extra_cuda_cflags"),
         "cuda_arch": _cuda_arch_text(cuda_arch),
         "relocatable": bool(relocatable),
+        "isa": "" if isa is None else _isa_text(isa),
     }
     _read_source_files(sources, options)
     _add_brainevent_headers(options)
@@ -437,7 +445,9 @@ def build(name: str, *, output, jax: bool = False, **options) -> str:
     it too. It has no RUNPATH into this machine's tvm-ffi: the process that loads
     it imports tvm_ffi (kjit does) or links libtvm_ffi. ``options`` are
     ``load_inline``'s (``cpp_sources``, ``cuda_sources``, ``functions``, flags); the
-    build goes through the cache like any other (docs/shipping.md)."""
+    build goes through the cache like any other (docs/shipping.md). It is compiled
+    for any x86-64 unless ``isa`` names a level (``"x86-64-v3"``, ``"x86-64-v4"``,
+    ``"native"``), which ``kjit.load`` then requires of the CPU it runs on."""
     if "backward" in options:
         raise TypeError("kjit.build: backward= is not stored in the built library; pass it to kjit.load(path, "
                         "backward=...) where the library is loaded")
@@ -538,6 +548,12 @@ def _path_text(value, what: str) -> str:
     if not isinstance(path, str):
         raise TypeError(f"{what} must be a str or os.PathLike of str, got {type(path).__name__}")
     return path
+
+
+def _isa_text(isa) -> str:
+    if not isinstance(isa, str):
+        raise TypeError(f"isa must be a str (native, baseline, x86-64-v3 or x86-64-v4), got {type(isa).__name__}")
+    return isa
 
 
 def _cuda_arch_text(cuda_arch) -> str:

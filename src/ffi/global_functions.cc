@@ -150,6 +150,7 @@ InlineOptions inline_options(Fields* f) {
   opts.cuda_arch = f->text("cuda_arch");
   opts.brainevent_include_dir = f->text("brainevent_include_dir");
   opts.relocatable = f->flag("relocatable");
+  opts.isa = f->text("isa");
   opts.source_files = SourceFiles{f->texts("cpp_source_files"), f->texts("cuda_source_files")};
   return opts;
 }
@@ -281,6 +282,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("kjit.version", []() { return String(KJIT_VERSION); })
       .def("kjit.default_cache_dir", []() { return at_ffi_boundary([] { return String(default_cache_dir()); }); })
       .def("kjit.include_dir", []() { return at_ffi_boundary([] { return String(system_paths().kjit_include); }); })
+      .def("kjit.isa_level_name",
+           [](const String& isa) { return at_ffi_boundary([&] { return String(isa_level_name(std::string(isa))); }); })
       .def("kjit.parse_signature",
            [](const String& name, const String& sig, const String& device) {
              return at_ffi_boundary([&] {

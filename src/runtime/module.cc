@@ -6,7 +6,10 @@
 #include <tvm/ffi/extra/json.h>
 #include <tvm/ffi/string.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -92,6 +95,15 @@ std::shared_ptr<Module::State> load_built(const std::string& name, const BuildRe
 
 }  // namespace
 
+/// -O3 and instruction-set level `isa`'s flags (none for baseline: the portable
+/// defaults alone); for native, jit_machine_cflags(), which the stub PCH fits.
+std::vector<std::string> machine_cflags(const std::string& isa) {
+  if (isa == "native") return jit_machine_cflags();
+  std::vector<std::string> flags = isa_cflags(isa);
+  if (!flags.empty()) flags.insert(flags.begin(), "-O3");
+  return flags;
+}
+
 /// The XLA handlers' helpers (kjit/detail/xla_helpers.h) as an object build: the
 /// same for every module with the module's flags and XLA headers, so it is
 /// compiled once per cache and linked into each (the helpers took most of the time
@@ -101,6 +113,7 @@ BuildRequest xla_helpers_request(const BuildRequest& module, const std::string& 
   r.name = "kjit_xla_helpers";
   r.source = emit_xla_helpers_source();
   r.extra_cflags = module.extra_cflags;
+  r.machine_cflags = module.machine_cflags;
   r.include_paths = {xla_include_dir};
   r.cache_dir = module.cache_dir;
   r.verbose = module.verbose;
@@ -120,6 +133,10 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   source_options.brainevent_alias = uses_brainevent_spelling(sources) || uses_brainevent_spelling(cuda);
   source_options.brainevent_headers = !options.brainevent_include_dir.empty();
   source_options.cuda_sources = cuda;
+  // A module built for this machine only (load_inline) is optimised for it; one to
+  // ship (kjit.build, relocatable) stays portable unless asked for a level.
+  const std::string isa = !options.isa.empty() ? options.isa : options.relocatable ? "baseline" : "native";
+  source_options.isa_level = isa_level_name(isa);
   ModuleSource source = emit_module_source(sources, specs, name + ".cc", source_options);
   // 3. build (or find in the cache)
   BuildRequest request;
@@ -127,6 +144,7 @@ Module load_inline(const std::string& name, const Sources& cpp_sources, const st
   request.source = source.text;
   request.extra_cflags = options.extra_cflags;
   request.extra_ldflags = options.extra_ldflags;
+  request.machine_cflags = machine_cflags(isa);
   request.include_paths = options.extra_include_paths;
   if (source_options.xla_handlers) request.include_paths.push_back(options.xla_include_dir);
   if (source_options.brainevent_alias) {
@@ -351,6 +369,30 @@ void check_xla_handlers(const std::vector<FunctionSpec>& specs, const std::strin
   if (self != nullptr) dlclose(self);
 }
 
+/// The instruction-set level a library was built for (its `KJIT_ISA=<level>`
+/// text), read from the file without loading it: its code, static initialisers
+/// included, may use instructions this CPU lacks. Libraries without it are baseline.
+std::string library_isa(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string marker = std::string(kIsaMarker) + "=";
+  const size_t at = bytes.find(marker);
+  if (at == std::string::npos) return "baseline";
+  const size_t begin = at + marker.size();
+  const size_t end = bytes.find('\0', begin);
+  return bytes.substr(begin, std::min<size_t>(end == std::string::npos ? 32 : end - begin, 32));
+}
+
+void check_isa(const std::string& path) {
+  const std::string needs = library_isa(path);
+  if (cpu_runs_isa(needs)) return;
+  const std::string here = cpu_isa_level_name();
+  refuse_library(path, "was built for the instruction set " + needs + ", which this CPU does not run (it runs " + here +
+                           "): it would stop at its first such instruction (SIGILL); rebuild it with kjit.build(..., "
+                           "isa='" +
+                           here + "')" + (here == "baseline" ? "" : " or isa='baseline'"));
+}
+
 }  // namespace
 
 Module load_module(const std::string& path) {
@@ -362,6 +404,7 @@ Module load_module(const std::string& path) {
   // pages raise SIGBUS when touched.
   const std::string problem = build_detail::library_file_problem(path);
   if (!problem.empty()) refuse_library(path, "does not load as a shared library: " + problem);
+  check_isa(path);
   auto state = std::make_shared<Module::State>();
   try {
     state->ffi_module = tvm::ffi::Module::LoadFromFile(path);

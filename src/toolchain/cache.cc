@@ -122,6 +122,7 @@ std::vector<std::string> host_command(const BuildRequest& r, const fs::path& sou
                                       const std::vector<fs::path>& objects = {}) {
   std::vector<std::string> argv = find_toolchain().compiler;
   argv.insert(argv.end(), default_host_cflags().begin(), default_host_cflags().end());
+  argv.insert(argv.end(), r.machine_cflags.begin(), r.machine_cflags.end());
   argv.push_back(object_only ? "-c" : "-shared");
   add_dependency_output(source.string() + ".d", &argv);
   if (!pch_dir.empty()) {

@@ -91,7 +91,8 @@ std::vector<KeyPart> key_parts(const BuildRequest& r) {
     parts.push_back(objects);
   }
   if (r.relocatable) parts.push_back({"relocatable option", {"relocatable"}});  // other keys stay what they were
-  if (!r.cuda_source.empty()) {                                                 // host-only keys stay what they were
+  if (!r.machine_cflags.empty()) parts.push_back({"machine flags", counted(r.machine_cflags)});  // portable keys too
+  if (!r.cuda_source.empty()) {  // host-only keys stay what they were
     parts.push_back({"CUDA toolkit", {find_cuda_toolchain().identity}});
     parts.push_back({"CUDA source", {r.cuda_source}});
     parts.push_back({"CUDA flags", counted(r.cuda_flags)});

@@ -81,7 +81,36 @@ std::vector<std::string> level_cflags(IsaLevel level) {
   return flags;
 }
 
+const char* level_name(IsaLevel level) {
+  return level == IsaLevel::kV4 ? "x86-64-v4" : level == IsaLevel::kV3 ? "x86-64-v3" : "baseline";
+}
+
+/// The level `isa` names: native (this CPU's, capped by KJIT_HOST_ISA), baseline,
+/// x86-64-v3 or x86-64-v4; throws ToolchainError for another value.
+IsaLevel named_level(const std::string& isa) {
+  if (isa == "native") return requested_level(cpu_level());
+  for (IsaLevel l : {IsaLevel::kBaseline, IsaLevel::kV3, IsaLevel::kV4}) {
+    if (isa == level_name(l)) return l;
+  }
+  throw ToolchainError("isa='" + isa +
+                       "': expected native (this CPU's instruction set), baseline (any x86-64), x86-64-v3 (AVX2, "
+                       "FMA) or x86-64-v4 (AVX-512)");
+}
+
 }  // namespace
+
+std::vector<std::string> isa_cflags(const std::string& isa) { return level_cflags(named_level(isa)); }
+
+std::string isa_level_name(const std::string& isa) { return level_name(named_level(isa)); }
+
+std::string cpu_isa_level_name() { return level_name(requested_level(cpu_level())); }
+
+bool cpu_runs_isa(const std::string& name) {
+  for (IsaLevel l : {IsaLevel::kBaseline, IsaLevel::kV3, IsaLevel::kV4}) {
+    if (name == level_name(l)) return l <= requested_level(cpu_level());
+  }
+  return false;
+}
 
 const std::vector<std::string>& host_isa_cflags() {
   static const std::vector<std::string> flags = level_cflags(requested_level(cpu_level()));

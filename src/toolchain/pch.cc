@@ -274,7 +274,8 @@ std::string build_stub_pch(const std::string& dir) {
            " is not GCC (only GCC takes a .gch through #include)";
   }
   std::vector<std::string> argv = tc.compiler;
-  argv.insert(argv.end(), default_host_cflags().begin(), default_host_cflags().end());
+  const std::vector<std::string> flags = jit_host_cflags();
+  argv.insert(argv.end(), flags.begin(), flags.end());
   for (const std::string& a :
        {"-I" + paths.kjit_include, "-I" + paths.tvm_ffi_include, std::string("-x"), std::string("c++-header"),
         paths.kjit_include + "/kjit/detail/stub_includes.h", std::string("-o"), gch.string() + ".tmp",
@@ -289,7 +290,7 @@ std::string build_stub_pch(const std::string& dir) {
   fs::rename(gch.string() + ".tmp", gch);
   Stamp s;
   s.identity = tc.identity;
-  s.flags = default_host_cflags();
+  s.flags = flags;
   s.system_dirs = system_search_dirs(tc.compiler);
   internal_check(cd::describe_dependency(gch.string(), &s.gch), "the PCH just built cannot be read");
   s.gch.path = kGchName;
@@ -300,11 +301,20 @@ std::string build_stub_pch(const std::string& dir) {
   return "precompiled stub headers for " + tc.identity + " (" + join(s.flags) + "): " + gch.string();
 }
 
-std::string stamp_mismatch(const Stamp& s, const std::string& dir, const std::vector<std::string>& include_paths) {
+std::vector<std::string> jit_host_cflags() {
+  std::vector<std::string> flags = default_host_cflags();
+  flags.insert(flags.end(), jit_machine_cflags().begin(), jit_machine_cflags().end());
+  return flags;
+}
+
+std::string stamp_mismatch(const Stamp& s, const std::string& dir, const std::vector<std::string>& include_paths,
+                           const std::vector<std::string>& machine_cflags) {
   const Toolchain& tc = find_toolchain();
   if (s.identity != tc.identity) return "it was built by " + s.identity + ", this build uses " + tc.identity;
-  if (s.flags != default_host_cflags()) {
-    return "it was built with flags '" + join(s.flags) + "', the JIT's are '" + join(default_host_cflags()) + "'";
+  std::vector<std::string> flags = default_host_cflags();
+  flags.insert(flags.end(), machine_cflags.begin(), machine_cflags.end());
+  if (s.flags != flags) {
+    return "it was built with flags '" + join(s.flags) + "', this build's are '" + join(flags) + "'";
   }
   for (const Header& h : s.headers) {
     std::string why = changed(h.dep, resolve(h));
@@ -344,7 +354,7 @@ PchChoice choose_stub_pch(const BuildRequest& r) {
   std::string dir = pch_directory();
   Stamp s;
   c.why_not = load_stamp(dir, &s);
-  if (c.why_not.empty()) c.why_not = stamp_mismatch(s, dir, r.include_paths);
+  if (c.why_not.empty()) c.why_not = stamp_mismatch(s, dir, r.include_paths, r.machine_cflags);
   if (!c.why_not.empty()) return c;
   c.dir = dir;
   for (const Header& h : s.headers) {

@@ -30,7 +30,7 @@ struct Header {
 /// What the PCH was built from and with.
 struct Stamp {
   std::string identity;            ///< Toolchain::identity of the compiler
-  std::vector<std::string> flags;  ///< default_host_cflags() at build time
+  std::vector<std::string> flags;  ///< jit_host_cflags() at build time
   cache_detail::Dependency gch;    ///< the .gch itself (path relative to the PCH directory)
   std::vector<Header> headers;
   std::vector<std::string> system_dirs;  ///< the compiler's <...> search list, for the shadowing check
@@ -41,7 +41,7 @@ std::string format_stamp(const Stamp& s);
 bool parse_stamp(const std::string& text, Stamp* out);
 
 /// Compiles the PCH into `dir` with the compiler the JIT finds (find_toolchain())
-/// and default_host_cflags(), then writes its stamp (last, so a failed build leaves
+/// and jit_host_cflags(), then writes its stamp (last, so a failed build leaves
 /// none). Run at kjit build time (src/toolchain/pch_main.cc). Removes the old PCH
 /// and makes none when that compiler is not GCC. Returns what it did; throws
 /// CompileError or ToolchainError.
@@ -50,7 +50,13 @@ std::string build_stub_pch(const std::string& dir);
 /// Why the PCH in `dir` described by `s` does not fit a build now ("" if it fits):
 /// another compiler or flags, a changed header, a damaged .gch, or an extra include
 /// path holding a system header it would replace.
-std::string stamp_mismatch(const Stamp& s, const std::string& dir, const std::vector<std::string>& include_paths);
+/// The flags a JIT module's host code is compiled with, first to last: the
+/// portable defaults, then jit_machine_cflags(). The PCH is built with them.
+std::vector<std::string> jit_host_cflags();
+
+/// Why the PCH does not fit a build with `machine_cflags` ("" when it does).
+std::string stamp_mismatch(const Stamp& s, const std::string& dir, const std::vector<std::string>& include_paths,
+                           const std::vector<std::string>& machine_cflags);
 
 /// The decision for one build: `dir` to put first on the include path (empty:
 /// compile as without a PCH, `why_not` says why), and the kjit and tvm-ffi headers

@@ -159,6 +159,15 @@ const std::vector<std::string>& default_host_cflags() {
   return flags;
 }
 
+const std::vector<std::string>& jit_machine_cflags() {
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> f{"-O3"};
+    f.insert(f.end(), host_isa_cflags().begin(), host_isa_cflags().end());
+    return f;
+  }();
+  return flags;
+}
+
 const SystemPaths& system_paths() {
   static const SystemPaths paths = make_system_paths();
   return paths;

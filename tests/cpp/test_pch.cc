@@ -31,7 +31,7 @@ class PchTest : public ::testing::Test {
     fs::create_directories(dir_ / "kjit/detail");
     write(dir_ / kGchName, std::string(4096, 'g'));
     stamp_.identity = find_toolchain().identity;
-    stamp_.flags = default_host_cflags();
+    stamp_.flags = jit_host_cflags();
     stamp_.system_dirs = {"/usr/include"};
     ASSERT_TRUE(cache_detail::describe_dependency((dir_ / kGchName).string(), &stamp_.gch));
     stamp_.gch.path = kGchName;
@@ -45,6 +45,7 @@ class PchTest : public ::testing::Test {
     stamp_.headers = {kernel, libc};
     request_.name = "m";
     request_.source = std::string(kStubIncludesLine) + "int f() { return 1; }\n";
+    request_.machine_cflags = jit_machine_cflags();
     setenv("KJIT_PCH_DIR", dir_.c_str(), 1);
     unsetenv("KJIT_PCH");
   }
@@ -131,10 +132,22 @@ TEST_F(PchTest, AnotherCompilerTurnsItOff) {
                            find_toolchain().identity);
 }
 
+std::string joined(const std::vector<std::string>& flags) {
+  std::string out;
+  for (const std::string& f : flags) out += (out.empty() ? "" : " ") + f;
+  return out;
+}
+
 TEST_F(PchTest, OtherFlagsTurnItOff) {
   stamp_.flags = {"-std=c++17", "-O0", "-fPIC", "-fvisibility=hidden"};
-  EXPECT_EQ(why_not(), "it was built with flags '-std=c++17 -O0 -fPIC -fvisibility=hidden', the JIT's are '" +
-                           std::string("-std=c++17 -O2 -fPIC -fvisibility=hidden'"));
+  EXPECT_EQ(why_not(), "it was built with flags '-std=c++17 -O0 -fPIC -fvisibility=hidden', this build's are '" +
+                           joined(jit_host_cflags()) + "'");
+}
+
+TEST_F(PchTest, APortableBuildDoesNotTakeTheJitsHeader) {
+  request_.machine_cflags.clear();  // kjit.build's: the defaults alone
+  EXPECT_EQ(why_not(), "it was built with flags '" + joined(jit_host_cflags()) + "', this build's are '" +
+                           joined(default_host_cflags()) + "'");
 }
 
 TEST_F(PchTest, AChangedHeaderTurnsItOff) {

@@ -382,3 +382,50 @@ def test_load_of_a_truncated_library_is_a_value_error_not_sigbus(built, tmp_path
         else:
             assert proc.stdout.strip() == f"kjit.load: {paths[n]} does not load as a shared library: {problem}", n
     assert any(_elf_problem(data, n) and "segment #" in _elf_problem(data, n) for n in lengths) or sections
+
+
+# ---- instruction sets (docs/shipping.md "Instruction sets") ---------------------
+
+
+def _cpu_level():
+    import tvm_ffi  # noqa: PLC0415
+
+    return str(tvm_ffi.get_global_func("kjit.isa_level_name")("native"))
+
+
+def test_a_shipped_library_is_portable_unless_asked(built):
+    assert b"KJIT_ISA=" not in open(built, "rb").read()  # baseline: no requirement recorded
+
+
+def test_load_inline_compiles_for_this_cpu(tmp_path):
+    mod = kjit.load_inline("isa_native", cpp_sources=SOURCE, functions=FUNCTIONS, build_directory=str(tmp_path))
+    level = _cpu_level()
+    data = open(mod.path, "rb").read()
+    assert (f"KJIT_ISA={level}".encode() in data) == (level != "baseline")
+    np.testing.assert_array_equal(mod.twice(np.ones(3, np.float32)), [2, 2, 2])
+
+
+def test_a_library_for_a_level_the_cpu_lacks_is_refused_by_name(tmp_path):
+    level = _cpu_level()
+    if level == "baseline":
+        pytest.skip("this CPU runs no level above baseline")
+    path = kjit.build("isa_high", output=tmp_path / "isa_high.so", cpp_sources=SOURCE, functions=FUNCTIONS, isa=level)
+    assert f"KJIT_ISA={level}".encode() in open(path, "rb").read()
+    assert kjit.load(path).twice(np.ones(2, np.float32)).tolist() == [2, 2]
+    # the same CPU, capped below the library's level
+    code = f"import kjit\ntry:\n    kjit.load({str(path)!r})\nexcept ValueError as e:\n    print(e)\n"
+    env = dict(os.environ, KJIT_HOST_ISA="baseline")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == (
+        f"kjit.load: {path} was built for the instruction set {level}, which this CPU does not run (it runs "
+        f"baseline): it would stop at its first such instruction (SIGILL); rebuild it with kjit.build(..., "
+        f"isa='baseline')"), out.stderr
+
+
+def test_an_unknown_isa_is_a_toolchain_error(tmp_path):
+    with pytest.raises(kjit.ToolchainError, match=r"^isa='avx9': expected native \(this CPU's instruction set\), "
+                                                  r"baseline \(any x86-64\), x86-64-v3 \(AVX2, FMA\) or x86-64-v4 "
+                                                  r"\(AVX-512\)$"):
+        kjit.build("isa_bad", output=tmp_path / "isa_bad.so", cpp_sources=SOURCE, functions=FUNCTIONS, isa="avx9")
+    with pytest.raises(TypeError, match="isa must be a str"):
+        kjit.load_inline("isa_bad", cpp_sources=SOURCE, functions=FUNCTIONS, isa=3)
