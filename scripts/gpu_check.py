@@ -1343,6 +1343,16 @@ def section_reduction(sec: Section) -> None:
                                        "mean(T s, int64_t n) { return s / static_cast<T>(n); }", name="sqmean")
         fns["argmax"] = kjit.arg_reduction("template <typename T> bool gt(T a, T b) { return a > b || (a != a && "
                                            "b == b); }")
+        fns["var"] = kjit.reduction(
+            "template <typename T> struct Welford { T mean, m2; int64_t n; };\n"
+            "template <typename T> Welford<T> merge(Welford<T> a, Welford<T> b) {\n"
+            "  if (a.n == 0) return b;\n  if (b.n == 0) return a;\n  const int64_t n = a.n + b.n;\n"
+            "  const T d = b.mean - a.mean;\n"
+            "  return {a.mean + d * T(b.n) / T(n), a.m2 + b.m2 + d * d * T(a.n) * T(b.n) / T(n), n};\n}\n",
+            accumulator="Welford<T>", identity="Welford<T>{T(0), T(0), 0}",
+            map_code="template <typename T> Welford<T> one(T x) { return {x, T(0), 1}; }",
+            post_code="template <typename T> T variance(Welford<T> a, int64_t) { return a.m2 / T(a.n); }",
+            name="welford_var")
         return f"{len(fns)} functions"
 
     sec.check("kjit.reduction functions", make_functions, gpu=False, min_s=1)
@@ -1387,6 +1397,9 @@ def section_reduction(sec: Section) -> None:
             case(f"argmax (513, 1025) axis={axis}", fns["argmax"](m.to(device), axis=axis), m.argmax(axis), 0)
         case("mean of (x - 0.25)^2, 0.25 a Python scalar", fns["sqmean"](m.to(device), 0.25, axis=1),
              ((m.double() - 0.25) ** 2).mean(1).float(), 1e-5)
+        for axis in (0, 1):  # a user accumulator (Welford's mean and M2) through the partials
+            case(f"Welford variance (513, 1025) float64 axis={axis}", fns["var"](m.double().to(device), axis=axis),
+                 m.double().var(axis, correction=0), 1e-10)
         i8 = torch.randint(-128, 127, (100003,), dtype=torch.int8, generator=gen)
         case("sum int8 -> int64", fns["sum"](i8.to(device)), i8.sum(), 0)
         h = torch.rand(4099, generator=gen).half()

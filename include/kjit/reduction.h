@@ -52,6 +52,14 @@ struct ReductionCode {
   /// element along the one reduced axis, the first of equals (NumPy's rule). One
   /// input, no map, post, identity or dtype=.
   bool arg = false;
+  /// A type of the code as the accumulator ("Welford<T>", T the compute type), for
+  /// reductions that carry several values (mean and M2, max and sum): `map` makes one
+  /// from each element, `reduce` combines two, `post` finishes one (both required).
+  /// Empty: the accumulator is T.
+  std::string accumulator = {};
+  /// With `accumulator`: a C++ expression of T for its identity ("Welford<T>{}");
+  /// empty: none (an empty reduction is a ValueError). The numeric identity is unused.
+  std::string identity_code = {};
 };
 
 /// A reduction compiled per (input dtypes, accumulator, output dtype) on first

@@ -66,9 +66,12 @@ class _Reduction:
     """One kjit::Reduction (by id); frees it when collected."""
 
     def __init__(self, reduce_code: str, identity, map_code: str, post_code: str, name: str,
-                 upcast_integers: bool, build_dir: str, verbose: bool, arg: bool = False):
-        self.id, entry = api.red_create(reduce_code, map_code, post_code, name, _identity(identity),
-                                        bool(upcast_integers), build_dir, bool(verbose), arg)
+                 upcast_integers: bool, build_dir: str, verbose: bool, arg: bool = False, accumulator: str = ""):
+        # A user accumulator takes its identity as code (a C++ expression of T).
+        identity_code = identity if accumulator and isinstance(identity, str) else ""
+        self.id, entry = api.red_create(reduce_code, map_code, post_code, name,
+                                        None if identity_code else _identity(identity), bool(upcast_integers),
+                                        build_dir, bool(verbose), arg, accumulator, identity_code)
         self.name: str = str(entry)
 
     def make_function(self, torch: bool, scalar_inputs: bool, into: bool, keywords: int):
@@ -173,7 +176,7 @@ def _check_out(name: str, out, framework: str):
 
 def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, post_code: Optional[str] = None,
               name: Optional[str] = None, upcast_integers: bool = True, build_directory: Optional[str] = None,
-              verbose: bool = False):
+              verbose: bool = False, accumulator: Optional[str] = None):
     """Compiles a reduction from C++ computation strings (each defines its function;
     the last definition of each is the one called, with the accumulator type as T
     when it is a template):
@@ -186,6 +189,10 @@ def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, pos
       (default: the single input);
     - ``post_code``: ``U f(T acc, int64_t n)``, the finished value from the
       accumulator and the count of elements reduced (mean: ``acc / n``);
+    - ``accumulator``: a type of the code as the accumulator (``"Welford<T>"``),
+      for reductions carrying several values: ``map_code`` makes one from each
+      element, ``reduce_code`` combines two, ``post_code`` gives the result from one,
+      and ``identity`` is a C++ expression of T (``"Welford<T>{}"``) or None;
     - ``upcast_integers``: bool and integers narrower than 64 bits accumulate and
       return in int64 (NumPy: uint64 for unsigned), as sum and prod do; False keeps
       their type, as max and min do. float16/bfloat16 accumulate in float32 and
@@ -198,12 +205,18 @@ def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, pos
     dtype without compiling.
     """
     for arg, what in ((reduce_code, "reduce_code"), (map_code, "map_code"), (post_code, "post_code"),
-                      (name, "name")):
+                      (name, "name"), (accumulator, "accumulator")):
         if arg is not None and not isinstance(arg, str):
             raise TypeError(f"kjit.reduction: {what} must be a str, got {type(arg).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
+    if accumulator is None and isinstance(identity, str):
+        raise TypeError("kjit.reduction: identity is a C++ expression only with accumulator= (a type of the code); "
+                        "give a number, or None")
+    if accumulator is not None and not (identity is None or isinstance(identity, str)):
+        raise TypeError(f"kjit.reduction: with accumulator={accumulator!r}, identity is a C++ expression of T "
+                        f"(\"{accumulator}{{...}}\") or None, got {type(identity).__name__}")
     red = _Reduction(reduce_code, identity, map_code or "", post_code or "", name or "", upcast_integers, build_dir,
-                     verbose)
+                     verbose, accumulator=accumulator or "")
     call = _call_object(red)
     call.name = red.name
     call.identity = identity

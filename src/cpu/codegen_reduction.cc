@@ -53,7 +53,13 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
   if (e.arg) return arg_ops_struct(code, e, t);
   std::ostringstream o;
   const size_t n_in = t.inputs.size();
-  o << "struct __Ops {\n  using __Acc = __C;\n  static constexpr bool __kArg = false;\n"
+  // The accumulator: the compute type, or the code's own type of it (user_accumulator).
+  const std::string user = std::string("::") + iterator::kUserNamespace + "::";
+  const std::string acc = e.user_accumulator ? user + kUserAccumulator + "<__C>" : "__C";
+  const std::string identity = !e.user_accumulator ? "__ld<__C>(static_cast<const char*>(__p))"
+                               : e.user_identity   ? user + kUserIdentity + "<__C>()"
+                                                   : "__Acc{}";  // unused: a call with nothing to reduce is refused
+  o << "struct __Ops {\n  using __Acc = " << acc << ";\n  static constexpr bool __kArg = false;\n"
     << "  static constexpr int __kOperands = " << n_in + 1 << ";\n"
     << "  static constexpr int64_t __kSizes[__kOperands] = {" << iterator::size_of(t.output);
   for (EwType x : t.inputs) o << ", " << iterator::size_of(x);
@@ -63,12 +69,12 @@ std::string ops_struct(const std::string& code, const RedEntries& e, const RedKe
     loads += (i ? ", " : "") + cpu::load_expr(t.inputs[i], "__in[" + std::to_string(i + 1) + "]", std::nullopt);
   }
   const std::string mapped = e.map.empty() ? loads : iterator::entry_callee(code, e.map, "__C") + "(" + loads + ")";
-  o << "  static inline __attribute__((always_inline)) __C __map(const char* const* __in, int64_t) {\n"
-    << "    return static_cast<__C>(" << mapped << ");\n  }\n"
-    << "  static inline __attribute__((always_inline)) __C __combine(__C __a, __C __b) {\n"
-    << "    return static_cast<__C>(" << iterator::entry_callee(code, e.reduce, "__C") << "(__a, __b));\n  }\n"
-    << "  static inline __C __identity(const void* __p) { return __ld<__C>(static_cast<const char*>(__p)); }\n"
-    << "  static inline void __store(char* __p, __C __acc, int64_t __n) {\n";
+  o << "  static inline __attribute__((always_inline)) __Acc __map(const char* const* __in, int64_t) {\n"
+    << "    return static_cast<__Acc>(" << mapped << ");\n  }\n"
+    << "  static inline __attribute__((always_inline)) __Acc __combine(__Acc __a, __Acc __b) {\n"
+    << "    return static_cast<__Acc>(" << iterator::entry_callee(code, e.reduce, "__C") << "(__a, __b));\n  }\n"
+    << "  static inline __Acc __identity(const void* __p) { (void)__p; return " << identity << "; }\n"
+    << "  static inline void __store(char* __p, __Acc __acc, int64_t __n) {\n";
   if (e.post.empty()) {
     o << "    (void)__n;\n    " << cpu::store_stmt(t.output, "__p", "__acc", std::nullopt) << "\n";
   } else {

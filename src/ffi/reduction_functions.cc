@@ -234,12 +234,16 @@ tvm::ffi::Function red_function(int64_t id, int64_t promotion, bool into, int64_
   });
 }
 
-/// red_create(reduce, map, post, name, identity, upcast_integers, build_dir, verbose, arg) -> [id, name]
+/// red_create(reduce, map, post, name, identity, upcast_integers, build_dir, verbose, arg, accumulator,
+/// identity_code) -> [id, name]
 void red_create(PackedArgs args, Any* rv) {
   at_ffi_boundary([&] {
-    if (args.size() != 9) throw TypeError("kjit.red_create: expected 9 arguments, got " + std::to_string(args.size()));
+    if (args.size() != 11) {
+      throw TypeError("kjit.red_create: expected 11 arguments, got " + std::to_string(args.size()));
+    }
     ReductionCode code{std::string(args[0].cast<String>()), std::string(args[1].cast<String>()),
-                       std::string(args[2].cast<String>()), args[8].cast<bool>()};
+                       std::string(args[2].cast<String>()), args[8].cast<bool>(),
+                       std::string(args[9].cast<String>()), std::string(args[10].cast<String>())};
     std::optional<EwOperand> identity;
     std::vector<std::unique_ptr<RawTensor>> store;
     if (args[4] != nullptr) identity = operand_of(args[4], 0, &store, kApi);

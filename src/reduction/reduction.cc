@@ -307,7 +307,10 @@ std::optional<EwType> Reduction::Impl::post_result(EwType acc) const {
     q.code = code;
     q.entry = entries.post;
     q.compute = acc;
-    q.args = {"__C", "int64_t"};
+    q.args = {entries.user_accumulator
+                  ? std::string("::") + iterator::kUserNamespace + "::" + kUserAccumulator + "<__C>"
+                  : std::string("__C"),
+              "int64_t"};
     q.cache_dir = options.build_directory;
     q.verbose = options.verbose;
     q.what = "kjit.reduction '" + name + "' post_code";
@@ -347,7 +350,7 @@ red::RedCall Reduction::Impl::plan(const std::vector<EwOperand>& inputs, const R
   if (c.count == 0 && entries.arg) {
     throw ValueError(name + ": attempt to get the index of an empty sequence (the reduced axis has no elements)");
   }
-  if (c.count == 0 && !identity) {
+  if (c.count == 0 && !identity && !entries.user_identity) {
     throw ValueError(name + ": zero-size array to reduction operation " + name +
                      " which has no identity (the reduced dimensions have no elements; pass identity= to "
                      "kjit.reduction for one)");
@@ -524,6 +527,45 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   }
 }
 
+namespace {
+
+/// A user accumulator needs map_code (one per element) and post_code (the value
+/// from one), and takes its identity as code, not as a number.
+void check_user_accumulator(const ReductionCode& code, const std::optional<EwOperand>& identity,
+                            const PartEntry& post) {
+  const std::string what = "kjit.reduction: accumulator='" + spec_detail::printable(code.accumulator) + "' ";
+  if (code.arg) throw SpecError(what + "does not apply to an arg reduction");
+  if (code.map.empty()) {
+    throw SpecError(what +
+                    "needs map_code, whose function makes an accumulator from each element ("
+                    "template <typename T> " +
+                    code.accumulator + " f(T x) { ... })");
+  }
+  if (post.name.empty()) {
+    throw SpecError(what +
+                    "needs post_code, whose function makes the result from one (template <typename T> T "
+                    "f(" +
+                    code.accumulator + " acc, int64_t n) { ... })");
+  }
+  if (identity) {
+    throw SpecError(what + "takes its identity as a C++ expression of T (identity='" + code.accumulator +
+                    "{...}'), or None for none; got a number");
+  }
+}
+
+/// The alias and identity templates a user accumulator adds to the code.
+std::string user_accumulator_code(const ReductionCode& code) {
+  if (code.accumulator.empty()) return "";
+  std::string out = "\ntemplate <typename T> using " + std::string(kUserAccumulator) + " = " + code.accumulator + ";\n";
+  if (!code.identity_code.empty()) {
+    out += "template <typename T> inline " + std::string(kUserAccumulator) + "<T> " + kUserIdentity + "() { return " +
+           code.identity_code + "; }\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 Reduction::Reduction(const ReductionCode& code, std::optional<EwOperand> identity, const std::string& name,
                      ReductionOptions options)
     : impl_(std::make_unique<Impl>()) {
@@ -536,17 +578,19 @@ Reduction::Reduction(const ReductionCode& code, std::optional<EwOperand> identit
   impl.map_entry = entry_of(code.map, "map_code", false);
   const PartEntry post = entry_of(code.post, "post_code", false);
   if (!post.name.empty()) check_takes(post, "post_code", 2, "the accumulator and the count");
+  if (!code.accumulator.empty()) check_user_accumulator(code, identity, post);
   if (identity && identity->tensor != nullptr) throw TypeError("kjit.reduction: identity must be a scalar");
   if (!name.empty() && !is_c_identifier(name)) {
     throw SpecError("kjit.reduction: name '" + spec_detail::printable(name) +
                     "' is not a C identifier (letters, digits and '_', not starting with a digit): it names the "
                     "reduction's kernels");
   }
-  impl.entries = {reduce.name, impl.map_entry.name, post.name, code.arg};
+  impl.entries = {reduce.name, impl.map_entry.name,       post.name,
+                  code.arg,    !code.accumulator.empty(), !code.identity_code.empty()};
   impl.name = name.empty() ? reduce.name : name;
   impl.identity = identity;
   impl.options = std::move(options);
-  impl.code = code.reduce + "\n" + code.map + "\n" + code.post;
+  impl.code = code.reduce + "\n" + code.map + "\n" + code.post + user_accumulator_code(code);
   if (!post.name.empty()) impl.post_return = cpu::entry_return(code.post, post.name);
 }
 Reduction::~Reduction() = default;

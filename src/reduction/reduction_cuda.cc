@@ -59,16 +59,22 @@ std::string arg_ops_struct(const std::string& code, const RedEntries& e, const R
 
 std::string ops_struct(const std::string& code, const RedEntries& e, const RedKernelTypes& t) {
   if (e.arg) return arg_ops_struct(code, e, t);
-  const std::string acc = cuda_device_type(t.acc);
+  const std::string acc = cuda_device_type(t.acc);  // the code's T
+  const std::string user = std::string("::") + iterator::kUserNamespace + "::";
+  // The accumulator: T, or the code's own type of it (a user accumulator).
+  const std::string acc_type = e.user_accumulator ? user + kUserAccumulator + "<" + acc + ">" : acc;
+  const std::string identity = !e.user_accumulator ? "*reinterpret_cast<const __Acc*>(__p)"
+                               : e.user_identity   ? user + kUserIdentity + "<" + acc + ">()"
+                                                   : "__Acc{}";  // unused: a call with nothing to reduce is refused
   std::string loads;
   for (size_t i = 0; i < t.inputs.size(); ++i) loads += (i ? ", " : "") + load_input(t.inputs[i], i, t.acc);
   const std::string mapped = e.map.empty() ? loads : iterator::entry_callee(code, e.map, acc) + "(" + loads + ")";
   std::ostringstream o;
-  o << "struct __Ops {\n  using __Acc = " << acc << ";\n"
+  o << "struct __Ops {\n  using __Acc = " << acc_type << ";\n"
     << kDevice << "__Acc __map(char* const* __in, int64_t) { return static_cast<__Acc>(" << mapped << "); }\n"
     << kDevice << "__Acc __combine(__Acc __a, __Acc __b) { return static_cast<__Acc>("
     << iterator::entry_callee(code, e.reduce, acc) << "(__a, __b)); }\n"
-    << kDevice << "__Acc __identity(const unsigned char* __p) { return *reinterpret_cast<const __Acc*>(__p); }\n"
+    << kDevice << "__Acc __identity(const unsigned char* __p) { (void)__p; return " << identity << "; }\n"
     << kDevice << "void __store(char* __p, __Acc __acc, int64_t __n) {\n";
   if (e.post.empty()) {
     o << "    (void)__n;\n    " << store_output(t.output, t.acc, "__acc") << "\n";
@@ -115,8 +121,12 @@ std::string emit_reduction_cuda(const std::string& code, const RedEntries& entri
     << ops_struct(code, entries, types) << "}  // namespace __kjit_red\n"
     << "static_assert(sizeof(kjit_red_cuda_problem) == " << ProblemLayout(n_ops).bytes
     << ", \"the host packs this layout (reduction_cuda.cc)\");\n"
-    << "static_assert(sizeof(__kjit_red::__Ops::__Acc) == " << red::cuda_acc_bytes(entries, types)
-    << ", \"the host sizes the partials so\");\n"
+    << "static_assert(sizeof(__kjit_red::__Ops::__Acc) " << (entries.user_accumulator ? "<= " : "== ")
+    << red::cuda_acc_bytes(entries, types)
+    << (entries.user_accumulator
+            ? ", \"kjit.reduction: a CUDA reduction's accumulator= type takes at most " +
+                  std::to_string(red::kCudaUserAccumulatorBytes) + " bytes (the host sizes the partials so)\");\n"
+            : ", \"the host sizes the partials so\");\n")
     << "extern \"C\" __global__ void kjit_red_partial(kjit_red_cuda_problem __p) {\n"
     << "  kjit_red_cuda_partial<__kjit_red::__Ops>(\n"
     << "      __p, static_cast<int64_t>(kjit_block_index()) * KJIT_RED_CUDA_THREADS + "
@@ -133,7 +143,8 @@ std::string emit_reduction_cuda(const std::string& code, const RedEntries& entri
 namespace red {
 
 int64_t cuda_acc_bytes(const RedEntries& entries, const RedKernelTypes& types) {
-  if (entries.arg) return 16;  // {value of at most 8 bytes, int64 index}
+  if (entries.arg) return 16;                                      // {value of at most 8 bytes, int64 index}
+  if (entries.user_accumulator) return kCudaUserAccumulatorBytes;  // an upper bound the kernel asserts
   return iterator::size_of(types.acc);
 }
 

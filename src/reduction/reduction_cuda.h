@@ -35,6 +35,10 @@ constexpr int64_t kCudaMaxParts = 1024;
 /// Bytes of a kernel's accumulator (the partials' element).
 int64_t cuda_acc_bytes(const RedEntries& entries, const RedKernelTypes& types);
 
+/// The bytes the host gives each accumulator of a user type (ReductionCode::accumulator)
+/// in a CUDA reduction's partials: the kernel asserts its type fits.
+inline constexpr int64_t kCudaUserAccumulatorBytes = 64;
+
 /// How a problem's threads split: `parts` threads per output (1: each thread
 /// reduces a whole output, no partials); adjacent threads take adjacent outputs
 /// (an outer reduction) or adjacent parts of one.

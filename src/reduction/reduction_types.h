@@ -25,7 +25,15 @@ struct RedKernelTypes {
 struct RedEntries {
   std::string reduce, map, post;
   bool arg = false;  ///< reduce is `bool better(T a, T b)` of a value-and-index (arg) reduction
+  /// The accumulator is the code's type `kUserAccumulator<T>` (ReductionCode::accumulator),
+  /// with identity `kUserIdentity<T>()` when `user_identity`.
+  bool user_accumulator = false, user_identity = false;
 };
+
+/// What kjit adds to the code of a reduction with a user accumulator: an alias of
+/// it and its identity, as templates of the compute type.
+inline constexpr char kUserAccumulator[] = "__kjit_accumulator";
+inline constexpr char kUserIdentity[] = "__kjit_accumulator_identity";
 
 /// The body of an arg reduction's `better(__a, __b)` on either backend, `callee`
 /// the user's comparison: a NaN is better than any number and two NaNs are equal,

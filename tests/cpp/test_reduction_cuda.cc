@@ -44,6 +44,19 @@ constexpr const char* kMean =
     "template <typename T> T sqdiff(T x, T y) { return (x - y) * (x - y); }\n"
     "template <typename T> T mean(T acc, int64_t n) { return acc / static_cast<T>(n); }";
 
+// Welford's variance: an accumulator of the code's own type (ReductionCode::accumulator),
+// the alias and identity as the Reduction adds them to the code.
+constexpr const char* kWelford =
+    "template <typename T> struct Welford { T mean, m2; int64_t n; };\n"
+    "template <typename T> Welford<T> merge(Welford<T> a, Welford<T> b) {\n"
+    "  if (a.n == 0) return b;\n  if (b.n == 0) return a;\n  const int64_t n = a.n + b.n;\n"
+    "  const T d = b.mean - a.mean;\n"
+    "  return {a.mean + d * T(b.n) / T(n), a.m2 + b.m2 + d * d * T(a.n) * T(b.n) / T(n), n};\n}\n"
+    "template <typename T> Welford<T> one(T x) { return {x, T(0), 1}; }\n"
+    "template <typename T> T variance(Welford<T> a, int64_t) { return a.m2 / T(a.n); }\n"
+    "template <typename T> using __kjit_accumulator = Welford<T>;\n"
+    "template <typename T> inline __kjit_accumulator<T> __kjit_accumulator_identity() { return {T(0), T(0), 0}; }\n";
+
 struct Case {
   const char* name;
   const char* code;
@@ -65,6 +78,10 @@ std::vector<Case> cases() {
        {{T::kFloat32, T::kFloat64}, T::kFloat64, T::kFloat64}},
       {"argmax_float32", kGreater, {"gt", "", "", true}, {{T::kFloat32}, T::kFloat32, T::kInt64}},
       {"max_float64_without_identity", kMax, {"mx", "", "", false}, {{T::kFloat64}, T::kFloat64, T::kFloat64}},
+      {"welford_variance_user_accumulator",
+       kWelford,
+       {"merge", "one", "variance", false, true, true},
+       {{T::kFloat64}, T::kFloat64, T::kFloat64}},
   };
 }
 
@@ -316,6 +333,23 @@ TEST_F(ReductionCudaEmulated, SumsWholeArraysAndAlongEitherAxis) {
     for (int64_t r = 0; r < rows; ++r) s += m[r * cols + c];
     ASSERT_EQ(by_col[c], s) << "col " << c;
   }
+}
+
+TEST_F(ReductionCudaEmulated, AUserAccumulatorCarriesSeveralValuesThroughThePartials) {
+  EmulatedReduction k(cases()[7]);
+  ASSERT_TRUE(k.ok()) << k.log();
+  std::vector<double> x(100000);
+  double mean = 0;
+  for (size_t i = 0; i < x.size(); ++i) mean += (x[i] = 100.0 + static_cast<double>(i % 13));
+  mean /= static_cast<double>(x.size());
+  double want = 0;
+  for (double v : x) want += (v - mean) * (v - mean);
+  want /= static_cast<double>(x.size());
+  double got = -1;
+  k.run({100000}, {true}, {{0}, {8}}, {reinterpret_cast<char*>(&got), reinterpret_cast<char*>(x.data())},
+        kCudaUserAccumulatorBytes, nullptr, false);
+  EXPECT_GT(k.last_parts(), 1);  // partial accumulators combined by the finish
+  EXPECT_NEAR(got, want, 1e-9 * want);
 }
 
 TEST_F(ReductionCudaEmulated, TwoReducedDimsThatDoNotCoalesce) {

@@ -237,7 +237,7 @@ MISTAKES = [
     ("kjit_add_module(m SOURCES missing.cc)", [], "kjit_add_module(m): no source file '{dir}/missing.cc'"),
     ("kjit_add_module(m SOURCE k.cc)", [],
      "kjit_add_module(m): unknown arguments 'SOURCE;k.cc'; it takes SOURCES, FUNCTIONS, JAX, INCLUDE_DIRECTORIES, "
-     "COMPILE_OPTIONS, CUDA_ARCH, DEPENDS, OUTPUT_DIRECTORY"),
+     "COMPILE_OPTIONS, CUDA_ARCH, ISA, DEPENDS, OUTPUT_DIRECTORY"),
     ("add_custom_target(m)\nkjit_add_module(m SOURCES k.cc)", [], "kjit_add_module(m): a target named 'm' exists "
      "already"),
     ("kjit_install_module(nothing DESTINATION lib)", [],
