@@ -210,8 +210,8 @@ def reduction(reduce_code: str, *, identity, map_code: Optional[str] = None, pos
             raise TypeError(f"kjit.reduction: {what} must be a str, got {type(arg).__name__}")
     build_dir = "" if build_directory is None else os.fspath(build_directory)
     if accumulator is None and isinstance(identity, str):
-        raise TypeError("kjit.reduction: identity is a C++ expression only with accumulator= (a type of the code); "
-                        "give a number, or None")
+        raise TypeError("kjit.reduction: identity must be None or a bool, int, float or complex, got str (a C++ "
+                        "expression is the identity of an accumulator= type of the code only)")
     if accumulator is not None and not (identity is None or isinstance(identity, str)):
         raise TypeError(f"kjit.reduction: with accumulator={accumulator!r}, identity is a C++ expression of T "
                         f"(\"{accumulator}{{...}}\") or None, got {type(identity).__name__}")

@@ -106,7 +106,9 @@ def test_what_a_user_accumulator_needs(kwargs, error, message):
 
 
 def test_code_identity_needs_an_accumulator():
-    with pytest.raises(TypeError, match=r"identity is a C\+\+ expression only with accumulator="):
+    with pytest.raises(TypeError, match=r"^kjit.reduction: identity must be None or a bool, int, float or complex, "
+                                        r"got str \(a C\+\+ expression is the identity of an accumulator= type of "
+                                        r"the code only\)$"):
         kjit.reduction("template <typename T> T add(T a, T b) { return a + b; }", identity="T(0)")
 
 
