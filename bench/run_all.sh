@@ -53,4 +53,4 @@ echo "== [6/7] Elementwise (CPU): kjit.elementwise vs NumPy, PyTorch and a C Ope
 
 echo
 echo "== [7/7] Math functions (CPU): kjit.elementwise vs PyTorch and NumPy, time and ULP error =="
-"$PY" "$ROOT/bench/bench_math.py"
+"$PY" "$ROOT/bench/bench_expressions.py"

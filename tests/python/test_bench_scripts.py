@@ -132,6 +132,7 @@ def test_bench_iterator_smoke(tmp_path):
         assert heading in out, out
 
 
-def test_bench_math_smoke(tmp_path):
-    out = _run("bench_math.py", "--sizes", "10", "--repeat", "1", tmp_path=tmp_path)
-    assert "| tanh-GELU | 2^10 |" in out and "| exp |" in out and "max error (ULP)" in out
+def test_bench_expressions_smoke(tmp_path):
+    out = _run("bench_expressions.py", "--sizes", "10", "--repeat", "1", "--matrix", "64,96", tmp_path=tmp_path)
+    assert "| tanh-GELU | 2^10 | new |" in out and "| var (Welford, one pass) | 0 |" in out
+    assert "| kjit checked kernel (load_inline defaults) |" in out and "max error (ULP)" in out

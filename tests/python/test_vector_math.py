@@ -2,7 +2,7 @@
 with libmvec's vector forms the loops stay vectorised, and every function stays
 within its documented error bound against a float64 reference (float32) or an
 80-bit one (float64), over the whole domain: subnormals, +-0, +-inf and NaN agree
-with NumPy's results exactly. bench/bench_math.py prints the same figures next to
+with NumPy's results exactly. bench/bench_expressions.py prints the same figures next to
 torch's and NumPy's."""
 
 import math
