@@ -74,27 +74,8 @@ EXPRESSIONS = {
                                 lambda x: np.where(x > 0, x, np.float32(0.1) * x), "where(x > 0, x, 0.1 * x)"),
 }
 
-WELFORD = r"""
-template <typename T> struct Welford { T mean, m2; int64_t n; };
-template <typename T> Welford<T> merge(Welford<T> a, Welford<T> b) {
-  if (a.n == 0) return b;
-  if (b.n == 0) return a;
-  const int64_t n = a.n + b.n;
-  const T d = b.mean - a.mean;
-  return {a.mean + d * T(b.n) / T(n), a.m2 + b.m2 + d * d * T(a.n) * T(b.n) / T(n), n};
-}
-"""
-LSE = r"""
-#include <cmath>
-#include <limits>
-template <typename T> struct Lse { T max, sum; };
-template <typename T> Lse<T> merge(Lse<T> a, Lse<T> b) {
-  if (a.sum == T(0)) return b;
-  if (b.sum == T(0)) return a;
-  const T m = a.max > b.max ? a.max : b.max;
-  return {m, a.sum * std::exp(a.max - m) + b.sum * std::exp(b.max - m)};
-}
-"""
+WELFORD = open(os.path.join(ROOT, "examples", "welford.h")).read()
+LSE = open(os.path.join(ROOT, "examples", "logsumexp.h")).read()
 
 ACCURACY = {
     "exp": ("std::exp(x)", np.exp, torch.exp), "expm1": ("std::expm1(x)", np.expm1, torch.expm1),

@@ -3,32 +3,16 @@
 an argmax that carries its value, each one pass, against NumPy over axes, threads
 (per-part accumulators) and outer reductions; and the rejections."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
 import kjit
 
-WELFORD = r"""
-template <typename T> struct Welford { T mean, m2; int64_t n; };
-template <typename T> Welford<T> merge(Welford<T> a, Welford<T> b) {
-  if (a.n == 0) return b;
-  if (b.n == 0) return a;
-  const int64_t n = a.n + b.n;
-  const T delta = b.mean - a.mean;
-  return {a.mean + delta * T(b.n) / T(n), a.m2 + b.m2 + delta * delta * T(a.n) * T(b.n) / T(n), n};
-}
-"""
-LOGSUMEXP = r"""
-#include <cmath>
-#include <limits>
-template <typename T> struct Lse { T max, sum; };
-template <typename T> Lse<T> merge(Lse<T> a, Lse<T> b) {
-  if (a.sum == T(0)) return b;
-  if (b.sum == T(0)) return a;
-  const T m = a.max > b.max ? a.max : b.max;
-  return {m, a.sum * std::exp(a.max - m) + b.sum * std::exp(b.max - m)};
-}
-"""
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+WELFORD = (EXAMPLES / "welford.h").read_text()
+LOGSUMEXP = (EXAMPLES / "logsumexp.h").read_text()
 ARGMAX = r"""
 template <typename T> struct Best { T value; int64_t index; };
 template <typename T> Best<T> better(Best<T> a, Best<T> b) {

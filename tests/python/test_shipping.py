@@ -429,3 +429,25 @@ def test_an_unknown_isa_is_a_toolchain_error(tmp_path):
         kjit.build("isa_bad", output=tmp_path / "isa_bad.so", cpp_sources=SOURCE, functions=FUNCTIONS, isa="avx9")
     with pytest.raises(TypeError, match="isa must be a str"):
         kjit.load_inline("isa_bad", cpp_sources=SOURCE, functions=FUNCTIONS, isa=3)
+
+
+@pytest.mark.parametrize("level", [b"x86-64-v9", "x86-64-\u00e9\u00e9".encode(), b"v" * 200 + b"\0"])
+def test_an_unknown_or_garbled_level_in_a_library_is_refused_not_loaded(tmp_path, level):
+    """A foreign or edited library naming a level kjit does not know: refused by
+    kjit.load before loading, the name cut to 32 bytes, never a crash."""
+    if _cpu_level() == "baseline":
+        pytest.skip("this CPU runs no level to build the marker from")
+    path = kjit.build("isa_garbled", output=tmp_path / "isa_garbled.so", cpp_sources=SOURCE, functions=FUNCTIONS,
+                      isa=_cpu_level())
+    data = open(path, "rb").read()
+    marker = f"KJIT_ISA={_cpu_level()}".encode()
+    at = data.index(marker) + len(b"KJIT_ISA=")
+    edited = tmp_path / "edited.so"
+    # same length: the ELF layout stays whole; the level text is what changed
+    replacement = (level + b"\0" * 9)[: len(marker) - len(b"KJIT_ISA=")]
+    edited.write_bytes(data[:at] + replacement + data[at + len(replacement):])
+    code = f"import kjit\ntry:\n    kjit.load({str(edited)!r})\nexcept ValueError as e:\n    print(e)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"kjit.load: {edited} was built for the instruction set "), out.stdout
+    assert "which this CPU does not run" in out.stdout
