@@ -11,6 +11,7 @@
 #include "cpu/codegen_cpu.h"
 #include "cpu/kernel_library.h"
 #include "declare/cpp_signature.h"
+#include "declare/cpp_types.h"
 #include "iterator/entry_call.h"
 #include "iterator/promotion.h"
 #include "kjit/errors.h"
@@ -95,37 +96,8 @@ std::string probe_source(const ReturnedTypeQuery& q) {
 }  // namespace
 
 std::optional<EwType> dtype_of_cpp_type(std::string t) {
-  t = strip_qualifiers(std::move(t));
-  static const std::pair<const char*, EwType> kNames[] = {
-      {"bool", EwType::kBool},
-      {"float", EwType::kFloat32},
-      {"double", EwType::kFloat64},
-      {"int8_t", EwType::kInt8},
-      {"signed char", EwType::kInt8},
-      {"int16_t", EwType::kInt16},
-      {"short", EwType::kInt16},
-      {"int32_t", EwType::kInt32},
-      {"int", EwType::kInt32},
-      {"int64_t", EwType::kInt64},
-      {"long", EwType::kInt64},
-      {"long long", EwType::kInt64},
-      {"uint8_t", EwType::kUInt8},
-      {"unsigned char", EwType::kUInt8},
-      {"uint16_t", EwType::kUInt16},
-      {"unsigned short", EwType::kUInt16},
-      {"uint32_t", EwType::kUInt32},
-      {"unsigned", EwType::kUInt32},
-      {"unsigned int", EwType::kUInt32},
-      {"uint64_t", EwType::kUInt64},
-      {"unsigned long", EwType::kUInt64},
-      {"unsigned long long", EwType::kUInt64},
-      {"complex<float>", EwType::kComplex64},
-      {"complex<double>", EwType::kComplex128},
-  };
-  for (const auto& [name, type] : kNames) {
-    if (t == name) return type;
-  }
-  return std::nullopt;
+  // One table of C++ spellings for the whole of kjit: the one C++ inference reads.
+  return scalar_type_of_cpp(strip_qualifiers(std::move(t)));
 }
 
 EntryReturn entry_return(const std::string& code, const std::string& entry) {
