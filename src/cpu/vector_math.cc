@@ -32,11 +32,55 @@ constexpr MathFunction kFunctions[] = {
     {"pow", 2},  {"cbrt", 1},  {"erf", 1},   {"erfc", 1},  {"hypot", 2},
 };
 
+/// The x86-64 vector function ABI's ISA letters and their double lanes (float has
+/// twice as many): SSE, AVX, AVX2, AVX-512.
+struct VectorIsa {
+  char letter;
+  int double_lanes;
+};
+constexpr VectorIsa kVectorIsas[] = {{'b', 2}, {'c', 4}, {'d', 4}, {'e', 8}};
+
+/// The ABI's name of `f`'s unmasked vector form for `isa`: _ZGVdN8v_expf.
+std::string vector_symbol(const VectorIsa& isa, const MathFunction& f, bool is_float) {
+  return std::string("_ZGV") + isa.letter + "N" + std::to_string(is_float ? 2 * isa.double_lanes : isa.double_lanes) +
+         (f.arity == 2 ? "vv_" : "v_") + f.name + (is_float ? "f" : "");
+}
+
 /// SLEEF 3.5's vector forms that are wrong somewhere in the domain (measured by
 /// tests/python/test_vector_math.py): log1p is inf for x near the largest finite
 /// values, float sinh and cosh overflow to inf about |x| = 89 where the result is
-/// finite. These stay scalar (glibc) calls under SLEEF.
+/// finite. Under SLEEF, log1p is composed from SLEEF's log (log1p_from_log) and the
+/// other two stay scalar (glibc) calls.
 constexpr const char* kSleefWrong[] = {"log1p", "sinh", "cosh"};
+
+/// log1p's vector forms over the library's vector log, in the generated kernel
+/// itself: log(u) less the rounding of u = 1 + x taken back to first order,
+/// ((u - 1) - x) / u, which keeps it within 2 ULP where SLEEF's log is within 1.
+/// GCC makes SIMD clones of kjit_log1p[f] (hidden: nothing leaves the kernel
+/// library), and the assembler names each after the clone the vectoriser calls for
+/// std::log1p (_ZGVdN8v_log1pf is _ZGVdN8v_kjit_log1pf). Scalar calls stay glibc's.
+std::string log1p_from_log() {
+  std::string out =
+      "// log1p over the vector log (SLEEF's own log1p is inf near the largest finite values)\n"
+      "__attribute__((__simd__(\"notinbranch\"))) float log1pf(float) noexcept;\n"
+      "__attribute__((__simd__(\"notinbranch\"))) double log1p(double) noexcept;\n";
+  for (bool is_float : {true, false}) {
+    const std::string t = is_float ? "float" : "double", f = is_float ? "f" : "";
+    out += "__attribute__((__simd__(\"notinbranch\"), __visibility__(\"hidden\"), __used__)) " + t + " kjit_log1p" + f +
+           "(" + t + " x) noexcept {\n  const " + t + " u = " + t + "(1) + x, c = (u - " + t + "(1)) - x, l = log" + f +
+           "(u);\n  return u == " + t + "(1) ? x : (c == " + t + "(0) || u == __builtin_inf" + f +
+           "() ? l : l - c / u);\n}\n";
+  }
+  out += "}\n__asm__(";
+  for (bool is_float : {true, false}) {
+    for (const VectorIsa& isa : kVectorIsas) {
+      const std::string name = vector_symbol(isa, {"log1p", 1}, is_float);
+      out +=
+          "\".hidden " + name + "\\n.set " + name + ", " + vector_symbol(isa, {"kjit_log1p", 1}, is_float) + "\\n\"\n";
+    }
+  }
+  return out + ");\nextern \"C\" {\n";
+}
 
 /// A library of the x86-64 vector function ABI, loaded, with the path to link.
 struct Library {
@@ -55,14 +99,10 @@ Library open_library(const char* soname) {
   return lib;
 }
 
-/// Whether `lib` has every vector form of `f` in `type` (float: 4, 8, 8, 16 lanes
-/// for SSE, AVX, AVX2, AVX-512; double: half as many).
+/// Whether `lib` has every vector form of `f` in `type`.
 bool has_every_form(const Library& lib, const MathFunction& f, bool is_float) {
-  static const std::pair<char, int> kIsas[] = {{'b', 2}, {'c', 4}, {'d', 4}, {'e', 8}};
-  for (const auto& [isa, lanes] : kIsas) {
-    const std::string symbol = std::string("_ZGV") + isa + "N" + std::to_string(is_float ? 2 * lanes : lanes) +
-                               (f.arity == 2 ? "vv_" : "v_") + f.name + (is_float ? "f" : "");
-    if (dlsym(lib.handle, symbol.c_str()) == nullptr) return false;
+  for (const VectorIsa& isa : kVectorIsas) {
+    if (dlsym(lib.handle, vector_symbol(isa, f, is_float).c_str()) == nullptr) return false;
   }
   return true;
 }
@@ -80,6 +120,8 @@ std::string declarations(const Library& lib, const std::string& what, bool sleef
              (f.arity == 2 ? ", " + type : std::string()) + ") noexcept;\n";
     }
   }
+  const MathFunction log{"log", 1};
+  if (sleef && has_every_form(lib, log, true) && has_every_form(lib, log, false)) out += log1p_from_log();
   return out + "}\n";
 }
 

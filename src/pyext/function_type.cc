@@ -22,6 +22,7 @@
 #include "frameworks.h"
 #include "kjit/small_vector.h"
 #include "model_arguments.h"
+#include "torch_tensors.h"
 
 namespace {
 
@@ -746,6 +747,9 @@ PyMethodDef kMethods[] = {
     {"bump_versions", kjit::pyext::py_bump_versions, METH_O,
      "bump_versions(tensors): bumps the autograd version counter of each torch tensor in the list, as torch's "
      "in-place ops do for what they write"},
+    {"torch_access", kjit::pyext::py_torch_access, METH_O,
+     "torch_access(mode) -> str: 'native' or 'python', how calls read requires_grad and bump versions of torch "
+     "tensors; mode None asks, 'python' forces the Python path, 'native' lifts that"},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kjit::pyext::py_empty)), METH_FASTCALL,
      "empty(like, shape, dtype, order=None): a new output in the framework and on the device of `like`"},
     {nullptr, nullptr, 0, nullptr},

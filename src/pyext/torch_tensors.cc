@@ -1,6 +1,10 @@
 #include "torch_tensors.h"
 
+#include <dlfcn.h>
+
 #include <string>
+
+#include "frameworks.h"
 
 namespace kjit::pyext {
 namespace {
@@ -163,7 +167,102 @@ bool look_up_grad(PyTypeObject* torch_tensor) {
 
 }  // namespace
 
+namespace {
+
+/// Two of torch's own C++ functions, called on the at::Tensor a torch.Tensor object
+/// holds right after its PyObject header (THPVariable::cdata): the answers a call
+/// needs for every plain tensor, without a call through Python (torch's getter and
+/// _increment_version parse arguments and set up error handlers, which made a
+/// 3-tensor call cost 1.3x tvm-ffi's own). Used only after a probe tensor showed
+/// that layout (the slot holds what x._cdata says) and both functions answered as
+/// torch's Python API does; otherwise, and for another torch, the Python path.
+struct NativeTorch {
+  PyTypeObject* type = nullptr;  ///< the torch.Tensor type this was probed on
+  bool usable = false;
+  bool (*requires_grad)(const void* impl) = nullptr;  ///< c10::TensorImpl::requires_grad() const
+  void (*bump_version)(const void* tensor) = nullptr;  ///< torch::autograd::impl::bump_version(const at::Tensor&)
+};
+NativeTorch g_native;
+
+const void* tensor_slot(PyObject* x) { return reinterpret_cast<const char*>(x) + sizeof(PyObject); }
+const void* impl_of(PyObject* x) { return *static_cast<const void* const*>(tensor_slot(x)); }
+
+/// A symbol of one of torch's already loaded libraries, by soname; nullptr when absent.
+void* torch_symbol(const char* library, const char* name) {
+  void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* symbol = dlsym(handle, name);
+  dlclose(handle);  // RTLD_NOLOAD took a reference to a library torch keeps loaded
+  return symbol;
+}
+
+int64_t python_int(PyObject* x, const char* attribute) {
+  PyObject* v = PyObject_GetAttrString(x, attribute);
+  const int64_t n = v != nullptr ? PyLong_AsLongLong(v) : -1;
+  Py_XDECREF(v);
+  return n;
+}
+
+/// Whether the native functions give torch's answers on a fresh tensor `x`.
+bool native_agrees(PyObject* x) {
+  if (reinterpret_cast<uintptr_t>(impl_of(x)) != static_cast<uint64_t>(python_int(x, "_cdata"))) return false;
+  if (g_native.requires_grad(impl_of(x))) return false;
+  const int64_t before = python_int(x, "_version");
+  g_native.bump_version(tensor_slot(x));
+  if (python_int(x, "_version") != before + 1) return false;
+  PyObject* r = PyObject_CallMethod(x, "requires_grad_", "O", Py_True);
+  Py_XDECREF(r);
+  return r != nullptr && g_native.requires_grad(impl_of(x));
+}
+
+bool probe_native(PyTypeObject* torch_tensor) {
+  g_native = NativeTorch{};
+  g_native.type = torch_tensor;
+  g_native.requires_grad =
+      reinterpret_cast<bool (*)(const void*)>(torch_symbol("libc10.so", "_ZNK3c1010TensorImpl13requires_gradEv"));
+  g_native.bump_version = reinterpret_cast<void (*)(const void*)>(
+      torch_symbol("libtorch_cpu.so", "_ZN5torch8autograd4impl12bump_versionERKN2at6TensorE"));
+  if (g_native.requires_grad == nullptr || g_native.bump_version == nullptr) return false;
+  if (torch_tensor->tp_basicsize < static_cast<Py_ssize_t>(sizeof(PyObject) + sizeof(void*))) return false;
+  PyObject* torch = PyImport_ImportModule("torch");
+  PyObject* x = torch != nullptr ? PyObject_CallMethod(torch, "zeros", "i", 1) : nullptr;
+  bool agrees = false;
+  try {
+    agrees = x != nullptr && Py_TYPE(x) == torch_tensor && native_agrees(x);
+  } catch (...) {  // a C++ exception of torch's: this torch is not the one probed for
+    agrees = false;
+  }
+  Py_XDECREF(x);
+  Py_XDECREF(torch);
+  PyErr_Clear();
+  return agrees;
+}
+
+bool g_python_only = false;  // kjit._call.torch_access("python"): the tests' way to reach the Python path
+
+bool native_torch(PyTypeObject* torch_tensor) {
+  if (g_native.type != torch_tensor) g_native.usable = probe_native(torch_tensor);
+  return g_native.usable && !g_python_only;
+}
+
+/// Bumps the versions of torch tensors without Python, in order, until one refuses
+/// (an inference tensor outside inference mode) or is not a torch tensor; returns
+/// how many were bumped, for torch's Python call to go on from there (and name it).
+size_t bump_natively(PyObject* const* tensors, size_t n) {
+  size_t done = 0;
+  try {
+    for (; done < n && PyObject_TypeCheck(tensors[done], g_native.type); ++done) {
+      g_native.bump_version(tensor_slot(tensors[done]));
+    }
+  } catch (...) {  // torch's c10::Error: the Python call raises it as torch does
+  }
+  return done;
+}
+
+}  // namespace
+
 int torch_needs_grad(PyTypeObject* torch_tensor, PyObject* x) {
+  if (Py_TYPE(x) == torch_tensor && native_torch(torch_tensor) && !g_native.requires_grad(impl_of(x))) return 0;
   PyObject* requires = nullptr;
   if (look_up_grad(torch_tensor)) {
     requires = g_grad.get(x, g_grad.closure);
@@ -270,6 +369,13 @@ PyObject* resolve_lazy_bits(PyObject* x) {
 }
 
 bool bump_torch_versions(PyObject* const* tensors, size_t n) {
+  PyTypeObject* torch_tensor = torch_tensor_type();
+  if (torch_tensor != nullptr && native_torch(torch_tensor)) {
+    const size_t done = bump_natively(tensors, n);
+    tensors += done;
+    n -= done;
+    if (n == 0) return true;
+  }
   static PyObject* increment = nullptr;
   static PyObject* reused = nullptr;  // one list for every call: a new one per call made the GC run
   static bool in_use = false;         // the call below may let another thread in
@@ -327,6 +433,19 @@ PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor) 
   }
   TVMFFIObjectDecRef(tensor);  // the torch tensor holds the managed tensor's own reference
   return static_cast<PyObject*>(object);
+}
+
+PyObject* py_torch_access(PyObject*, PyObject* mode) {
+  const char* m = mode != Py_None ? PyUnicode_AsUTF8(mode) : "";
+  if (m == nullptr) return nullptr;
+  const std::string wanted = m;
+  if (wanted != "" && wanted != "native" && wanted != "python") {
+    PyErr_Format(PyExc_ValueError, "kjit._call.torch_access: mode must be None, 'native' or 'python', got %R", mode);
+    return nullptr;
+  }
+  if (!wanted.empty()) g_python_only = wanted == "python";
+  PyTypeObject* torch_tensor = torch_tensor_type();
+  return PyUnicode_FromString(torch_tensor != nullptr && native_torch(torch_tensor) ? "native" : "python");
 }
 
 }  // namespace kjit::pyext

@@ -57,6 +57,12 @@ PyObject* resolve_lazy_bits(PyObject* x);
 /// single-tensor overload costs microseconds to resolve). False with an error set.
 bool bump_torch_versions(PyObject* const* tensors, size_t n);
 
+/// kjit._call.torch_access(mode): how calls read requires_grad and bump versions of
+/// torch tensors: "native" (torch's C++ functions, when a probe tensor showed they
+/// answer as torch's Python API does) or "python". `mode` None asks; "python"
+/// forces the Python path, "native" lifts that (the tests reach both paths).
+PyObject* py_torch_access(PyObject*, PyObject* mode);
+
 /// A torch tensor over `tensor`, taking its reference; nullptr with an error set.
 PyObject* torch_owning(const DLPackExchangeAPI* api, TVMFFIObjectHandle tensor);
 

@@ -201,7 +201,39 @@ def test_grad_through_torch_compile(ops):
     torch.testing.assert_close(x.grad, 8 * x.detach())
 
 
-def test_no_backward_is_an_error_at_the_call_never_a_silent_drop(mod, ops):
+@pytest.fixture(params=["native", "python"])
+def torch_access(request):
+    """Both ways a call reads requires_grad and bumps versions: torch's C++ functions
+    (on this torch) and its Python API (another torch, or one whose layout the probe
+    did not recognise)."""
+    from kjit import _call
+
+    assert _call.torch_access(request.param) == request.param
+    yield request.param
+    _call.torch_access("native")
+
+
+def test_torch_flags_are_read_without_python_on_this_torch():
+    from kjit import _call
+
+    assert _call.torch_access(None) == "native"
+    with pytest.raises(ValueError, match=r"^kjit._call.torch_access: mode must be None, 'native' or 'python', got "
+                                         r"'fast'$"):
+        _call.torch_access("fast")
+
+
+def test_every_way_a_tensor_requires_grad_is_refused(mod, torch_access):
+    leaf = torch.ones(3, requires_grad=True)
+    views = {"leaf": leaf, "view": leaf[:2], "result": leaf * 2, "parameter": torch.nn.Parameter(torch.ones(3))}
+    for what, x in views.items():
+        with pytest.raises(TypeError, match=r"^twice: argument #0 'x' requires grad"):
+            mod.twice(x)
+        with torch.no_grad():
+            assert mod.twice(x).shape == (2 * x.shape[0],), what
+    assert mod.twice(leaf.detach()).tolist() == [1.0] * 6
+
+
+def test_no_backward_is_an_error_at_the_call_never_a_silent_drop(mod, ops, torch_access):
     x = torch.ones(3, requires_grad=True)
     with pytest.raises(TypeError, match=r"^torch_ops::twice: an argument requires grad, but this op has no backward"):
         ops.twice(x)
@@ -363,18 +395,22 @@ def test_a_written_conjugate_or_negative_view_is_refused(lazy):
         lazy.copyf(torch.ones(2), torch._neg_view(torch.zeros(2)))
 
 
-def test_writes_bump_autograd_version_counters(lazy):
+def test_writes_bump_autograd_version_counters(lazy, torch_access):
     w = torch.ones(3, requires_grad=True)
     b = torch.full((3,), 2.0)
     loss = (w * b).sum()
     version = b._version
     lazy.axpy(torch.ones(3), b)
-    assert b._version > version and b.tolist() == [3.0] * 3
+    assert b._version == version + 1 and b.tolist() == [3.0] * 3
+    with torch.inference_mode():  # torch's rule: no version to bump, and no error
+        c = torch.full((3,), 2.0)
+    lazy.axpy(torch.ones(3), c)
+    assert c.tolist() == [3.0] * 3
     with pytest.raises(RuntimeError, match=r"modified by an inplace operation"):
         loss.backward()
 
 
-def test_elementwise_out_bumps_versions_and_refuses_inputs_that_require_grad():
+def test_elementwise_out_bumps_versions_and_refuses_inputs_that_require_grad(torch_access):
     add = kjit.elementwise("template <typename T> T add(T a, T b) { return a + b; }", name="add")
     w = torch.ones(3, requires_grad=True)
     b = torch.full((3,), 2.0)

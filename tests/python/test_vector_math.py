@@ -54,8 +54,9 @@ BINARY = ("pow", "atan2", "hypot")
 NO_WIDE_REFERENCE = ("erf", "erfc")  # math.erf is a float64 one: enough for float32 only
 
 # docs/elementwise.md "Math functions": the bound in ULP per vector library. SLEEF's
-# forms are its 1-ULP ones; the three it gets wrong near overflow stay glibc's scalar
-# calls; the sigmoid formula adds the division's rounding to exp's error.
+# forms are its 1-ULP ones; of the three it gets wrong near overflow, sinh and cosh
+# stay glibc's scalar calls and log1p is composed over SLEEF's log (2 ULP); the
+# sigmoid formula adds the division's rounding to exp's error.
 BOUNDS = {
     "SLEEF": {"default": 1.5, "log1p": 2, "sinh": 2, "cosh": 2, "sigmoid": 3, "sqrt": 0.5},
     "libmvec": {"default": 4, "sigmoid": 5, "sqrt": 0.5},
@@ -167,6 +168,33 @@ def test_the_loop_calls_the_vector_forms(fns, name, tmp_path):
     imported = " ".join(subprocess.run([nm, "-D", "--undefined-only", str(p)], capture_output=True, text=True).stdout
                         for p in libs)
     assert re.search(rf"_ZGV[bcde]N\d+v+_{name}f\b", imported), imported
+
+
+def test_log1p_under_sleef_is_composed_in_the_kernel_over_the_vector_log(fns, tmp_path):
+    """SLEEF's own log1p is inf near the largest finite values, so kjit composes
+    log1p's vector forms from SLEEF's log inside the kernel library: local symbols
+    (nothing exported that could stand in for another library's log1p), the vector
+    log imported, and finfo.max's log1p finite (test_special_values covers it)."""
+    if library() != "SLEEF":
+        pytest.skip("log1p is composed under SLEEF only (kjit doctor)")
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm to read the kernel's symbols")
+    x = np.array([np.finfo(np.float32).max, 1e-30, -0.0, 3.0], np.float32)
+    got = fns["log1p"](x)
+    assert np.isfinite(got[0]) and got[1] == np.float32(1e-30) and np.signbit(got[2])
+    cache = pathlib.Path(os.environ["KJIT_CACHE_DIR"])
+    libs = sorted(cache.glob("kjit_ew_vm_log1p-*/*.so"))
+    assert libs, list(cache.iterdir())
+
+    def symbols(*flags):
+        return " ".join(subprocess.run([nm, *flags, str(p)], capture_output=True, text=True).stdout for p in libs)
+
+    local, exported, imported = symbols(), symbols("-D", "--defined-only"), symbols("-D", "--undefined-only")
+    for isa in ("bN4", "cN8", "dN8", "eN16"):
+        assert re.search(rf"\bt _ZGV{isa}v_log1pf\b", local) and re.search(rf"\bt _ZGV{isa}v_kjit_log1pf\b", local), local
+    assert "log1p" not in exported and "_ZGV" not in exported, exported
+    assert re.search(r"_ZGV[bcde]N\d+v_logf\b", imported), imported
 
 
 def test_python_scalar_inputs_keep_the_vector_loop():
