@@ -20,7 +20,7 @@ accuracy of the math functions next to torch's and NumPy's.
 Each time is the best of R rounds of N calls (N scaled to the size).
 
 Run: .venv/bin/python bench/bench_expressions.py [--sizes 10,16,20,24] [--repeat R]
-     [--sections elementwise,reductions,rmsnorm,accuracy]
+     [--sections elementwise,broadcast,reductions,rmsnorm,accuracy]
      KJIT_VECTOR_MATH=libmvec|off compares the other vector math libraries.
 """
 
@@ -133,6 +133,39 @@ def elementwise(sizes, repeat: int) -> None:
                       f"{ratio(k, ne)} |")
 
 
+def broadcast(repeat: int) -> None:
+    """(x - mean) * rstd with mean and rstd of shape (rows, 1): two inputs broadcast
+    along the inner dimension, the several-broadcast block loop (docs/elementwise.md)."""
+    f = kjit.elementwise(T + "norm(T x, T m, T r) { return (x - m) * r; }")
+    rng = np.random.default_rng(3)
+    print(f"\n## (x - mean) * rstd, mean and rstd (rows, 1), float32 (ms, best of {repeat})")
+    print("| shape | output | kjit | torch | NumPy | numexpr | kjit/torch | kjit/numexpr |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for rows, cols in [(1024, 1024), (16384, 64), (64, 16384), (4096, 4096)]:
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        m, r = x.mean(axis=1, keepdims=True), 1 / x.std(axis=1, keepdims=True)
+        xt, mt, rt = (torch.from_numpy(a) for a in (x, m, r))
+        out, out_t = np.empty_like(x), torch.empty_like(xt)
+        np.testing.assert_allclose(f(x, m, r), (x - m) * r, rtol=1e-6, atol=1e-6)
+        number = max(1, (1 << 22) // x.size)
+        for form in ("new", "out="):
+            if form == "new":
+                k = best_ms(lambda: f(x, m, r), number, repeat)
+                t = best_ms(lambda: (xt - mt) * rt, number, repeat)
+                npy = best_ms(lambda: (x - m) * r, number, repeat)
+            else:
+                k = best_ms(lambda: f(x, m, r, out=out), number, repeat)
+                t = best_ms(lambda: torch.mul(torch.sub(xt, mt, out=out_t), rt, out=out_t), number, repeat)
+                npy = best_ms(lambda: np.multiply(np.subtract(x, m, out=out), r, out=out), number, repeat)
+            ne = float("nan")
+            if numexpr is not None:
+                kw = {} if form == "new" else {"out": out}
+                ne = best_ms(lambda: numexpr.evaluate("(x - m) * r", local_dict={"x": x, "m": m, "r": r}, **kw),
+                             number, repeat)
+            print(f"| ({rows}, {cols}) | {form} | {k:.4f} | {t:.4f} | {npy:.4f} | {ne:.4f} | {ratio(k, t)} | "
+                  f"{ratio(k, ne)} |")
+
+
 def reductions(repeat: int, rows: int, cols: int) -> None:
     var = kjit.reduction(WELFORD, accumulator="Welford<T>", identity="Welford<T>{T(0), T(0), 0}",
                          map_code="template <typename T> Welford<T> one(T x) { return {x, T(0), 1}; }",
@@ -216,12 +249,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10,16,20,24", help="log2 of the element counts")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--sections", default="elementwise,reductions,rmsnorm,accuracy")
+    ap.add_argument("--sections", default="elementwise,broadcast,reductions,rmsnorm,accuracy")
     ap.add_argument("--matrix", default="4096,4096", help="rows,cols of the reductions' input")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if "elementwise" in sections:
         elementwise([int(s) for s in args.sizes.split(",")], args.repeat)
+    if "broadcast" in sections:
+        broadcast(args.repeat)
     if "reductions" in sections:
         rows, cols = (int(v) for v in args.matrix.split(","))
         reductions(args.repeat, rows, cols)

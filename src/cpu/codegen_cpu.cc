@@ -15,6 +15,9 @@ namespace {
 /// Bytes of output a streaming kernel computes before writing them out (streaming()).
 constexpr int kStreamBlockBytes = 256;
 
+/// Elements per block of the several-broadcast loop (broadcast_blocks()).
+constexpr int kBroadcastBlock = 256;
+
 /// `v` rounded to float16 or bfloat16 and widened back (a double).
 std::string round_to_half(EwType half, const std::string& v) {
   if (half == EwType::kFloat16)
@@ -213,6 +216,54 @@ class KernelWriter {
     return o.str();
   }
 
+  /// Several inputs broadcast (stride 0), the other operands contiguous: each
+  /// broadcast value is copied once into a block of its own, and the call runs in
+  /// blocks whose operands are all contiguous, a loop the compiler vectorises (the
+  /// one-broadcast loops above read the value in place; this is for the rest).
+  std::string broadcast_blocks() const {
+    std::vector<size_t> tensors;  // the tensor inputs' operands
+    for (size_t op = n_out_; op < n_ops_; ++op) {
+      if (!by_value_operand(op)) tensors.push_back(op);
+    }
+    if (tensors.size() < 2) return "";
+    std::string cond;
+    for (size_t op = 0; op < n_out_; ++op) {
+      cond += (cond.empty() ? "" : " && ") + ("__s" + std::to_string(op) + " == " + std::to_string(size(op)));
+    }
+    for (size_t op : tensors) {
+      const std::string s = "__s" + std::to_string(op);
+      cond += " && (" + s + " == 0 || " + s + " == " + std::to_string(size(op)) + ")";
+    }
+    std::ostringstream o;
+    o << "  if (" << cond << ") {\n    constexpr int64_t __block = " << kBroadcastBlock << ";\n"
+      << "    const int64_t __filled = __n < __block ? __n : __block;\n";
+    for (size_t op : tensors) {
+      const std::string d = std::to_string(op), z = std::to_string(size(op));
+      const std::string storage = iterator::storage_type(t_.inputs[op - n_out_]);
+      o << "    alignas(64) char __bb" << d << "[__block * " << z << "];\n    if (__s" << d << " == 0) {\n"
+        << "      const " << storage << " __v = __ld<" << storage << ">(__d" << d << ");\n"
+        << "      for (int64_t __j = 0; __j < __filled; ++__j) __builtin_memcpy(__bb" << d << " + __j * " << z
+        << ", &__v, " << z << ");\n    }\n";
+    }
+    o << "    for (int64_t __k = 0; __k < __n; __k += __block) {\n"
+      << "      const int64_t __m = __n - __k < __block ? __n - __k : __block;\n";
+    std::vector<std::string> addr;
+    for (size_t op = 0; op < n_ops_; ++op) {
+      const std::string d = std::to_string(op), z = std::to_string(size(op));
+      if (by_value_operand(op)) {
+        addr.push_back("__d" + d);
+      } else if (op < n_out_) {
+        addr.push_back("__d" + d + " + (__k + __j) * " + z);
+      } else {
+        o << "      char* const __q" << d << " = __s" << d << " == 0 ? __bb" << d << " : __d" << d << " + __k * " << z
+          << ";\n";
+        addr.push_back("__q" + d + " + __j * " + z);
+      }
+    }
+    o << "      for (int64_t __j = 0; __j < __m; ++__j) { " << element(addr) << "}\n    }\n    return;\n  }\n";
+    return o.str();
+  }
+
   std::string generic() const {
     std::vector<std::string> addr;
     for (size_t op = 0; op < n_ops_; ++op) {
@@ -249,7 +300,7 @@ class KernelWriter {
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
       if (!by_value(i)) o << broadcast(n_out_ + i);
     }
-    o << generic();
+    o << broadcast_blocks() << generic();
     return o.str();
   }
 

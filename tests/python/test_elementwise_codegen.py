@@ -17,7 +17,8 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 _GENERATED = ["k", "n", "j", "q", "i", "u", "e", "V", "r", "r0", "d0", "s0", "ex", "buf", "data", "strides", "extra",
               "C", "ld", "st", "kBlock", "start", "remaining", "off", "oc", "sc", "in0", "out0", "vec_t", "v0", "w0",
               "kjit_ew", "kjit_ew_kernel", "kjit_float16", "float16_bits", "float16_value", "bfloat16_value",
-              "kjit_complex", "kjit_ptrs", "kjit_extra", "kjit_unrolled", "kjit_user_code", "KJIT_WORK"]
+              "kjit_complex", "kjit_ptrs", "kjit_extra", "kjit_unrolled", "kjit_user_code", "KJIT_WORK", "bb1", "q1",
+              "filled", "block", "m", "v"]
 _STANDARD = ["sin", "exp", "abs", "div", "max", "min", "swap", "move", "forward", "get", "tuple", "complex", "size_t",
              "int64_t", "uintptr_t", "memcpy", "malloc", "printf", "std", "main", "_mm_sfence", "declval", "real"]
 
@@ -311,6 +312,63 @@ def test_streamed_runs_write_every_element(dtype, threads):
         np.testing.assert_array_equal(add(a, b), a + b)
     finally:
         kjit.set_num_threads(0)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16, np.int64, np.float16, np.float32, np.float64,
+                                   np.complex64, np.complex128])
+def test_several_broadcast_inputs_take_the_block_loop_with_numpys_values(dtype):
+    """Two or three inputs broadcast along the inner dimension ((m, 1) beside
+    (m, n)): the kernel copies each broadcast value into a block once and runs
+    all-contiguous blocks of 256 elements (docs/elementwise.md). Rows around the
+    block size (a partial last block, one element, none), the broadcast input in
+    every position, a strided output (the generic loop) and a mixed-dtype call."""
+    f = kjit.elementwise("template <typename T> T fma3(T x, T m, T r) { return (x - m) * r + m; }")
+    rng = np.random.default_rng(5)
+
+    def values(shape):
+        v = rng.integers(0, 3, shape) if dtype == np.bool_ else rng.integers(-9, 9, shape)
+        v = v.astype(dtype)
+        return v + (1j * v[..., ::-1]).astype(dtype) if np.issubdtype(dtype, np.complexfloating) else v
+
+    for rows, cols in [(3, 255), (2, 256), (2, 257), (2, 513), (4, 1), (1, 1), (3, 0)]:
+        x, col, col2 = values((rows, cols)), values((rows, 1)), values((rows, 1))
+        for args in [(x, col, col2), (col, x, col2), (col, col2, x), (col, col2, col)]:
+            a, b, c = (v.astype(np.int64) for v in args) if dtype == np.bool_ else args  # C++: bool math is int
+            with np.errstate(all="ignore"):
+                want = (a - b) * c + b
+            got = f(*args)
+            np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=f"{rows}x{cols}")
+            out = np.empty((rows, 2 * max(cols, 1)), got.dtype)[:, ::2][:, :cols] if cols else None
+            if out is not None and got.shape == out.shape:
+                f(*args, out=out)
+                np.testing.assert_array_equal(out, got)
+    if dtype == np.float32:  # mixed: a float64 column promotes
+        x, col = values((2, 300)), values((2, 1)).astype(np.float64)
+        np.testing.assert_array_equal(f(x, col, col), (x - col) * col + col)
+
+
+def test_the_several_broadcast_block_loop_is_vectorised():
+    """The block loop's inner loop is reported vectorised by g++ -fopt-info on the
+    kept kernel source, so a regression to the strided loop cannot pass."""
+    import pathlib
+    import re
+    import shutil
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("no g++ to report vectorised loops")
+    f = kjit.elementwise("template <typename T> T ew_bb(T x, T m, T r) { return (x - m) * r; }")
+    x = np.ones((4, 300), np.float32)
+    np.testing.assert_array_equal(f(x, np.full((4, 1), 0.5, np.float32), np.full((4, 1), 2, np.float32)), x)
+    [source] = pathlib.Path(os.environ["KJIT_CACHE_DIR"]).glob("kjit_ew_ew_bb-*/*.cc")
+    lines = source.read_text().splitlines()
+    start = max(i for i, line in enumerate(lines) if line == '#line 1 "kjit_elementwise_loop"')
+    loop = next(i for i, line in enumerate(lines) if line.startswith("      for (int64_t __j = 0; __j < __m; ++__j)"))
+    report = subprocess.run([gxx, "-std=c++17", "-O3", "-fno-math-errno", "-fopt-info-vec-optimized", "-c",
+                             str(source), "-o", os.devnull], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert re.search(rf"kjit_elementwise_loop:{loop - start}:\d+: optimized: loop vectorized", report.stderr), (
+        loop - start, report.stderr)
 
 
 _STREAMED_AT_LEVEL = """
