@@ -179,6 +179,11 @@ struct FunctionSpec {
   /// module instantiates it for every combination of their C++ types and the stub
   /// calls the one for the dtypes bound in the call.
   std::vector<std::string> callee_template_vars;
+  /// "; independent(m, k)": shape symbols the kernel computes each index of on its
+  /// own (no result at index i reads another index of them), so a partitioner may
+  /// split them across devices (docs/distributed.md). Batch groups are independent
+  /// without saying so; every other symbol is replicated. In the order written.
+  std::vector<std::string> independent;
   /// The module's function computing this one's gradients, declared with it
   /// (`// @kjit f(...) backward=f_backward`): the pairing mod.torch and mod.jax use
   /// (docs/torch.md, Autograd). Not part of the signature; empty when none.
@@ -234,12 +239,15 @@ class SpecBuilder {
   SpecBuilder& device(const std::string& device);
   /// Adds a constraint such as "k % 8 == 0".
   SpecBuilder& constraint(const std::string& text);
+  /// Marks shape symbols independent ("independent(m, k)" in the grammar).
+  SpecBuilder& independent(const std::vector<std::string>& symbols);
   FunctionSpec build() const;
 
  private:
   TensorSpec& last_tensor(const char* modifier);
   FunctionSpec spec_;
   std::vector<std::string> constraint_text_;
+  std::vector<std::string> independent_;
 };
 
 }  // namespace kjit

@@ -31,6 +31,7 @@ if not _version_only():
     from .reduction import arg_reduction, reduction
     from .module import Module, build, load, load_inline, normalize_arg_spec, resolve, resolve_arg_specs
     from .spec import Spec, parse_signature
+    from .sharding import ShardingRule
 
     __version__ = str(_api.version())
 
@@ -54,6 +55,7 @@ __all__ = [
     "CompileError",
     "InternalError",
     "Module",
+    "ShardingRule",
     "Spec",
     "SpecError",
     "arg_reduction",

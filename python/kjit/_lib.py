@@ -49,6 +49,7 @@ class _Api:
             "spec_from_builder",
             "emit_stub",
             "emit_stub_prelude",
+            "spec_tensors",
             "load_inline",
             "load_module",
             "resolve_functions",

@@ -16,6 +16,7 @@ import inspect
 from typing import Any, Dict, List, Optional, Protocol, Sequence
 
 from . import _frameworks  # noqa: F401 (configures the framework table of kjit._call)
+from . import sharding
 from ._lib import api, call_type
 
 _REQUIRED = object()  # a parameter without default
@@ -118,6 +119,8 @@ def make_function(module_name: str, fields, fast, model, direct_abi: bool) -> An
     fn.__signature__ = _signature_object(params)
     fn.__kjit_params__ = params
     fn.__kjit_return__ = _return_type(str(fields["return_type"]))
+    #: which dims partitioners may split (kjit.sharding, docs/distributed.md); assign to override
+    fn.sharding_rule = sharding.of_spec(fn_name, signature)
     return fn
 
 

@@ -34,6 +34,7 @@ from ._lib import api
 from ._optional import import_optional
 from .errors import SpecError
 from .module import FrontEndFunctions, Module, with_xla_handlers
+from . import sharding as _sharding
 
 _jax = import_optional("jax", "jax", "kjit.jax")
 
@@ -146,6 +147,24 @@ def registered_targets() -> Dict[Tuple[str, str], str]:
         return dict(_registered)
 
 
+def disabled_checks(*modules) -> list:
+    """What ``jax.export.export(..., disabled_checks=...)`` needs for a function
+    calling kjit functions of ``modules`` (kjit modules, or ``mod.jax``): one
+    ``DisabledSafetyCheck.custom_call`` per XLA target. JAX refuses to serialize
+    custom calls outside its allow-list; the process that loads the export must
+    register the same targets first (``kjit.load(path)``, then ``mod.jax`` or
+    ``kjit.jax.functions(mod)``; docs/distributed.md)."""
+    from jax import export
+
+    checks = []
+    for m in modules:
+        fns = functions(m) if isinstance(m, Module) else m
+        if not isinstance(fns, Functions):
+            raise TypeError(f"kjit.jax.disabled_checks() takes kjit modules (or mod.jax), got {type(m).__name__}")
+        checks += [export.DisabledSafetyCheck.custom_call(f.target) for f in fns._items.values()]
+    return checks
+
+
 # ---- JAX-traceable callables ----------------------------------------------------
 
 # How a scalar reaches the handler as an XLA attribute, by its spec type. XLA rejects
@@ -188,6 +207,71 @@ def _vmap_method(params, vmap: Optional[str]) -> str:
     groups = {p.batch for p in tensors if p.batch}
     leading = all("[...]" in p.type or p.batch for p in tensors) and len(groups) <= 1
     return "broadcast_all" if tensors and leading else "sequential"
+
+
+def _factor_axes(rule, operand_dims, specs) -> dict:
+    """factor -> the mesh axes (a PartitionSpec entry) it is split on: those of the
+    first operand dim that has the factor sharded, an axis used once per call; only
+    split and reduced factors (kjit.sharding) are split."""
+    axes_of, used = {}, set()
+    for names, spec in zip(operand_dims, specs):
+        for f, entry in zip(names, tuple(spec) + (None,) * (len(names) - len(spec))):
+            if entry is None or f in axes_of or rule.kind_of(f) == _sharding.REPLICATED:
+                continue
+            axes = set(entry) if isinstance(entry, tuple) else {entry}
+            if axes & used:
+                continue
+            used |= axes
+            axes_of[f] = entry
+    return axes_of
+
+
+def _sharded(rule, operand_names, result_names, operands, results, call, local_call, combine=None):
+    """``call`` (operands -> tuple of results) as JAX's partitioner sees it under
+    jax.jit: a custom_partitioning whose Shardy rule is ``rule`` (kjit.sharding), so
+    operands sharded on split factors stay sharded and each device runs
+    ``local_call`` on its pieces (then ``combine(shardings, results)`` where a reduced
+    factor is split); inside a custom_vmap whose batching is ``call``'s own (the
+    partitioner has no batching rule). Unchanged when nothing can be split."""
+    if not any(rule.kind_of(f) in (_sharding.SPLIT, _sharding.REDUCED) for f in rule.kinds):
+        return call
+    operand_ranks = list(zip(operand_names, (o.ndim for o in operands)))
+    result_ranks = list(zip(result_names, (len(r.shape) for r in results)))
+    text, replicate, _ = rule.shardy(operand_ranks, result_ranks)
+    dims = rule.call_dims(dict(operand_ranks + result_ranks))
+    from jax.experimental.custom_partitioning import custom_partitioning
+
+    partitioned = custom_partitioning(lambda *ops: call(*ops))
+
+    def partition(mesh, arg_shapes, result_shape):
+        # The partitioner hands the operands as they are sharded; the rule decides
+        # what the kernel gets: each split factor on the mesh axes of its first
+        # operand that shards it, every other dim whole (JAX reshards to match).
+        axes_of = _factor_axes(rule, [dims[n] for n in operand_names], [a.sharding.spec for a in arg_shapes])
+
+        def sharding(names):
+            spec = _jax.sharding.PartitionSpec(*(axes_of.get(f) for f in names))
+            return _jax.sharding.NamedSharding(mesh, spec)
+
+        arg_shardings = tuple(sharding(dims[n]) for n in operand_names)
+        result_shardings = tuple(sharding(dims[n]) for n in result_names)
+
+        def lower(*ops):
+            out = local_call(*ops)
+            return combine(axes_of, out) if combine is not None else out
+
+        return mesh, lower, result_shardings, arg_shardings
+
+    partitioned.def_partition(partition, sharding_rule=text, need_replication_factors=replicate)
+    batched = _jax.custom_batching.custom_vmap(partitioned)
+
+    @batched.def_vmap
+    def _(axis_size, in_batched, *ops):
+        del axis_size
+        out = _jax.vmap(call, in_axes=tuple(0 if b else None for b in in_batched))(*ops)
+        return out, tuple(True for _ in out)
+
+    return batched
 
 
 class Function:
@@ -290,8 +374,7 @@ class Function:
                             "complex attrs): pass its real and imaginary parts as two float parameters")
         return kind(value)
 
-    def __call__(self, *args, **kwargs):
-        results, operands, attrs, values = self._plan(args, kwargs)
+    def _ffi(self, results, attrs):
         ffi = _jax.ffi.ffi_call(self.target, results, vmap_method=self.vmap_method,
                                 input_output_aliases=self.input_output_aliases)
 
@@ -299,8 +382,37 @@ class Function:
             return tuple(ffi(*ops, **attrs))
 
         call.__name__ = self.name  # how jaxprs name the custom_vjp/custom_jvp call
+        return call
+
+    @property
+    def sharding_rule(self) -> "_sharding.ShardingRule":
+        """The function's sharding rule: ``mod.fn.sharding_rule`` of the module it came
+        from (an assignment there overrides it here too)."""
+        source = self._owner.module[self.name] if self._owner is not None else self.fn
+        return _sharding.rule_of(source) or _sharding.rule_of(self.fn)
+
+    def _local_call(self, values):
+        """The call on each device's pieces: planned again for their shapes (the
+        call model's checks and returned shapes for the local sizes)."""
+        slots = self._operand_slots
+
+        def local(*ops):
+            local_values = list(values)
+            for slot, op in zip(slots, ops):
+                local_values[slot] = op
+            results, operands, attrs, _ = self._plan(local_values, {})
+            return self._ffi(results, attrs)(*operands)
+
+        return local
+
+    def __call__(self, *args, **kwargs):
+        results, operands, attrs, values = self._plan(args, kwargs)
+        call = self._ffi(results, attrs)
 
         if any(_is_traced(o) for o in operands):
+            # under jax.jit: the partitioner's rule (kjit.sharding)
+            call = _sharded(self.sharding_rule, [p.name for p in self._operands], [p.name for p in self._results],
+                            operands, results, call, self._local_call(values))
             # only a traced call can be differentiated (jax.grad, or jax.jit's jaxpr that
             # jax.grad may differentiate later); a concrete call stays a plain ffi_call
             call = self._differentiable(call, operands, values)
@@ -553,12 +665,30 @@ class ElementwiseFunction:
             attrs[f"extra_{k:02d}"] = kind(value)
         return attrs
 
+    def _ffi(self, results, attrs):
+        ffi = _jax.ffi.ffi_call(self.target, results, vmap_method="expand_dims")
+        return lambda *ops: tuple(ffi(*ops, **attrs))
+
+    def sharding_rule(self, *inputs) -> "_sharding.ShardingRule":
+        """The sharding rule of a call with these inputs (arrays or
+        jax.ShapeDtypeStruct): every dim of the broadcast result split."""
+        results, arrays = self._plan(inputs)
+        return _sharding.for_elementwise(self.f.name, [a.shape for a in arrays], len(results))
+
     def __call__(self, *inputs, **extras):
         if not inputs:
             raise TypeError(f"{self.f.name}: expected at least one input")
         results, arrays = self._plan(inputs)
-        call = _jax.ffi.ffi_call(self.target, results, vmap_method="expand_dims")
-        out = call(*arrays, engine=np.int64(self._engine.id), promotion=np.int64(0), **self._extra_attrs(extras))
+        attrs = dict(engine=np.int64(self._engine.id), promotion=np.int64(0), **self._extra_attrs(extras))
+        call = self._ffi(results, attrs)
+        if any(_is_traced(a) for a in arrays):
+            rule = _sharding.for_elementwise(self.f.name, [a.shape for a in arrays], len(results))
+
+            def local(*ops):
+                return self._ffi(self._plan(ops)[0], attrs)(*ops)
+
+            call = _sharded(rule, rule.inputs, rule.outputs, arrays, results, call, local)
+        out = call(*arrays)
         return out[0] if len(results) == 1 else tuple(out)
 
     def __repr__(self) -> str:
@@ -611,10 +741,51 @@ class ReductionFunction:
                 x = arrays[0]
                 result = self(x.reshape(-1) if x.ndim != 1 else x, axis=0)
                 return result.reshape((1,) * x.ndim) if keepdims else result
+        return self._call(arrays, axis, keepdims, sharded=any(_is_traced(a) for a in arrays))
+
+    def _ffi(self, arrays, axis, keepdims):
         result, mask = self._plan(arrays, axis, keepdims)
-        call = _jax.ffi.ffi_call(self.target, result, vmap_method="sequential")
-        return call(*arrays, engine=np.int64(self._red.id), promotion=np.int64(0), axes=np.int64(mask),
-                    keepdims=np.int64(bool(keepdims)))
+        ffi = _jax.ffi.ffi_call(self.target, result, vmap_method="sequential")
+        attrs = dict(engine=np.int64(self._red.id), promotion=np.int64(0), axes=np.int64(mask),
+                     keepdims=np.int64(bool(keepdims)))
+        return result, mask, lambda *ops: (ffi(*ops, **attrs),)
+
+    def sharding_rule(self, *inputs, axis=None, keepdims=False) -> "_sharding.ShardingRule":
+        """The sharding rule of a call with these inputs (arrays or
+        jax.ShapeDtypeStruct) and axis: kept dims split; reduced dims split only for
+        a combine-only reduction (no map_code, post_code or accumulator), whose
+        partial results are gathered and reduced again."""
+        arrays = [_as_array(x, f"{self.f.name}: input #{i}", True) for i, x in enumerate(inputs)]
+        _, mask = self._plan(arrays, axis, keepdims)
+        return self._rule(arrays, mask, keepdims)
+
+    def _rule(self, arrays, mask, keepdims):
+        rank = max(a.ndim for a in arrays)
+        reduced = [j for j in range(rank) if mask >> j & 1]
+        return _sharding.for_reduction(self.f.name, [(1,) * (rank - a.ndim) + tuple(a.shape) for a in arrays],
+                                       reduced, keepdims, self._red.combine_only and not self._arg)
+
+    def _call(self, arrays, axis, keepdims, sharded: bool):
+        result, mask, call = self._ffi(arrays, axis, keepdims)
+        if sharded:
+            rule = self._rule(arrays, mask, keepdims)
+            arrays = [a if a.ndim == max(b.ndim for b in arrays) else
+                      a.reshape((1,) * (max(b.ndim for b in arrays) - a.ndim) + tuple(a.shape)) for a in arrays]
+            reduced = [f for f, k in rule.kinds.items() if k == _sharding.REDUCED]
+
+            def local(*ops):
+                return self._ffi(list(ops), axis, keepdims)[2](*ops)
+
+            def combine(axes_of, out):
+                names = tuple(a for f in reduced if f in axes_of
+                              for a in (axes_of[f] if isinstance(axes_of[f], tuple) else (axes_of[f],)))
+                if not names:
+                    return out
+                pieces = _jax.lax.all_gather(out[0], names, axis=0)  # one partial result per device
+                return (self._call([pieces], 0, False, sharded=False),)
+
+            call = _sharded(rule, rule.inputs, rule.outputs, arrays, [result], call, local, combine)
+        return call(*arrays)[0]
 
     def __repr__(self) -> str:
         return f"<kjit JAX reduction {self.f.name}>"

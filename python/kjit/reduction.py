@@ -73,6 +73,8 @@ class _Reduction:
                                         None if identity_code else _identity(identity), bool(upcast_integers),
                                         build_dir, bool(verbose), arg, accumulator, identity_code)
         self.name: str = str(entry)
+        #: partial results reduce again with the reduction itself (kjit.sharding)
+        self.combine_only = not map_code and not post_code and not accumulator
 
     def make_function(self, torch: bool, scalar_inputs: bool, into: bool, keywords: int):
         """The call function of one call class (kjit.red_function): the framework,

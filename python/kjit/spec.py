@@ -63,6 +63,7 @@ class Spec:
         # The spec as named fields, checked by the C++ SpecBuilder in signature().
         self._params: list[dict] = []
         self._constraints: list[str] = []
+        self._independent: list[str] = []
 
     def dtype_var(self, name: str, dtypes) -> "Spec":
         """A dtype variable (the grammar's ``<T: float32|float64>``): tensors added
@@ -125,10 +126,16 @@ class Spec:
         self._constraints.append(text)
         return self
 
+    def independent(self, *symbols: str) -> "Spec":
+        """Shape symbols the kernel computes each index of on its own (the grammar's
+        ``independent(m, k)``): partitioners may split them (docs/distributed.md)."""
+        self._independent.extend(symbols)
+        return self
+
     def signature(self, name: Optional[str] = None) -> str:
         """The canonical signature string; raises SpecError if the spec is invalid."""
         return str(api.spec_from_builder({"name": name or self.name, "params": self._params,
-                                          "constraints": self._constraints}))
+                                          "constraints": self._constraints, "independent": self._independent}))
 
     def __repr__(self) -> str:
         return f"Spec({self.name!r}: {self.signature()})"

@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import function as _function
 from ._frameworks import TensorMeta
 from ._optional import import_optional
+from . import sharding as _sharding
 from .errors import SpecError
 from .module import FrontEndFunctions, Module
 
@@ -303,17 +304,73 @@ class Ops(FrontEndFunctions):
         return f"<kjit.torch ops {self.namespace}: {', '.join(self._items)}>"
 
 
+def _register_sharding(custom, strategies: Callable, static_from: Optional[int] = None) -> None:
+    """The op's DTensor sharding rule (torch.distributed.tensor.experimental.
+    register_sharding): ``strategies(args, kwargs, Shard, Replicate)`` lists the
+    (output placements, input placements) a call may run with (kjit.sharding).
+    ``static_from``: the first argument that changes the rule (a reduction's axis),
+    which DTensor must key its cache of strategies on; register_sharding keys only
+    int arguments, so kjit tells DTensor itself, and where it cannot, offers only
+    the replicated strategy (never one cached for another axis). Nothing where
+    torch has no distributed package."""
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor.experimental import register_sharding
+
+    keyed = static_from is None
+
+    def rule(*args, **kwargs):
+        found = strategies(args, kwargs, Shard, Replicate)
+        return found if keyed else found[:1]
+
+    overload = custom._opoverload
+    register_sharding(overload)(rule)
+    if static_from is not None:
+        try:
+            from torch.distributed.tensor._op_schema import RuntimeSchemaInfo
+
+            propagator = DTensor._op_dispatcher.sharding_propagator
+            propagator.op_to_schema_info[overload] = RuntimeSchemaInfo(static_from, needs_pytree=True)
+            keyed = True
+        except (ImportError, AttributeError):  # another torch: the replicated strategy alone stays right
+            pass
+
+
+def _checked_strategies(fn, params) -> Callable:
+    """A checked kernel op's DTensor strategies, from ``fn.sharding_rule`` as it is
+    when a call is propagated (an override assigned to ``mod.fn.sharding_rule``
+    applies): the schema's arguments are the callers in order, its returns the
+    returned tensors; out tensors are arguments, sharded as they are written."""
+    callers = [p for p in params if not p.returned]
+    tensors = {p.name for p in callers if p.kind == "tensor"}
+    returned = [p.name for p in params if p.returned]
+
+    def strategies(args, kwargs, shard, replicate):
+        values = dict(zip((p.name for p in callers), args), **kwargs)
+        ranks = {n: len(v.shape) for n, v in values.items() if n in tensors and v is not None}
+        out = []
+        for placements in _sharding.strategies(_sharding.rule_of(fn), ranks, shard, replicate):
+            ins = [placements[p.name] if p.name in ranks else None for p in callers[:len(args)]]
+            out.append(([placements[n] for n in returned], ins))
+        return out
+
+    return strategies
+
+
 def _define(qualname: str, key: str, impl: Callable, fake: Callable, schema: str, mutated: Sequence[str],
-            device_types) -> Any:
-    """The op ``qualname`` of the build (or code) ``key``: defined now, or the one the
-    same key defined before; SpecError when a different key holds the name (torch
-    keeps the first definition)."""
+            device_types, strategies: Optional[Callable] = None, static_from: Optional[int] = None) -> Any:
+    """The op ``qualname`` of the build (or code) ``key``: defined now (with its DTensor
+    ``strategies``, _register_sharding), or the one the same key defined before;
+    SpecError when a different key holds the name (torch keeps the first definition)."""
     with _lock:  # held while defining: a concurrent caller of the same key gets the op, never a half-made one
         previous = _registered.get(qualname)
         if previous is None:
             custom = torch.library.custom_op(qualname, impl, mutates_args=tuple(mutated),
                                              device_types=device_types, schema=schema)
             custom.register_fake(fake)
+            if strategies is not None:
+                _register_sharding(custom, strategies, static_from)
             _registered[qualname], _defined[qualname] = key, custom
             return custom
     if previous != key:
@@ -380,7 +437,8 @@ def _register_ops(mod: Module, ns: str) -> Ops:
         def fake(*args, _fn=fn):
             return _fake_outputs(_fn, args)
 
-        custom = _define(qualname, mod.key, impl, fake, schema, mutated, _DEVICE_TYPES[mod.devices[fn_name]])
+        custom = _define(qualname, mod.key, impl, fake, schema, mutated, _DEVICE_TYPES[mod.devices[fn_name]],
+                         _checked_strategies(fn, fn.__kjit_params__))
         ops._add(fn_name, _eager_op(fn, custom, qualname, _paired.get(qualname) is not None))
     return ops
 
@@ -459,9 +517,22 @@ def _reduction_op(f, qualname: str) -> Callable:
         dtype = torch.int64 if arg else _reduction_dtype(f, inputs)
         return torch.empty(_reduced_shape(shape, axis, keepdims), dtype=dtype, device=inputs[0].device)
 
+    def strategies(args, kwargs, shard, replicate):
+        shapes = [tuple(x.shape) for x in args[0]]
+        axis = args[1] if len(args) > 1 else kwargs.get("axis")
+        keepdims = bool(args[2] if len(args) > 2 else kwargs.get("keepdims", False))
+        rank = max(len(s) for s in shapes)
+        reduced = range(rank) if axis is None else sorted({a % rank for a in axis}) if rank else []
+        # DTensor's partial results combine only by its own ops (sum, max, ...): a reduced dim is whole
+        rule = _sharding.for_reduction(f.name, shapes, list(reduced), keepdims, False)
+        ranks = {t: len(shape) for t, shape in zip(rule.inputs, shapes)}
+        return [([p["output"]], [p[t] for t in rule.inputs] + [None] * (len(args) - 1))
+                for p in _sharding.strategies(rule, ranks, shard, replicate)]
+
     code = f.better_code if arg else f"{f.reduce_code}|{f.map_code}|{f.post_code}|{f.identity}"
     custom = _define(qualname, _code_key("reduction", code), impl, fake,
-                     "(Tensor[] inputs, int[]? axis=None, bool keepdims=False) -> Tensor", (), None)
+                     "(Tensor[] inputs, int[]? axis=None, bool keepdims=False) -> Tensor", (), None, strategies,
+                     static_from=1)
 
     def call(*inputs, axis=None, keepdims=False):
         axes = None if axis is None else ([axis] if isinstance(axis, int) else list(axis))
@@ -547,9 +618,17 @@ def _elementwise_op(f, qualname: str, extras) -> Callable:
     def fake(inputs, **kwargs):
         return returned(new_outputs(inputs))
 
+    def strategies(args, kwargs, shard, replicate):
+        shapes = [tuple(x.shape) for x in args[0]]
+        rule = _sharding.for_elementwise(f.name, shapes, n_out)
+        ranks = {t: len(shape) for t, shape in zip(rule.inputs, shapes)}
+        # the list's tensors count as arguments of their own (DTensor flattens the list)
+        return [([p[o] for o in rule.outputs], [p[t] for t in rule.inputs] + [None] * (len(args) - 1))
+                for p in _sharding.strategies(rule, ranks, shard, replicate)]
+
     schema = f"(Tensor[] inputs{_extras_schema(declared)}) -> {_returns(n_out)}"
     custom = _define(qualname, _code_key("elementwise", schema, f.name, f._engine.compute, f.code), impl, fake,
-                     schema, (), None)
+                     schema, (), None, strategies)
     names = [name for name, _, _ in declared]
 
     def call(*inputs, **kwargs):

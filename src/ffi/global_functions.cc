@@ -84,6 +84,7 @@ FunctionSpec build_spec(const FieldMap& fields) {
   SpecBuilder b(f.required_text("name"));
   for (const FieldMap& param : f.get<Array<FieldMap>>("params", {})) add_param(param, &b);
   for (const std::string& c : f.texts("constraints")) b.constraint(c);
+  b.independent(f.texts("independent"));
   f.expect_all_read();
   return b.build();
 }
@@ -276,6 +277,34 @@ FieldMap load_module_entry(const String& path) {
   });
 }
 
+/// A dim as the sharding rules read it (python/kjit/sharding.py): a whole symbol, a
+/// literal, or an expression of symbols.
+FieldMap dim_fields(const Expr& e) {
+  const char* kind = e->op == ExprOp::kSymbol ? "symbol" : (e->op == ExprOp::kConst ? "literal" : "expr");
+  Array<String> symbols;
+  for (const std::string& s : symbols_of(e)) symbols.push_back(String(s));
+  return FieldMap{{"kind", String(kind)}, {"text", String(to_string(e))}, {"symbols", symbols}};
+}
+
+/// kjit.spec_tensors(name, signature): each tensor's dims and role, and the spec's
+/// independent symbols, for the sharding rules derived from a spec.
+FieldMap spec_tensors(const FunctionSpec& spec) {
+  Array<FieldMap> tensors;
+  for (const Param& p : spec.params) {
+    if (p.kind != ParamKind::kTensor) continue;
+    Array<FieldMap> dims;
+    for (const Expr& e : p.tensor.shape) dims.push_back(dim_fields(e));
+    tensors.push_back(FieldMap{{"name", String(p.name)},
+                               {"written", p.tensor.out},
+                               {"returned", p.tensor.returned},
+                               {"optional", p.tensor.optional},
+                               {"batch", String(p.tensor.batch)},
+                               {"any_rank", p.tensor.any_rank},
+                               {"dims", dims}});
+  }
+  return FieldMap{{"tensors", tensors}, {"independent", strings(spec.independent)}};
+}
+
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef()
@@ -296,6 +325,10 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            [](const String& name, const String& sig) {
              return at_ffi_boundary(
                  [&] { return String(emit_stub(parse_signature(std::string(name), std::string(sig)))); });
+           })
+      .def("kjit.spec_tensors",
+           [](const String& name, const String& sig) {
+             return at_ffi_boundary([&] { return spec_tensors(parse_signature(std::string(name), std::string(sig))); });
            })
       .def("kjit.emit_stub_prelude", []() { return String(emit_stub_prelude()); })
       .def("kjit.load_inline", load_inline_entry)

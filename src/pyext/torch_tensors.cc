@@ -179,7 +179,7 @@ namespace {
 struct NativeTorch {
   PyTypeObject* type = nullptr;  ///< the torch.Tensor type this was probed on
   bool usable = false;
-  bool (*requires_grad)(const void* impl) = nullptr;  ///< c10::TensorImpl::requires_grad() const
+  bool (*requires_grad)(const void* impl) = nullptr;   ///< c10::TensorImpl::requires_grad() const
   void (*bump_version)(const void* tensor) = nullptr;  ///< torch::autograd::impl::bump_version(const at::Tensor&)
 };
 NativeTorch g_native;

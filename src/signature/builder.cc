@@ -193,10 +193,23 @@ SpecBuilder& SpecBuilder::constraint(const std::string& text) {
   return *this;
 }
 
+SpecBuilder& SpecBuilder::independent(const std::vector<std::string>& symbols) {
+  for (const std::string& s : symbols) {
+    check_name(spec_.name, "independent", s);
+    independent_.push_back(s);
+  }
+  return *this;
+}
+
 FunctionSpec SpecBuilder::build() const {
   // Round-trip through the canonical text: one parser, one validator.
   std::string text = to_string(spec_);
   for (size_t i = 0; i < constraint_text_.size(); ++i) text += (i == 0 ? "; " : ", ") + constraint_text_[i];
+  for (size_t i = 0; i < independent_.size(); ++i) {
+    text += i > 0 ? ", " : (constraint_text_.empty() ? "; independent(" : ", independent(");
+    text += independent_[i];
+  }
+  if (!independent_.empty()) text += ")";
   return parse_signature(spec_.name, text);
 }
 

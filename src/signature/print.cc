@@ -74,6 +74,11 @@ std::string to_string(const FunctionSpec& spec) {
     out += i == 0 ? "; " : ", ";
     out += to_string(c.lhs) + " " + cmp_op_text(c.op) + " " + to_string(c.rhs);
   }
+  for (size_t i = 0; i < spec.independent.size(); ++i) {
+    out += i == 0 ? (spec.constraints.empty() ? "; independent(" : ", independent(") : ", ";
+    out += spec.independent[i];
+  }
+  if (!spec.independent.empty()) out += ")";
   return out;
 }
 

@@ -33,8 +33,9 @@ class SignatureParser {
     spec.params.push_back(parse_param());
     while (accept(",")) spec.params.push_back(parse_param());
     if (accept(";")) {
-      spec.constraints.push_back(parse_constraint());
-      while (accept(",")) spec.constraints.push_back(parse_constraint());
+      do {
+        if (!parse_independent(&spec)) spec.constraints.push_back(parse_constraint());
+      } while (accept(","));
     }
     if (peek().kind != Tok::kEnd) {
       fail(peek(),
@@ -376,6 +377,24 @@ class SignatureParser {
                     std::to_string(t->shape.size()));
     }
     t->strides = std::move(strides);
+  }
+
+  /// "independent(m, k)" among the constraints; false (nothing taken) for a constraint.
+  /// A symbol cannot be called, so a name followed by '(' is this clause.
+  bool parse_independent(FunctionSpec* spec) {
+    if (peek().kind != Tok::kName || peek().text != "independent" || pos_ + 1 >= tokens_.size() ||
+        tokens_[pos_ + 1].text != "(") {
+      return false;
+    }
+    pos_ += 2;
+    do {
+      if (peek().kind != Tok::kName)
+        fail(peek(), "expected a shape symbol in independent(...), got " + describe(peek()));
+      spec->independent.push_back(peek().text);
+      ++pos_;
+    } while (accept(","));
+    if (!accept(")")) fail(peek(), "expected ')' to close independent(...), got " + describe(peek()));
+    return true;
   }
 
   Constraint parse_constraint() {

@@ -162,6 +162,35 @@ void check_batch(const FunctionSpec& spec, const std::string& signature, const P
   }
 }
 
+/// independent(...): each a shape symbol of some tensor, named once, and only ever a
+/// whole dim: a dim such as 2*n or n + 1 could not be split with n.
+void check_independent(const FunctionSpec& spec) {
+  const std::string context = "signature of '" + spec_detail::printable(spec.name) + "': independent(";
+  std::set<std::string> seen;
+  for (const std::string& s : spec.independent) {
+    if (!seen.insert(s).second) throw SpecError(context + s + ") names '" + s + "' twice");
+    bool whole = false;
+    for (const Param& p : spec.params) {
+      if (p.kind != ParamKind::kTensor) continue;
+      if (p.tensor.batch == s) {
+        throw SpecError(context + s + "): '" + s + "' is a batch group, whose dims are independent already");
+      }
+      for (const Expr& e : p.tensor.shape) {
+        if (e->op == ExprOp::kSymbol && e->name == s) {
+          whole = true;
+        } else if (symbols_of(e).count(s)) {
+          throw SpecError(context + s + "): tensor '" + p.name + "' has the dim '" + to_string(e) + "', which kjit " +
+                          "cannot split with '" + s + "': a symbol that is independent is only ever a whole dim");
+        }
+      }
+    }
+    if (!whole) {
+      throw SpecError(context + s + "): '" + s + "' is not a dim of any tensor; independent(...) names shape " +
+                      "symbols (x: float32[m, n] has m and n)");
+    }
+  }
+}
+
 /// Dtype variables: names of their own, alternatives that are not packed (a byte
 /// carrier would hold either), each carried by a tensor the caller passes.
 void check_dtype_vars(const FunctionSpec& spec, const std::string& signature) {
@@ -310,6 +339,7 @@ void validate_with_text(const FunctionSpec& spec, const std::string& signature) 
   }
   check_default_order(spec, signature);
   check_dtype_vars(spec, signature);
+  check_independent(spec);
   // A symbol may share its name with an integer scalar (which then passes it) but
   // not with a tensor or the stream.
   for (const Param& p : spec.params) {

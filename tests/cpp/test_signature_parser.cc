@@ -239,6 +239,35 @@ TEST(DTypeVars, TheBuilderDeclaresThem) {
   EXPECT_EQ(to_string(s), "<T: float32|float64> x: T[m, n], y: T[m, n] return, eps: T");
 }
 
+TEST(Independent, ParsesAmongTheConstraintsAndPrintsAfterThem) {
+  const FunctionSpec s = parse_signature("f", "x: float32[m, n], y: float32[m, n] out; independent(m), n > 0");
+  EXPECT_EQ(s.independent, std::vector<std::string>{"m"});
+  ASSERT_EQ(s.constraints.size(), 1u);
+  EXPECT_EQ(to_string(s), "x: float32[m, n], y: float32[m, n] out; n > 0, independent(m)");
+  EXPECT_EQ(canonical("x: float32[m, n]; independent(m, n)"), "x: float32[m, n]; independent(m, n)");
+  // a symbol named like the clause is still a symbol where it is not followed by '('
+  EXPECT_EQ(canonical("x: float32[independent]; independent > 1"), "x: float32[independent]; independent > 1");
+  const FunctionSpec b =
+      SpecBuilder("f").tensor("x", "float32", {"m", "n"}).constraint("n > 0").independent({"m"}).build();
+  EXPECT_EQ(to_string(b), "x: float32[m, n]; n > 0, independent(m)");
+}
+
+TEST(Independent, NamesOnlySymbolsThatAreWholeDims) {
+  EXPECT_EQ(error_of("x: float32[m, n]; independent(k)"),
+            "signature of 'f': independent(k): 'k' is not a dim of any tensor; independent(...) names shape symbols "
+            "(x: float32[m, n] has m and n)");
+  EXPECT_EQ(error_of("x: float32[m, n]; independent(m, m)"), "signature of 'f': independent(m) names 'm' twice");
+  EXPECT_EQ(error_of("x: float32[*b, n]; independent(b)"),
+            "signature of 'f': independent(b): 'b' is a batch group, whose dims are independent already");
+  EXPECT_EQ(error_of("x: float32[m], y: float32[2*m] out; independent(m)"),
+            "signature of 'f': independent(m): tensor 'y' has the dim '2*m', which kjit cannot split with 'm': a "
+            "symbol that is independent is only ever a whole dim");
+  EXPECT_NE(error_of("x: float32[m]; independent(3)").find("expected a shape symbol in independent(...), got '3'"),
+            std::string::npos);
+  EXPECT_NE(error_of("x: float32[m]; independent(m").find("expected ')' to close independent(...)"), std::string::npos);
+  EXPECT_THROW(SpecBuilder("f").tensor("x", "float32", {"m"}).independent({"m)"}), SpecError);
+}
+
 TEST(SymbolParams, ParseRoundTripAndLeaveTheCallerArguments) {
   FunctionSpec s = parse_signature("f", "x: float32[n], y: float32[n] out, n: int64 symbol, alpha: float32 = 1");
   EXPECT_TRUE(s.params[2].symbol);

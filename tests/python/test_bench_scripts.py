@@ -136,3 +136,9 @@ def test_bench_expressions_smoke(tmp_path):
     out = _run("bench_expressions.py", "--sizes", "10", "--repeat", "1", "--matrix", "64,96", tmp_path=tmp_path)
     assert "| tanh-GELU | 2^10 | new |" in out and "| var (Welford, one pass) | 0 |" in out
     assert "| kjit checked kernel (load_inline defaults) |" in out and "max error (ULP)" in out
+
+
+def test_bench_sharding_smoke(tmp_path):
+    pytest.importorskip("jax")
+    out = _run("bench_sharding.py", "--rows", "64", "--cols", "16", "--repeat", "1", tmp_path=tmp_path)
+    assert "| rows sharded, kjit's rule |" in out and "| rows sharded, everything replicated (no rule) |" in out, out
