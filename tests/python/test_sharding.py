@@ -175,6 +175,12 @@ SHARDED_JIT = textwrap.dedent(r"""
     got = jax.jit(lambda a: sq(a, axis=1))(put(x, None, "d"))  # partial sums of squares would not combine: gathered
     np.testing.assert_allclose(np.asarray(got), (x * x).sum(1), rtol=2e-6)
 
+    # an out tensor is an operand and a result (aliased): sharded alike, written on each device's rows
+    axpy = kjit.load_inline("shard_jit_axpy", cpp_sources=sys.argv[2], jax=True,
+                            functions={"axpy": "x: float32[m, n], y: float32[m, n] out, a: float64; independent(m)"})
+    f = lambda a, b: axpy.jax.axpy(a, b, 2.0)
+    check("out tensor, rows", f, (put(x, "d", None), put(np.ones_like(x), "d", None)), 1 + 2 * x, {}, ("d",))
+
     # an override reaches the partitioner: n declared independent (wrong for RMSNorm, so the result says it)
     rule = mod.rmsnorm.sharding_rule
     mod.rmsnorm.sharding_rule = rule.independent("n")
@@ -189,6 +195,6 @@ SHARDED_JIT = textwrap.dedent(r"""
 def test_jax_partitions_kjit_calls_by_their_rules(kjit_cache_dir):
     pytest.importorskip("jax")
     env = dict(os.environ, KJIT_CACHE_DIR=str(kjit_cache_dir))
-    proc = subprocess.run([sys.executable, "-c", SHARDED_JIT, os.path.join(ROOT, "examples", "rmsnorm.cc")],
+    proc = subprocess.run([sys.executable, "-c", SHARDED_JIT, os.path.join(ROOT, "examples", "rmsnorm.cc"), AXPY],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-4000:]
