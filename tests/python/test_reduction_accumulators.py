@@ -58,7 +58,12 @@ def test_an_online_logsumexp_in_one_pass():
     m = x.max(axis=1, keepdims=True)
     want = (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))[:, 0]
     np.testing.assert_allclose(lse(x, axis=1), want, rtol=1e-12)
+    np.testing.assert_allclose(lse(x, axis=0), (x.max(0) + np.log(np.exp(x - x.max(0)).sum(0))), rtol=1e-12)
     assert lse(np.zeros((2, 0)), axis=1).tolist() == [-np.inf, -np.inf]
+    # infinities as scipy.special.logsumexp and torch.logsumexp have them
+    edges = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [1.0, np.inf], [-np.inf, 2.0], [np.nan, 1.0]])
+    got = lse(edges, axis=1)
+    assert got[:4].tolist() == [-np.inf, np.inf, np.inf, 2.0] and np.isnan(got[4]), got
 
 
 def test_argmax_that_carries_its_value():
