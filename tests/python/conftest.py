@@ -1,6 +1,8 @@
 """Shared fixtures: an isolated build cache and a small helper to build modules."""
 
 import os
+import signal
+import subprocess
 
 import pytest
 
@@ -29,3 +31,17 @@ def build(name, source, functions, **kwargs):
 def build_module():
     """The `build` helper as a fixture, for tests that prefer injection."""
     return build
+
+
+def run_bounded(args, env, timeout, cwd=None) -> subprocess.CompletedProcess:
+    """``args`` in a session (process group) of its own, so that a hung run, and
+    every process it started, is killed past ``timeout`` seconds; then the test fails."""
+    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{args[1:3]} did not finish within {timeout} s (a hang):\n{out[-2000:]}\n{err[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

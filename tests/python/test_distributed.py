@@ -7,9 +7,7 @@ its whole process group is killed when it overruns."""
 
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import textwrap
 
@@ -17,21 +15,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import run_bounded  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RMSNORM = os.path.join(ROOT, "examples", "rmsnorm.cc")
 
 
 def run(args, env, timeout, cwd=None):
-    """``args`` in a session of its own; the whole group is killed past ``timeout``."""
-    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{args[1:3]} ran past {timeout} s:\n{out[-2000:]}\n{err[-4000:]}")
-    return proc.returncode, out, err
+    proc = run_bounded(args, env, timeout, cwd)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def ranks_ok(out: str, world: int) -> bool:

@@ -15,6 +15,7 @@ import pytest
 
 import kjit
 import tvm_ffi
+from conftest import run_bounded
 
 ADD = "template <typename T> T add(T a, T b) { return a + b; }"
 TIMEOUT_S = 120  # far above the seconds these scripts take; a hang hits it
@@ -27,15 +28,7 @@ def run_script(*parts: str) -> subprocess.CompletedProcess:
     # These scripts count the threads regions use: the governor must not make them
     # serial because the other test process loads the machine.
     env = dict(os.environ, KJIT_ADAPTIVE_THREADS="0")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"the script did not finish within {TIMEOUT_S} s (a hang): {out!r} {err!r}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return run_bounded([sys.executable, "-c", code], env, TIMEOUT_S)
 
 
 PRELUDE = f"""
