@@ -769,8 +769,8 @@ class ReductionFunction:
         result, mask, call = self._ffi(arrays, axis, keepdims)
         if sharded:
             rule = self._rule(arrays, mask, keepdims)
-            arrays = [a if a.ndim == max(b.ndim for b in arrays) else
-                      a.reshape((1,) * (max(b.ndim for b in arrays) - a.ndim) + tuple(a.shape)) for a in arrays]
+            rank = max(a.ndim for a in arrays)  # the rule's dims are the broadcast shape's
+            arrays = [a if a.ndim == rank else a.reshape((1,) * (rank - a.ndim) + tuple(a.shape)) for a in arrays]
             reduced = [f for f, k in rule.kinds.items() if k == _sharding.REDUCED]
 
             def local(*ops):

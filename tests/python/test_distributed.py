@@ -133,25 +133,25 @@ def shared_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("kjit-dist-cache"))
 
 
-def test_dtensor_ops_over_two_ranks_from_torch_multiprocessing(tmp_path, shared_cache):
-    if not torch.distributed.is_available():
-        pytest.skip("torch without torch.distributed")
-    script = tmp_path / "spawn.py"
-    script.write_text(SPAWN)
-    env = dict(os.environ, KJIT_CACHE_DIR=shared_cache, OMP_NUM_THREADS="1")
-    rc, out, err = run([sys.executable, str(script), RMSNORM, "2", str(free_port())], env, 300)
-    assert rc == 0 and ranks_ok(out, 2), out[-2000:] + err[-6000:]
-
-
-def test_dtensor_ops_over_four_ranks_from_torchrun(tmp_path, shared_cache):
+def run_ranks(tmp_path, cache, script_text, launch, world, timeout):
+    """``script_text`` as a file started by ``launch(path)`` (argv); every rank of
+    ``world`` must report ok."""
     if not torch.distributed.is_available():
         pytest.skip("torch without torch.distributed")
     script = tmp_path / "ranks.py"
-    script.write_text(TORCHRUN)
-    env = dict(os.environ, KJIT_CACHE_DIR=shared_cache, OMP_NUM_THREADS="1")
-    rc, out, err = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
-                        str(script), RMSNORM], env, 400)
-    assert rc == 0 and ranks_ok(out, 4), out[-2000:] + err[-6000:]
+    script.write_text(script_text)
+    env = dict(os.environ, KJIT_CACHE_DIR=cache, OMP_NUM_THREADS="1")
+    rc, out, err = run(launch(str(script)), env, timeout)
+    assert rc == 0 and ranks_ok(out, world), out[-2000:] + err[-6000:]
+
+
+def test_dtensor_ops_over_two_ranks_from_torch_multiprocessing(tmp_path, shared_cache):
+    run_ranks(tmp_path, shared_cache, SPAWN, lambda s: [sys.executable, s, RMSNORM, "2", str(free_port())], 2, 300)
+
+
+def test_dtensor_ops_over_four_ranks_from_torchrun(tmp_path, shared_cache):
+    run_ranks(tmp_path, shared_cache, TORCHRUN, lambda s: [sys.executable, "-m", "torch.distributed.run",
+                                                           "--standalone", "--nproc-per-node", "4", s, RMSNORM], 4, 400)
 
 
 EXPORT = textwrap.dedent(r"""
