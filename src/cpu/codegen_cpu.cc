@@ -18,6 +18,9 @@ constexpr int kStreamBlockBytes = 256;
 /// Elements per block of the several-broadcast loop (broadcast_blocks()).
 constexpr int kBroadcastBlock = 256;
 
+/// Up to this many tensor inputs, every set of them broadcast has a loop of its own.
+constexpr size_t kAllSetsInputs = 3;
+
 /// `v` rounded to float16 or bfloat16 and widened back (a double).
 std::string round_to_half(EwType half, const std::string& v) {
   if (half == EwType::kFloat16)
@@ -95,13 +98,15 @@ class KernelWriter {
     n_ops_ = n_out_ + t_.inputs.size();
   }
 
-  /// One element at byte offsets `off(op)` of each operand.
-  std::string element(const std::vector<std::string>& addr) const {
+  /// One element at byte addresses `addr` of each operand; inputs in `hoisted`
+  /// (a bit per input) take the value loaded before the loop (__b<i>).
+  std::string element(const std::vector<std::string>& addr, uint32_t hoisted = 0) const {
     std::ostringstream o;
     std::string args;
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      args += ", " + (by_value(i) ? "__b" + std::to_string(i)
-                                  : cpu::load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result));
+      const bool value = by_value(i) || (i < 32 && ((hoisted >> i) & 1U) != 0);
+      args +=
+          ", " + (value ? "__b" + std::to_string(i) : cpu::load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result));
     }
     for (size_t e = 0; e < t_.extra.size(); ++e) args += ", __e" + std::to_string(e);
     std::string results;
@@ -194,38 +199,70 @@ class KernelWriter {
     return o.str();
   }
 
-  /// Input `b` broadcast (stride 0), the others contiguous.
-  std::string broadcast(size_t b) const {
+  /// The tensor inputs in `set` (a bit per input) broadcast along the row (stride
+  /// 0), the other operands contiguous: the broadcast values are loaded once,
+  /// before the loop, which then reads only contiguous operands and vectorises.
+  /// (A value may not change under the loop's stores: an output that partially
+  /// overlaps an input is refused before any kernel runs.)
+  std::string broadcast(uint32_t set) const {
     std::ostringstream o;
-    std::string cond;
+    std::string cond, loads;
     std::vector<std::string> addr;
     for (size_t op = 0; op < n_ops_; ++op) {
-      std::string s = "__s" + std::to_string(op);
+      const std::string d = std::to_string(op), s = "__s" + d;
+      const bool hoisted = op >= n_out_ && ((set >> (op - n_out_)) & 1U) != 0;
       if (by_value_operand(op)) {
-        addr.push_back("__d" + std::to_string(op));
-      } else if (op == b) {
+        addr.push_back("__d" + d);
+      } else if (hoisted) {
+        const size_t i = op - n_out_;
         cond += (cond.empty() ? "" : " && ") + (s + " == 0");
-        addr.push_back("__d" + std::to_string(op));
+        loads += "    const __C __b" + std::to_string(i) + " = " +
+                 cpu::load_expr(t_.inputs[i], "__d" + d, t_.half_result) + ";\n";
+        addr.push_back("__d" + d);
       } else {
         cond += (cond.empty() ? "" : " && ") + (s + " == " + std::to_string(size(op)));
-        addr.push_back("__d" + std::to_string(op) + " + __k * " + std::to_string(size(op)));
+        addr.push_back("__d" + d + " + __k * " + std::to_string(size(op)));
       }
     }
-    o << "  if (" << cond << ") {\n    for (int64_t __k = 0; __k < __n; ++__k) { " << element(addr)
-      << "}\n    return;\n  }\n";
+    o << "  if (" << cond << ") {\n"
+      << loads << "    for (int64_t __k = 0; __k < __n; ++__k) { " << element(addr, set) << "}\n    return;\n  }\n";
     return o.str();
   }
 
-  /// Several inputs broadcast (stride 0), the other operands contiguous: each
-  /// broadcast value is copied once into a block of its own, and the call runs in
-  /// blocks whose operands are all contiguous, a loop the compiler vectorises (the
-  /// one-broadcast loops above read the value in place; this is for the rest).
+  /// A bit per tensor input (inputs that are not Python scalars) among the first
+  /// 32; the rest take the loops for no broadcast set.
+  uint32_t tensor_inputs() const {
+    uint32_t bits = 0;
+    for (size_t i = 0; i < t_.inputs.size() && i < 32; ++i) {
+      if (!by_value(i)) bits |= 1U << i;
+    }
+    return bits;
+  }
+
+  /// The sets of broadcast inputs that get a loop of their own (broadcast(set)):
+  /// every set when there are up to kAllSetsInputs tensor inputs, else the single
+  /// ones (more would multiply the loops the compiler builds); the others take
+  /// broadcast_blocks().
+  std::vector<uint32_t> broadcast_sets() const {
+    const uint32_t tensors = tensor_inputs();
+    const bool all = __builtin_popcount(tensors) <= kAllSetsInputs;
+    std::vector<uint32_t> sets;
+    for (uint32_t set = tensors; set != 0; set = (set - 1) & tensors) {  // the non-empty subsets
+      if (all || __builtin_popcount(set) == 1) sets.push_back(set);
+    }
+    return sets;
+  }
+
+  /// Several inputs broadcast (stride 0) where broadcast_sets() has no loop for
+  /// them, the other operands contiguous: each broadcast value is copied once into
+  /// a block of its own, and the call runs in blocks whose operands are all
+  /// contiguous, a loop the compiler vectorises.
   std::string broadcast_blocks() const {
     std::vector<size_t> tensors;  // the tensor inputs' operands
     for (size_t op = n_out_; op < n_ops_; ++op) {
       if (!by_value_operand(op)) tensors.push_back(op);
     }
-    if (tensors.size() < 2) return "";
+    if (tensors.size() <= kAllSetsInputs) return "";  // broadcast_sets() has a loop for every set
     std::string cond;
     for (size_t op = 0; op < n_out_; ++op) {
       cond += (cond.empty() ? "" : " && ") + ("__s" + std::to_string(op) + " == " + std::to_string(size(op)));
@@ -297,9 +334,7 @@ class KernelWriter {
       }
     }
     o << contiguous();
-    for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      if (!by_value(i)) o << broadcast(n_out_ + i);
-    }
+    for (uint32_t set : broadcast_sets()) o << broadcast(set);
     o << broadcast_blocks() << generic();
     return o.str();
   }
@@ -319,13 +354,23 @@ std::string emit_elementwise_cpu(const std::string& code, const std::string& ent
     << cpu::kernel_namespace_head(types.compute)
     << iterator::entry_apply(iterator::entry_callee(code, entry, "__C"), KernelWriter(types).result_spellings(),
                              "inline __attribute__((always_inline))", "")
+    << "/// One row of __n elements; the exported loop runs it per row.\n"
+    << "inline __attribute__((always_inline)) void __kjit_row(char* const* __data, const int64_t* __strides, int64_t "
+       "__n, const void* __extra) {\n";
+  KernelWriter w(types);
+  const size_t n_ops = types.outputs.size() + types.inputs.size();
+  o << w.body() << "}\n"
     << "}  // namespace\n}  // namespace __kjit_ew\n\n"
     << "extern \"C\" __attribute__((visibility(\"default\"))) void kjit_ew_kernel(char** __data, const int64_t* "
        "__strides,\n"
-    << "                                                                       int64_t __n, const void* __extra) {\n"
-    << "  using namespace __kjit_ew;\n";
-  KernelWriter w(types);
-  o << w.body() << "}\n";
+    << "    int64_t __size0, int64_t __size1, const void* __extra) {\n"
+    << "  constexpr int __ops = " << n_ops << ";\n"
+    << "  char* __p[__ops];\n"
+    << "  for (int __o = 0; __o < __ops; ++__o) __p[__o] = __data[__o];\n"
+    << "  for (int64_t __r = 0; __r < __size1; ++__r) {\n"
+    << "    __kjit_ew::__kjit_row(__p, __strides, __size0, __extra);\n"
+    << "    for (int __o = 0; __o < __ops; ++__o) __p[__o] += __strides[__ops + __o];\n"
+    << "  }\n}\n";
   return o.str();
 }
 

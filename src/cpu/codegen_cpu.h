@@ -43,8 +43,9 @@ std::string kernel_namespace_head(EwType compute);
 }  // namespace cpu
 
 /// The exported loop: `void kjit_ew_kernel(char** data, const int64_t* strides,
-/// int64_t n, const void* extra)`, operands outputs first, strides in bytes, extra
-/// scalars in 16-byte slots.
+/// int64_t size0, int64_t size1, const void* extra)` (loop_driver.h's KernelFn):
+/// size1 rows of size0 elements, operands outputs first, each one's inner byte
+/// stride then its outer, extra scalars in 16-byte slots.
 std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types);
 
 }  // namespace kjit

@@ -87,36 +87,42 @@ int chunks_for(int64_t total, int threads, int64_t out_elem_bytes, bool runs_lim
 }
 
 /// Rows of the inner dim: elements [begin, end) of the loop's odometer order, at
-/// most `max_run` elements per kernel call.
+/// most `max_run` elements per row of a kernel call; whole rows along dim 1 go in
+/// one call (the kernel's outer loop), the rest of a row in a call of its own.
 void run_range(const Kernel& kernel, const detail::LoopLayout& loop, char* const* data, const void* extra,
                int64_t begin, int64_t end, int64_t max_run) {
-  const size_t n_ops = loop.operands.size();
-  const int64_t n0 = loop.shape[0];
+  const size_t n_ops = loop.operands.size(), n_dims = loop.shape.size();
+  const int64_t n0 = loop.shape[0], n1 = n_dims > 1 ? loop.shape[1] : 1;
   // Small fixed arrays: a 1-element call should not pay for heap allocations.
-  CallVector<int64_t> idx(loop.shape.size(), 0);
+  CallVector<int64_t> idx(n_dims, 0);
   int64_t row = begin / n0, col = begin % n0;
-  for (size_t d = 1; d < loop.shape.size(); ++d) {  // odometer position of `row`
+  for (size_t d = 1; d < n_dims; ++d) {  // odometer position of `row`
     idx[d] = row % loop.shape[d];
     row /= loop.shape[d];
   }
   CallVector<char*> ptr(n_ops, nullptr);
-  CallVector<int64_t> inner(n_ops, 0);
-  for (size_t op = 0; op < n_ops; ++op) inner[op] = loop.operands[op].strides[0];
+  CallVector<int64_t> steps(2 * n_ops, 0);  // inner strides, then dim 1's
+  for (size_t op = 0; op < n_ops; ++op) {
+    steps[op] = loop.operands[op].strides[0];
+    if (n_dims > 1) steps[n_ops + op] = loop.operands[op].strides[1];
+  }
   int64_t pos = begin;
   while (pos < end) {
     for (size_t op = 0; op < n_ops; ++op) {
       const int64_t* strides = loop.operands[op].strides.data();
       char* p = data[op] + col * strides[0];
-      for (size_t d = 1; d < loop.shape.size(); ++d) p += idx[d] * strides[d];
+      for (size_t d = 1; d < n_dims; ++d) p += idx[d] * strides[d];
       ptr[op] = p;
     }
-    int64_t n = std::min({n0 - col, end - pos, max_run});
-    kernel(ptr.data(), inner.data(), n, extra);
-    pos += n;
+    const int64_t n = std::min({n0 - col, end - pos, max_run});
+    const int64_t rows = n == n0 && n_dims > 1 ? std::min(n1 - idx[1], (end - pos) / n0) : 1;
+    kernel(ptr.data(), steps.data(), n, rows, extra);
+    pos += n * rows;
     col += n;
     if (col < n0) continue;  // the rest of this row
     col = 0;
-    for (size_t d = 1; d < loop.shape.size(); ++d) {
+    if (n_dims > 1) idx[1] += rows - 1;  // the call's last row; the odometer steps past it
+    for (size_t d = 1; d < n_dims; ++d) {
       if (++idx[d] < loop.shape[d]) break;
       idx[d] = 0;
     }
@@ -149,7 +155,7 @@ void execute_tiled(const Kernel& kernel, const detail::LoopLayout& loop, char* c
   for (size_t d = 2; d < loop.shape.size(); ++d) outer *= loop.shape[d];
   const int64_t tile_len = std::max<int64_t>(k, 512 / k * k);  // a multiple of k: every run starts in phase
   std::vector<bool> repeat(n_ops);
-  std::vector<int64_t> strides(n_ops);
+  std::vector<int64_t> strides(2 * n_ops, 0);  // contiguous runs: element sizes, no outer stride
   std::vector<int64_t> sizes(n_ops);
   for (size_t op = 0; op < n_ops; ++op) {
     repeat[op] = loop.operands[op].strides[1] == 0;
@@ -180,7 +186,7 @@ void execute_tiled(const Kernel& kernel, const detail::LoopLayout& loop, char* c
       }
       for (int64_t off = 0; off < span; off += tile_len) {
         for (size_t op = 0; op < n_ops; ++op) ptr[op] = repeat[op] ? tiles[op].data() : base[op] + off * sizes[op];
-        kernel(ptr.data(), strides.data(), std::min(tile_len, span - off), extra);
+        kernel(ptr.data(), strides.data(), std::min(tile_len, span - off), 1, extra);
       }
     }
   };
@@ -208,7 +214,13 @@ LoopPlan plan_loop(const std::vector<int64_t>& shape, detail::Operands operands,
   } else if (plan.loop.shape.size() == 1 && numel > 0 && numel <= kGrainSize) {
     plan.lane = Lane::kOneRow;
   }
-  for (const OperandInfo& op : plan.loop.operands) plan.inner_strides.push_back(op.strides[0]);
+  const size_t n_ops = plan.loop.operands.size();
+  plan.strides.assign(2 * n_ops, 0);
+  for (size_t op = 0; op < n_ops; ++op) {
+    const auto& strides = plan.loop.operands[op].strides;
+    plan.strides[op] = strides[0];
+    if (strides.size() > 1) plan.strides[n_ops + op] = strides[1];
+  }
   return plan;
 }
 

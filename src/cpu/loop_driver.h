@@ -12,8 +12,10 @@
 
 namespace kjit {
 
-/// `void kjit_ew_kernel(char** data, const int64_t* strides, int64_t n, const void* extra)`.
-using KernelFn = void (*)(char**, const int64_t*, int64_t, const void*);
+/// `void kjit_ew_kernel(char** data, const int64_t* strides, int64_t size0, int64_t size1,
+/// const void* extra)`: size1 rows of size0 elements (TensorIterator's loop2d);
+/// `strides` holds each operand's inner byte stride, then each one's outer.
+using KernelFn = void (*)(char**, const int64_t*, int64_t, int64_t, const void*);
 
 namespace cpu {
 
@@ -21,11 +23,11 @@ namespace cpu {
 struct Kernel {
   KernelFn fn = nullptr;
   bool guard_traps = false;
-  void operator()(char** data, const int64_t* strides, int64_t n, const void* extra) const {
+  void operator()(char** data, const int64_t* strides, int64_t size0, int64_t size1, const void* extra) const {
     if (guard_traps) {
-      call_trap_guarded(fn, data, strides, n, extra);
+      call_trap_guarded([&] { fn(data, strides, size0, size1, extra); });
     } else {
-      fn(data, strides, n, extra);
+      fn(data, strides, size0, size1, extra);
     }
   }
 };
@@ -60,7 +62,7 @@ enum class Lane {
 struct LoopPlan {
   // What a 1-element call reads first, ahead of the (large) loop nest.
   Lane lane = Lane::kRows;
-  std::vector<int64_t> inner_strides;  ///< byte stride of dim 0 per operand, as the kernel takes them
+  std::vector<int64_t> strides;  ///< dims 0 and 1's byte strides per operand, as the kernel takes them
   detail::LoopLayout loop;
 };
 
@@ -74,7 +76,7 @@ void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, 
 /// Runs a CPU lane with `data` (one pointer per operand, outputs first).
 inline void execute(const Kernel& kernel, const LoopPlan& plan, char** data, const void* extra) {
   if (plan.lane == Lane::kOneRow) {
-    kernel(data, plan.inner_strides.data(), plan.loop.shape[0], extra);
+    kernel(data, plan.strides.data(), plan.loop.shape[0], 1, extra);
     return;
   }
   execute_loop_nest(kernel, plan, data, extra);

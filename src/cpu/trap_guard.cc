@@ -53,8 +53,7 @@ bool holds_integers(EwType t) { return is_integer(t) || t == EwType::kBool; }
 
 }  // namespace
 
-void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const void*), char** data,
-                       const int64_t* strides, int64_t n, const void* extra) {
+void call_trap_guarded_erased(void (*body)(const void*), const void* context) {
   static std::once_flag installed;
   std::call_once(installed, install_handlers);
   sigjmp_buf here;
@@ -74,7 +73,12 @@ void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const voi
         "outputs hold what the loop wrote before it");
   }
   t_armed = &here;
-  kernel(data, strides, n, extra);
+  try {
+    body(context);
+  } catch (...) {  // the code's own exception: this frame's buffer must not stay armed
+    t_armed = outer;
+    throw;
+  }
   t_armed = outer;
 }
 

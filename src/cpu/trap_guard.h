@@ -14,15 +14,20 @@ struct EwKernelTypes;
 
 namespace cpu {
 
-/// Calls kernel(data, strides, n, extra); a SIGFPE raised inside it on this thread
-/// leaves the kernel at once (the outputs hold what it wrote so far) and throws a
-/// ZeroDivisionError; a SIGILL (a trap instruction the compiler put where it saw
-/// undefined behaviour) a RuntimeError. kjit's handlers are installed on first use
-/// and hand a signal raised outside a guarded kernel to the handler that was there
-/// before (Python's faulthandler, the default action). A handler installed after
-/// kjit's replaces it, and then a trap ends the process as it would without kjit.
-void call_trap_guarded(void (*kernel)(char**, const int64_t*, int64_t, const void*), char** data,
-                       const int64_t* strides, int64_t n, const void* extra);
+/// Runs `body(context)`; a SIGFPE raised inside it on this thread leaves the kernel
+/// at once (the outputs hold what it wrote so far) and throws a ZeroDivisionError;
+/// a SIGILL (a trap instruction the compiler put where it saw undefined behaviour)
+/// a RuntimeError. kjit's handlers are installed on first use and hand a signal
+/// raised outside a guarded kernel to the handler that was there before (Python's
+/// faulthandler, the default action). A handler installed after kjit's replaces
+/// it, and then a trap ends the process as it would without kjit.
+void call_trap_guarded_erased(void (*body)(const void*), const void* context);
+
+/// call_trap_guarded_erased for a callable: `run()` under the guard.
+template <typename F>
+void call_trap_guarded(const F& run) {
+  call_trap_guarded_erased([](const void* f) { (*static_cast<const F*>(f))(); }, &run);
+}
 
 /// Rethrows the exception being handled, which a computation string's code threw
 /// (on this thread, or on a pool worker that handed it back), as the kjit::Error of

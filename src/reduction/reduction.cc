@@ -515,7 +515,7 @@ void Reduction::Impl::execute(const RedPlan& plan, const std::vector<EwOperand>&
   problem.identity = plan.identity.bytes;
   auto call = [&](const int64_t* range, int64_t mode) {
     if (plan.guard) {
-      cpu::call_trap_guarded(plan.kernel.loops, nullptr, range, mode, &problem);
+      cpu::call_trap_guarded([&] { plan.kernel.loops(nullptr, range, mode, &problem); });
     } else {
       plan.kernel.loops(nullptr, range, mode, &problem);
     }

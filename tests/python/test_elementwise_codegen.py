@@ -316,13 +316,16 @@ def test_streamed_runs_write_every_element(dtype, threads):
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16, np.int64, np.float16, np.float32, np.float64,
                                    np.complex64, np.complex128])
-def test_several_broadcast_inputs_take_the_block_loop_with_numpys_values(dtype):
-    """Two or three inputs broadcast along the inner dimension ((m, 1) beside
-    (m, n)): the kernel copies each broadcast value into a block once and runs
-    all-contiguous blocks of 256 elements (docs/elementwise.md). Rows around the
-    block size (a partial last block, one element, none), the broadcast input in
-    every position, a strided output (the generic loop) and a mixed-dtype call."""
+def test_several_broadcast_inputs_take_vector_loops_with_numpys_values(dtype):
+    """Two or more inputs broadcast along the inner dimension ((m, 1) beside
+    (m, n)). With up to three tensor inputs each set of broadcast ones has a loop
+    that loads their values once; with more, the kernel copies each broadcast
+    value into a block and runs all-contiguous blocks of 256 elements
+    (docs/elementwise.md). Rows around the block size (a partial last block, one
+    element, none), the broadcast inputs in every position, a strided output (the
+    generic loop), a Python scalar among the inputs and a mixed-dtype call."""
     f = kjit.elementwise("template <typename T> T fma3(T x, T m, T r) { return (x - m) * r + m; }")
+    f5 = kjit.elementwise("template <typename T> T fma5(T x, T m, T r, T s, T t) { return (x - m) * r + s - t; }")
     rng = np.random.default_rng(5)
 
     def values(shape):
@@ -330,45 +333,93 @@ def test_several_broadcast_inputs_take_the_block_loop_with_numpys_values(dtype):
         v = v.astype(dtype)
         return v + (1j * v[..., ::-1]).astype(dtype) if np.issubdtype(dtype, np.complexfloating) else v
 
+    def check(fn, want_of, args, label):
+        ints = [v.astype(np.int64) for v in args] if dtype == np.bool_ else args  # C++: bool math is int
+        with np.errstate(all="ignore"):
+            want = want_of(*ints)
+        got = fn(*args)
+        np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=label)
+        rows, cols = got.shape
+        if cols:
+            out = np.empty((rows, 2 * cols), got.dtype)[:, ::2]
+            fn(*args, out=out)
+            np.testing.assert_array_equal(out, got, err_msg=label + " strided out=")
+
     for rows, cols in [(3, 255), (2, 256), (2, 257), (2, 513), (4, 1), (1, 1), (3, 0)]:
         x, col, col2 = values((rows, cols)), values((rows, 1)), values((rows, 1))
-        for args in [(x, col, col2), (col, x, col2), (col, col2, x), (col, col2, col)]:
-            a, b, c = (v.astype(np.int64) for v in args) if dtype == np.bool_ else args  # C++: bool math is int
-            with np.errstate(all="ignore"):
-                want = (a - b) * c + b
-            got = f(*args)
-            np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=f"{rows}x{cols}")
-            out = np.empty((rows, 2 * max(cols, 1)), got.dtype)[:, ::2][:, :cols] if cols else None
-            if out is not None and got.shape == out.shape:
-                f(*args, out=out)
-                np.testing.assert_array_equal(out, got)
-    if dtype == np.float32:  # mixed: a float64 column promotes
+        for args in [(x, col, col2), (col, x, col2), (col, col2, x), (x, x, col), (x, col, x), (col, col2, col)]:
+            check(f, lambda a, b, c: (a - b) * c + b, args, f"fma3 {rows}x{cols}")
+        for k in range(32):  # every set of broadcast inputs of five, beyond the sets with loops of their own
+            args = [col if (k >> i) & 1 else x for i in range(5)]
+            if k == 31 or k & (k - 1):
+                check(f5, lambda a, b, c, d, e: (a - b) * c + d - e, args, f"fma5 {rows}x{cols} set {k:05b}")
+    if dtype == np.float32:  # mixed: a float64 column promotes; a Python scalar in the middle
         x, col = values((2, 300)), values((2, 1)).astype(np.float64)
         np.testing.assert_array_equal(f(x, col, col), (x - col) * col + col)
+        np.testing.assert_array_equal(f(x, 2.0, col.astype(np.float32)), (x - 2) * col.astype(np.float32) + 2)
 
 
-def test_the_several_broadcast_block_loop_is_vectorised():
-    """The block loop's inner loop is reported vectorised by g++ -fopt-info on the
-    kept kernel source, so a regression to the strided loop cannot pass."""
-    import pathlib
+def _loop_vectorised(source, loop_prefix, after=None):
+    """Whether g++ -fopt-info reports the first loop of the kept kernel source
+    starting with `loop_prefix` (after a line starting with `after`) vectorised."""
     import re
     import shutil
 
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("no g++ to report vectorised loops")
-    f = kjit.elementwise("template <typename T> T ew_bb(T x, T m, T r) { return (x - m) * r; }")
-    x = np.ones((4, 300), np.float32)
-    np.testing.assert_array_equal(f(x, np.full((4, 1), 0.5, np.float32), np.full((4, 1), 2, np.float32)), x)
-    [source] = pathlib.Path(os.environ["KJIT_CACHE_DIR"]).glob("kjit_ew_ew_bb-*/*.cc")
     lines = source.read_text().splitlines()
     start = max(i for i, line in enumerate(lines) if line == '#line 1 "kjit_elementwise_loop"')
-    loop = next(i for i, line in enumerate(lines) if line.startswith("      for (int64_t __j = 0; __j < __m; ++__j)"))
+    first = 0 if after is None else next(i for i, line in enumerate(lines) if line.startswith(after))
+    loop = next(i for i, line in enumerate(lines) if i > first and line.startswith(loop_prefix))
     report = subprocess.run([gxx, "-std=c++17", "-O3", "-fno-math-errno", "-fopt-info-vec-optimized", "-c",
                              str(source), "-o", os.devnull], capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
-    assert re.search(rf"kjit_elementwise_loop:{loop - start}:\d+: optimized: loop vectorized", report.stderr), (
+    return re.search(rf"kjit_elementwise_loop:{loop - start}:\d+: optimized: loop vectorized", report.stderr), (
         loop - start, report.stderr)
+
+
+def test_the_several_broadcast_loops_are_vectorised():
+    """The loop for two broadcast inputs of three (values loaded once) and the
+    block loop of a five-input function are reported vectorised by g++ -fopt-info
+    on the kept kernel source, so a regression to the strided loop cannot pass."""
+    import pathlib
+
+    f = kjit.elementwise("template <typename T> T ew_bb(T x, T m, T r) { return (x - m) * r; }")
+    f5 = kjit.elementwise("template <typename T> T ew_bb5(T x, T m, T r, T s, T t) { return (x - m) * r + s * t; }")
+    x, half, two = np.ones((4, 300), np.float32), np.full((4, 1), 0.5, np.float32), np.full((4, 1), 2, np.float32)
+    np.testing.assert_array_equal(f(x, half, two), x)
+    np.testing.assert_array_equal(f5(x, half, two, half, two), x + 1)
+    cache = pathlib.Path(os.environ["KJIT_CACHE_DIR"])
+    [source] = cache.glob("kjit_ew_ew_bb-*/*.cc")
+    found, why = _loop_vectorised(source, "    for (int64_t __k = 0; __k < __n; ++__k)",
+                                  after="  if (__s0 == 4 && __s1 == 4 && __s2 == 0 && __s3 == 0) {")
+    assert found, why
+    [source5] = cache.glob("kjit_ew_ew_bb5-*/*.cc")
+    found, why = _loop_vectorised(source5, "      for (int64_t __j = 0; __j < __m; ++__j)")
+    assert found, why
+
+
+def test_rows_of_a_two_dimensional_call_run_in_one_kernel_call():
+    """Whole rows along dim 1 go to the kernel in one call (its outer loop, as
+    TensorIterator's loop2d), the rest of a row in calls of their own: every
+    split of a (rows, cols) loop across threads, odd row lengths, a transposed
+    operand and a 3-D loop give NumPy's values."""
+    f = kjit.elementwise("template <typename T> T rows2d(T x, T m, T r) { return (x - m) * r; }")
+    rng = np.random.default_rng(11)
+    try:
+        for threads in (1, 2):
+            kjit.set_num_threads(threads)
+            for shape in [(1, 7), (7, 1), (3, 5), (40000, 3), (3, 40000), (2, 3, 70001), (70001, 2), (5, 2, 1, 9)]:
+                x = rng.standard_normal(shape).astype(np.float32)
+                m = rng.standard_normal(shape[:-1] + (1,)).astype(np.float32)
+                r = rng.standard_normal(shape).astype(np.float32)
+                np.testing.assert_array_equal(f(x, m, r), (x - m) * r, err_msg=f"{shape}, {threads} threads")
+                if len(shape) == 2:
+                    xt = np.ascontiguousarray(x.T).T  # column-major: the loop runs down columns
+                    np.testing.assert_array_equal(f(xt, m, r), (xt - m) * r, err_msg=f"{shape} transposed")
+    finally:
+        kjit.set_num_threads(0)
 
 
 _STREAMED_AT_LEVEL = """

@@ -108,6 +108,31 @@ def test_a_sigfpe_outside_a_kernel_keeps_its_default_action():
         assert proc.returncode == -signal.SIGFPE, (proc.returncode, proc.stdout, proc.stderr)
 
 
+def test_an_exception_from_a_guarded_kernel_leaves_no_armed_guard():
+    """A computation string's own exception leaves a guarded (integer) kernel
+    through the guard: the guard disarms, so a later SIGFPE outside any kernel on
+    that thread still takes the default action instead of jumping into the frame
+    the exception left."""
+    proc = run("""
+    import os, signal
+    thrower = kjit.elementwise(
+        "#include <stdexcept>\\n"
+        "template <typename T> T thrower(T a) { if (a < 0) throw std::invalid_argument(\\"negative\\"); return a; }")
+    try:
+        thrower(np.array([1, -1], np.int64))
+    except ValueError as err:
+        print("raised:", err)
+    os.kill(os.getpid(), signal.SIGFPE)
+    print("survived")
+    """, faulthandler=False)
+    assert "raised: thrower: negative" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "survived" not in proc.stdout
+    if "AddressSanitizer:DEADLYSIGNAL" in proc.stderr:
+        assert proc.returncode == -signal.SIGABRT, (proc.returncode, proc.stderr)
+    else:
+        assert proc.returncode == -signal.SIGFPE, (proc.returncode, proc.stdout, proc.stderr)
+
+
 def test_a_division_the_compiler_sees_is_a_zero_division_error_not_sigill():
     """A literal `/ T(0)` and the docs' integer mean over an empty slice (post_code
     called with n = 0): GCC would make both a trap instruction (SIGILL, which killed

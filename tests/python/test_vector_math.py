@@ -55,10 +55,11 @@ NO_WIDE_REFERENCE = ("erf", "erfc")  # math.erf is a float64 one: enough for flo
 
 # docs/elementwise.md "Math functions": the bound in ULP per vector library. SLEEF's
 # forms are its 1-ULP ones; of the three it gets wrong near overflow, sinh and cosh
-# stay glibc's scalar calls and log1p is composed over SLEEF's log (2 ULP); the
-# sigmoid formula adds the division's rounding to exp's error.
+# stay glibc's scalar calls and log1p is composed over SLEEF's log (2 ULP); float
+# erf is kjit's own polynomials (2 ULP) under either library; the sigmoid formula
+# adds the division's rounding to exp's error.
 BOUNDS = {
-    "SLEEF": {"default": 1.5, "log1p": 2, "sinh": 2, "cosh": 2, "sigmoid": 3, "sqrt": 0.5},
+    "SLEEF": {"default": 1.5, "log1p": 2, "erf": 2, "sinh": 2, "cosh": 2, "sigmoid": 3, "sqrt": 0.5},
     "libmvec": {"default": 4, "sigmoid": 5, "sqrt": 0.5},
     "": {"default": 4, "sigmoid": 5, "sqrt": 0.5},  # glibc's scalar functions
 }
@@ -152,7 +153,7 @@ def test_special_values_agree_with_numpy(fns, dtype):
         assert not mismatch.any(), (name, x[mismatch][:4], y[mismatch][:4], got[mismatch][:4], want[mismatch][:4])
 
 
-@pytest.mark.parametrize("name", ["exp", "tanh", "erf", "pow"])
+@pytest.mark.parametrize("name", ["exp", "tanh", "pow"])
 def test_the_loop_calls_the_vector_forms(fns, name, tmp_path):
     """A regression to one scalar call per element cannot pass: the kernel library
     imports the vector function ABI's symbols (_ZGVdN8v_expf, ...)."""
@@ -197,6 +198,41 @@ def test_log1p_under_sleef_is_composed_in_the_kernel_over_the_vector_log(fns, tm
     assert re.search(r"_ZGV[bcde]N\d+v_logf\b", imported), imported
 
 
+def test_float_erf_is_kjits_own_polynomials_in_the_kernel(fns):
+    """float erf's vector forms are kjit's own (vector_math.cc), local to the
+    kernel library and calling no library function: the clones the vectoriser
+    calls for erff are kjit_erff's, nothing is imported or exported for them, and
+    the double erf still calls the library's. Values at the branch joins (0.9,
+    3.95), in the exponent's range and the specials are within the bound."""
+    if not library():
+        pytest.skip("no vector math library here (kjit doctor)")
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm to read the kernel's symbols")
+    edges = np.array([0.9, np.nextafter(np.float32(0.9), np.float32(0)), 3.95, 3.9500003, 3.92, 0.5, 2.0, 1e-20,
+                      np.finfo(np.float32).smallest_subnormal, 8.0, 1e30], np.float32)
+    x = np.concatenate([edges, -edges, np.linspace(-5, 5, 100001, dtype=np.float32)])
+    got, want = fns["erf"](x), np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    err = ulps(got, want, np.float32)
+    assert err.max() <= bound("erf"), (x[err.argmax()], got[err.argmax()], want[err.argmax()], err.max())
+    assert (np.signbit(got) == np.signbit(x)).all() and (np.abs(got) <= 1).all()
+    np.testing.assert_array_equal(fns["erf"](np.array([0.0, -0.0, np.inf, -np.inf], np.float32)), [0, -0.0, 1, -1])
+    assert np.isnan(fns["erf"](np.array([np.nan], np.float32)))[0]
+    fns["erf"](np.ones(64, np.float64))
+    cache = pathlib.Path(os.environ["KJIT_CACHE_DIR"])
+    libs = sorted(cache.glob("kjit_ew_vm_erf-*/*.so"))
+
+    def symbols(*flags):
+        return " ".join(subprocess.run([nm, *flags, str(p)], capture_output=True, text=True).stdout for p in libs)
+
+    local, exported, imported = symbols(), symbols("-D", "--defined-only"), symbols("-D", "--undefined-only")
+    for isa in ("bN4", "cN8", "dN8", "eN16"):
+        assert re.search(rf"\bt _ZGV{isa}v_erff\b", local) and re.search(rf"\bt _ZGV{isa}v_kjit_erff\b", local), local
+    assert "erf" not in exported and not re.search(r"_ZGV\w+_erff\b", imported), (exported, imported)
+    if library() == "SLEEF":
+        assert re.search(r"_ZGV[bcde]N\d+v_erf\b", imported), imported  # the double form: the library's
+
+
 def test_python_scalar_inputs_keep_the_vector_loop():
     """Python scalars are loaded once before the loops (docs/elementwise.md "Math
     functions"), so a clamp with two of them takes the contiguous loop, which the
@@ -210,7 +246,7 @@ def test_python_scalar_inputs_keep_the_vector_loop():
     np.testing.assert_array_equal(clamp(x, -1.0, 1.0), np.clip(x, -1.0, 1.0))
     np.testing.assert_array_equal(clamp(x[::2], np.float32(-1), 1.0), np.clip(x[::2], -1.0, 1.0))  # strided too
     [source] = [p for p in pathlib.Path(os.environ["KJIT_CACHE_DIR"]).glob("kjit_ew_vm_clamp-*/*.cc")
-                if "const __C __b1 = " in p.read_text()]
+                if "\n  const __C __b1 = " in p.read_text()]  # loaded at the top: a Python scalar
     lines = source.read_text().splitlines()
     start = max(i for i, line in enumerate(lines) if line == '#line 1 "kjit_elementwise_loop"')
     # the contiguous branch tests the output's and x's strides only, then its loop
