@@ -282,3 +282,20 @@ def test_off_leaves_scalar_calls_with_the_same_values():
     env = dict(os.environ, KJIT_VECTOR_MATH="off")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_fit_erff_reproduces_the_kernels_coefficients():
+    """scripts/fit_erff.py, run again, prints the polynomials vector_math.cc holds
+    for float erf, digit for digit: the kernel's constants have a source."""
+    pytest.importorskip("mpmath")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "fit_erff.py")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    printed = re.findall(r"static const std::vector<float> (\w) = \{([^}]*)\};", out.stdout)
+    source = (root / "src" / "cpu" / "vector_math.cc").read_text()
+    assert [name for name, _ in printed] == ["a", "b", "e"], out.stdout
+    for name, values in printed:
+        held = re.search(rf"static const std::vector<float> {name} = \{{([^}}]*)\}};", source)
+        assert held, name
+        assert [v.strip() for v in held.group(1).split(",")] == [v.strip() for v in values.split(",")], (name, values)
