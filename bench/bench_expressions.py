@@ -6,7 +6,10 @@ accuracy of the math functions next to torch's and NumPy's.
 1. Elementwise, float32, at the sizes given (default 2^10, 2^16, 2^20, 2^24), new
    outputs and out=: tanh-GELU, erf-GELU, SiLU, softplus, sigmoid, exp, log1p,
    clamp with two Python scalars, a multiply-add chain, a comparison-select.
-   Targets: kjit/torch <= 1.0 and kjit/numexpr <= 1.0 from 2^16 up.
+   Targets: kjit/torch <= 1.0 and kjit/numexpr <= 1.0 from 2^16 up. With
+   --inductor, the torch expression under torch.compile(dynamic=True) too (one
+   compile per expression, Inductor's C++ for this CPU; new outputs only):
+   kjit/Inductor <= 1.2.
 2. Reductions along each axis of a (rows, cols) float32 matrix, new outputs: var
    (kjit.reduction with a Welford accumulator), logsumexp (an online one), L2 norm
    (map x*x, post sqrt); against torch.var / torch.logsumexp / torch.linalg.norm and
@@ -20,7 +23,7 @@ accuracy of the math functions next to torch's and NumPy's.
 Each time is the best of R rounds of N calls (N scaled to the size).
 
 Run: .venv/bin/python bench/bench_expressions.py [--sizes 10,16,20,24] [--repeat R]
-     [--sections elementwise,broadcast,reductions,rmsnorm,accuracy]
+     [--sections elementwise,broadcast,reductions,rmsnorm,accuracy] [--inductor]
      KJIT_VECTOR_MATH=libmvec|off compares the other vector math libraries.
 """
 
@@ -103,13 +106,24 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b == b and b > 0 else "—"
 
 
-def elementwise(sizes, repeat: int) -> None:
+def inductor_forms():
+    """Each expression's torch form under torch.compile(dynamic=True): Inductor's
+    generated C++ loop, compiled once for every size."""
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = 64
+    return {name: torch.compile(e[2], dynamic=True) for name, e in EXPRESSIONS.items()}
+
+
+def elementwise(sizes, repeat: int, inductor: bool = False) -> None:
     fns = {name: kjit.elementwise(e[0]) for name, e in EXPRESSIONS.items()}
+    compiled = inductor_forms() if inductor else {}
     rng = np.random.default_rng(0)
     print(f"\n## elementwise (ms, best of {repeat}), float32; torch threads {torch.get_num_threads()}"
           f"{'' if numexpr else '; numexpr not installed'}")
-    print("| expression | n | output | kjit | torch | NumPy | numexpr | kjit/torch | kjit/numexpr |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| expression | n | output | kjit | torch | NumPy | numexpr | Inductor | kjit/torch | kjit/numexpr | "
+          "kjit/Inductor |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, (_, scalars, with_torch, with_numpy, ne_expr) in EXPRESSIONS.items():
         for p in sizes:
             n = 1 << p
@@ -129,8 +143,12 @@ def elementwise(sizes, repeat: int) -> None:
                 if numexpr is not None and ne_expr is not None:
                     kw = {} if form == "new" else {"out": out}
                     ne = best_ms(lambda: numexpr.evaluate(ne_expr, local_dict={"x": x}, **kw), number, repeat)
-                print(f"| {name} | 2^{p} | {form} | {k:.4f} | {t:.4f} | {npy:.4f} | {ne:.4f} | {ratio(k, t)} | "
-                      f"{ratio(k, ne)} |")
+                ind = float("nan")
+                if compiled and form == "new":
+                    torch.testing.assert_close(compiled[name](xt), with_torch(xt))
+                    ind = best_ms(lambda: compiled[name](xt), number, repeat)
+                print(f"| {name} | 2^{p} | {form} | {k:.4f} | {t:.4f} | {npy:.4f} | {ne:.4f} | {ind:.4f} | "
+                      f"{ratio(k, t)} | {ratio(k, ne)} | {ratio(k, ind)} |")
 
 
 def broadcast(repeat: int) -> None:
@@ -268,10 +286,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sections", default="elementwise,broadcast,reductions,rmsnorm,accuracy")
     ap.add_argument("--matrix", default="4096,4096", help="rows,cols of the reductions' input")
+    ap.add_argument("--inductor", action="store_true", help="add torch.compile's Inductor code to the elementwise rows")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if "elementwise" in sections:
-        elementwise([int(s) for s in args.sizes.split(",")], args.repeat)
+        elementwise([int(s) for s in args.sizes.split(",")], args.repeat, args.inductor)
     if "broadcast" in sections:
         broadcast(args.repeat)
     if "reductions" in sections:
