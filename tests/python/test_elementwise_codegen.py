@@ -359,6 +359,20 @@ def test_several_broadcast_inputs_take_vector_loops_with_numpys_values(dtype):
         np.testing.assert_array_equal(f(x, 2.0, col.astype(np.float32)), (x - 2) * col.astype(np.float32) + 2)
 
 
+def test_a_function_of_more_inputs_than_the_broadcast_sets_count_gives_numpys_values():
+    """The broadcast sets count the first 32 tensor inputs (a bit each); a
+    function of 34 inputs, broadcast ones among the last two and a Python scalar
+    last, takes the other loops and gives NumPy's sums."""
+    n = 34
+    f = kjit.elementwise("template <typename T> T many(" + ", ".join(f"T a{i}" for i in range(n)) + ") { return " +
+                         " + ".join(f"a{i}" for i in range(n)) + "; }")
+    rng = np.random.default_rng(2)
+    x, col = rng.integers(-9, 9, (5, 300)).astype(np.float32), rng.integers(-9, 9, (5, 1)).astype(np.float32)
+    for args in ([x] * n, [col] * n, [x if i % 2 else col for i in range(n)], [col if i == 33 else x for i in range(n)],
+                 [col if i >= 32 else x for i in range(n)], [2.0 if i == 33 else x for i in range(n)]):
+        np.testing.assert_array_equal(f(*args), sum(np.asarray(a, np.float64) for a in args).astype(np.float32))
+
+
 def _loop_vectorised(source, loop_prefix, after=None):
     """Whether g++ -fopt-info reports the first loop of the kept kernel source
     starting with `loop_prefix` (after a line starting with `after`) vectorised."""
