@@ -21,6 +21,9 @@ constexpr int kBroadcastBlock = 256;
 /// Up to this many tensor inputs, every set of them broadcast has a loop of its own.
 constexpr size_t kAllSetsInputs = 3;
 
+/// Whether input `i` is in `set`, a bit per input among the first 32.
+bool in_set(uint32_t set, size_t i) { return i < 32 && ((set >> i) & 1U) != 0; }
+
 /// `v` rounded to float16 or bfloat16 and widened back (a double).
 std::string round_to_half(EwType half, const std::string& v) {
   if (half == EwType::kFloat16)
@@ -104,7 +107,7 @@ class KernelWriter {
     std::ostringstream o;
     std::string args;
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
-      const bool value = by_value(i) || (i < 32 && ((hoisted >> i) & 1U) != 0);
+      const bool value = by_value(i) || in_set(hoisted, i);
       args +=
           ", " + (value ? "__b" + std::to_string(i) : cpu::load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result));
     }
@@ -210,7 +213,7 @@ class KernelWriter {
     std::vector<std::string> addr;
     for (size_t op = 0; op < n_ops_; ++op) {
       const std::string d = std::to_string(op), s = "__s" + d;
-      const bool hoisted = op >= n_out_ && ((set >> (op - n_out_)) & 1U) != 0;
+      const bool hoisted = op >= n_out_ && in_set(set, op - n_out_);
       if (by_value_operand(op)) {
         addr.push_back("__d" + d);
       } else if (hoisted) {
