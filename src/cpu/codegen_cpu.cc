@@ -350,17 +350,17 @@ class KernelWriter {
 }  // namespace
 
 std::string emit_elementwise_cpu(const std::string& code, const std::string& entry, const EwKernelTypes& types) {
+  const KernelWriter w(types);
   std::ostringstream o;
   o << cpu::kernel_source_head("elementwise kernel '" + entry + "' " + types.text(), code, uses_complex(types),
                                "kjit_elementwise_loop", detail::stream_stores_text())
     << "namespace __kjit_ew {\nnamespace {\n"
     << cpu::kernel_namespace_head(types.compute)
-    << iterator::entry_apply(iterator::entry_callee(code, entry, "__C"), KernelWriter(types).result_spellings(),
+    << iterator::entry_apply(iterator::entry_callee(code, entry, "__C"), w.result_spellings(),
                              "inline __attribute__((always_inline))", "")
     << "/// One row of __n elements; the exported loop runs it per row.\n"
     << "inline __attribute__((always_inline)) void __kjit_row(char* const* __data, const int64_t* __strides, int64_t "
        "__n, const void* __extra) {\n";
-  KernelWriter w(types);
   const size_t n_ops = types.outputs.size() + types.inputs.size();
   o << w.body() << "}\n"
     << "}  // namespace\n}  // namespace __kjit_ew\n\n"

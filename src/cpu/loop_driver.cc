@@ -89,8 +89,9 @@ int chunks_for(int64_t total, int threads, int64_t out_elem_bytes, bool runs_lim
 /// Rows of the inner dim: elements [begin, end) of the loop's odometer order, at
 /// most `max_run` elements per row of a kernel call; whole rows along dim 1 go in
 /// one call (the kernel's outer loop), the rest of a row in a call of its own.
-void run_range(const Kernel& kernel, const detail::LoopLayout& loop, char* const* data, const void* extra,
-               int64_t begin, int64_t end, int64_t max_run) {
+/// `steps`: the plan's strides (LoopPlan::strides).
+void run_range(const Kernel& kernel, const detail::LoopLayout& loop, const int64_t* steps, char* const* data,
+               const void* extra, int64_t begin, int64_t end, int64_t max_run) {
   const size_t n_ops = loop.operands.size(), n_dims = loop.shape.size();
   const int64_t n0 = loop.shape[0], n1 = n_dims > 1 ? loop.shape[1] : 1;
   // Small fixed arrays: a 1-element call should not pay for heap allocations.
@@ -101,11 +102,6 @@ void run_range(const Kernel& kernel, const detail::LoopLayout& loop, char* const
     row /= loop.shape[d];
   }
   CallVector<char*> ptr(n_ops, nullptr);
-  CallVector<int64_t> steps(2 * n_ops, 0);  // inner strides, then dim 1's
-  for (size_t op = 0; op < n_ops; ++op) {
-    steps[op] = loop.operands[op].strides[0];
-    if (n_dims > 1) steps[n_ops + op] = loop.operands[op].strides[1];
-  }
   int64_t pos = begin;
   while (pos < end) {
     for (size_t op = 0; op < n_ops; ++op) {
@@ -116,7 +112,7 @@ void run_range(const Kernel& kernel, const detail::LoopLayout& loop, char* const
     }
     const int64_t n = std::min({n0 - col, end - pos, max_run});
     const int64_t rows = n == n0 && n_dims > 1 ? std::min(n1 - idx[1], (end - pos) / n0) : 1;
-    kernel(ptr.data(), steps.data(), n, rows, extra);
+    kernel(ptr.data(), steps, n, rows, extra);
     pos += n * rows;
     col += n;
     if (col < n0) continue;  // the rest of this row
@@ -130,18 +126,20 @@ void run_range(const Kernel& kernel, const detail::LoopLayout& loop, char* const
 }
 
 /// Rows of the inner dim, split across threads from the grain up.
-void execute_rows(const Kernel& kernel, const detail::LoopLayout& loop, char* const* data, const void* extra) {
+void execute_rows(const Kernel& kernel, const LoopPlan& plan, char* const* data, const void* extra) {
+  const detail::LoopLayout& loop = plan.loop;
+  const int64_t* steps = plan.strides.data();
   const int64_t total = loop.numel();
   if (total == 0) return;
   const int threads = threads_for(total);
   const int64_t max_run = longest_run(total, loop.operands);
   if (threads == 1) {
-    run_range(kernel, loop, data, extra, 0, total, max_run);
+    run_range(kernel, loop, steps, data, extra, 0, total, max_run);
     return;
   }
   const int chunks = chunks_for(total, threads, loop.operands[0].element_size, max_run < total);
   parallel_for(chunks, threads, [&](int chunk) {
-    run_range(kernel, loop, data, extra, total * chunk / chunks, total * (chunk + 1) / chunks, max_run);
+    run_range(kernel, loop, steps, data, extra, total * chunk / chunks, total * (chunk + 1) / chunks, max_run);
   });
 }
 
@@ -228,7 +226,7 @@ void execute_loop_nest(const Kernel& kernel, const LoopPlan& plan, char** data, 
   if (plan.lane == Lane::kTiled) {
     execute_tiled(kernel, plan.loop, data, extra);
   } else {
-    execute_rows(kernel, plan.loop, data, extra);
+    execute_rows(kernel, plan, data, extra);
   }
 }
 

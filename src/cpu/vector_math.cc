@@ -72,10 +72,7 @@ std::string vector_aliases(const char* f, const char* own, bool is_float) {
 /// ((u - 1) - x) / u, which keeps it within 2 ULP where SLEEF's log is within 1.
 /// GCC makes SIMD clones of kjit_log1p[f]; scalar calls stay glibc's.
 std::string log1p_from_log() {
-  std::string out =
-      "// log1p over the vector log (SLEEF's own log1p is inf near the largest finite values)\n"
-      "__attribute__((__simd__(\"notinbranch\"))) float log1pf(float) noexcept;\n"
-      "__attribute__((__simd__(\"notinbranch\"))) double log1p(double) noexcept;\n";
+  std::string out = "// log1p over the vector log (SLEEF's own log1p is inf near the largest finite values)\n";
   for (bool is_float : {true, false}) {
     const std::string t = is_float ? "float" : "double", f = is_float ? "f" : "";
     out += "__attribute__((__simd__(\"notinbranch\"), __visibility__(\"hidden\"), __used__)) " + t + " kjit_log1p" + f +
@@ -117,7 +114,6 @@ std::string erff_from_polynomials() {
   static const std::vector<float> e = {1.000000119e+00f, 6.931469440e-01f, 2.402212024e-01f,
                                        5.550713465e-02f, 9.675540961e-03f, 1.327646081e-03f};
   return "// float erf from polynomials and the exponent bits (SLEEF's vector erff is slow)\n"
-         "__attribute__((__simd__(\"notinbranch\"))) float erff(float) noexcept;\n"
          "__attribute__((__simd__(\"notinbranch\"), __visibility__(\"hidden\"), __used__)) float kjit_erff(float x) "
          "noexcept {\n"
          "  const float ax = __builtin_fabsf(x), u = x * x;\n"
@@ -186,9 +182,10 @@ std::string declarations(const Library& lib, const std::string& what, bool sleef
                     "// so the vectoriser calls them for whole vectors of lanes.\nextern \"C\" {\n";
   for (const MathFunction& f : kFunctions) {
     const auto wrong = [&](const char* name) { return std::strcmp(name, f.name) == 0; };
-    if (sleef && std::any_of(std::begin(kSleefWrong), std::end(kSleefWrong), wrong)) continue;
+    const bool library_wrong = sleef && std::any_of(std::begin(kSleefWrong), std::end(kSleefWrong), wrong);
     for (bool is_float : {false, true}) {
-      if (is_own(f, is_float) || !has_every_form(lib, f, is_float)) continue;
+      // kjit's own forms are declared as the library's are: the vectoriser calls their aliases
+      if (!is_own(f, is_float) && (library_wrong || !has_every_form(lib, f, is_float))) continue;
       const std::string type = is_float ? "float" : "double";
       out += "__attribute__((__simd__(\"notinbranch\"))) " + type + " " + f.name + (is_float ? "f" : "") + "(" + type +
              (f.arity == 2 ? ", " + type : std::string()) + ") noexcept;\n";

@@ -1,6 +1,8 @@
 """Shared fixtures: an isolated build cache and a small helper to build modules."""
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 
@@ -45,3 +47,20 @@ def run_bounded(args, env, timeout, cwd=None) -> subprocess.CompletedProcess:
         out, err = proc.communicate()
         pytest.fail(f"{args[1:3]} did not finish within {timeout} s (a hang):\n{out[-2000:]}\n{err[-4000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def loop_vectorised(source, loop_prefix, after=None):
+    """Whether g++ -fopt-info reports the first loop of the kept kernel source
+    starting with `loop_prefix` (after a line starting with `after`) vectorised."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("no g++ to report vectorised loops")
+    lines = source.read_text().splitlines()
+    start = max(i for i, line in enumerate(lines) if line == '#line 1 "kjit_elementwise_loop"')
+    first = 0 if after is None else next(i for i, line in enumerate(lines) if line.startswith(after))
+    loop = next(i for i, line in enumerate(lines) if i > first and line.startswith(loop_prefix))
+    report = subprocess.run([gxx, "-std=c++17", "-O3", "-fno-math-errno", "-fopt-info-vec-optimized", "-c",
+                             str(source), "-o", os.devnull], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    return re.search(rf"kjit_elementwise_loop:{loop - start}:\d+: optimized: loop vectorized", report.stderr), (
+        loop - start, report.stderr)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kjit
+from conftest import loop_vectorised
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -373,26 +374,6 @@ def test_a_function_of_more_inputs_than_the_broadcast_sets_count_gives_numpys_va
         np.testing.assert_array_equal(f(*args), sum(np.asarray(a, np.float64) for a in args).astype(np.float32))
 
 
-def _loop_vectorised(source, loop_prefix, after=None):
-    """Whether g++ -fopt-info reports the first loop of the kept kernel source
-    starting with `loop_prefix` (after a line starting with `after`) vectorised."""
-    import re
-    import shutil
-
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("no g++ to report vectorised loops")
-    lines = source.read_text().splitlines()
-    start = max(i for i, line in enumerate(lines) if line == '#line 1 "kjit_elementwise_loop"')
-    first = 0 if after is None else next(i for i, line in enumerate(lines) if line.startswith(after))
-    loop = next(i for i, line in enumerate(lines) if i > first and line.startswith(loop_prefix))
-    report = subprocess.run([gxx, "-std=c++17", "-O3", "-fno-math-errno", "-fopt-info-vec-optimized", "-c",
-                             str(source), "-o", os.devnull], capture_output=True, text=True)
-    assert report.returncode == 0, report.stderr
-    return re.search(rf"kjit_elementwise_loop:{loop - start}:\d+: optimized: loop vectorized", report.stderr), (
-        loop - start, report.stderr)
-
-
 def test_the_several_broadcast_loops_are_vectorised():
     """The loop for two broadcast inputs of three (values loaded once) and the
     block loop of a five-input function are reported vectorised by g++ -fopt-info
@@ -406,11 +387,11 @@ def test_the_several_broadcast_loops_are_vectorised():
     np.testing.assert_array_equal(f5(x, half, two, half, two), x + 1)
     cache = pathlib.Path(os.environ["KJIT_CACHE_DIR"])
     [source] = cache.glob("kjit_ew_ew_bb-*/*.cc")
-    found, why = _loop_vectorised(source, "    for (int64_t __k = 0; __k < __n; ++__k)",
+    found, why = loop_vectorised(source, "    for (int64_t __k = 0; __k < __n; ++__k)",
                                   after="  if (__s0 == 4 && __s1 == 4 && __s2 == 0 && __s3 == 0) {")
     assert found, why
     [source5] = cache.glob("kjit_ew_ew_bb5-*/*.cc")
-    found, why = _loop_vectorised(source5, "      for (int64_t __j = 0; __j < __m; ++__j)")
+    found, why = loop_vectorised(source5, "      for (int64_t __j = 0; __j < __m; ++__j)")
     assert found, why
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tvm_ffi
+from conftest import loop_vectorised
 
 import kjit
 
@@ -238,25 +239,15 @@ def test_python_scalar_inputs_keep_the_vector_loop():
     functions"), so a clamp with two of them takes the contiguous loop, which the
     compiler vectorises: the kept kernel source, compiled again with
     -fopt-info-vec-optimized, reports that loop vectorised."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("no g++ to report vectorised loops")
     clamp = kjit.elementwise("template <typename T> T vm_clamp(T x, T lo, T hi) { return x < lo ? lo : (x > hi ? hi : x); }")
     x = np.linspace(-3, 3, 1001, dtype=np.float32)
     np.testing.assert_array_equal(clamp(x, -1.0, 1.0), np.clip(x, -1.0, 1.0))
     np.testing.assert_array_equal(clamp(x[::2], np.float32(-1), 1.0), np.clip(x[::2], -1.0, 1.0))  # strided too
     [source] = [p for p in pathlib.Path(os.environ["KJIT_CACHE_DIR"]).glob("kjit_ew_vm_clamp-*/*.cc")
                 if "\n  const __C __b1 = " in p.read_text()]  # loaded at the top: a Python scalar
-    lines = source.read_text().splitlines()
-    start = max(i for i, line in enumerate(lines) if line == '#line 1 "kjit_elementwise_loop"')
     # the contiguous branch tests the output's and x's strides only, then its loop
-    branch = lines.index("  if (__s0 == 4 && __s1 == 4) {")
-    loop = next(i for i in range(branch, len(lines)) if lines[i].startswith("    for (int64_t __k = 0; __k < __n;"))
-    report = subprocess.run([gxx, "-std=c++17", "-O3", "-fno-math-errno", "-fopt-info-vec-optimized", "-c",
-                             str(source), "-o", os.devnull], capture_output=True, text=True)
-    assert report.returncode == 0, report.stderr
-    assert re.search(rf"kjit_elementwise_loop:{loop - start}:\d+: optimized: loop vectorized", report.stderr), (
-        loop - start, report.stderr)
+    found, why = loop_vectorised(source, "    for (int64_t __k = 0; __k < __n;", after="  if (__s0 == 4 && __s1 == 4) {")
+    assert found, why
 
 
 @pytest.mark.parametrize("value, message", [
