@@ -24,8 +24,9 @@ bool match_annotation(const std::string& line, AnnotationLine* out) {
   if (i == std::string::npos) return false;
   for (const char* tag : {"@kjit", "@BE"}) {
     size_t n = std::char_traits<char>::length(tag);
-    bool ends = i + n == line.size() || std::isspace(static_cast<unsigned char>(line[i + n]));
-    if (line.compare(i, n, tag) == 0 && ends) {
+    // The tag must match before the byte after it is read: a shorter line ends before i + n.
+    if (line.compare(i, n, tag) != 0) continue;
+    if (i + n == line.size() || std::isspace(static_cast<unsigned char>(line[i + n]))) {
       out->tag = tag;
       out->rest = line.substr(i + n);
       return true;
