@@ -474,6 +474,24 @@ TEST(DeclareAnnotations, BackwardPairsInEveryForm) {
   EXPECT_THROW(read_annotations({{"s", "// @kjit f(x: float32[n]) backward=1x\n"}}), SpecError);
 }
 
+// A comment that ends inside a tag's length is no annotation (the fuzzer's
+// heap-buffer-overflow: the byte after the tag was read before the tag matched).
+TEST(DeclareAnnotations, LinesShorterThanATagAreNoAnnotations) {
+  const std::string long_line = "//" + std::string(40, '\t') + "l.h>";
+  for (const std::string& line : {std::string("//"), std::string("// @"), std::string("//@B"), std::string("// @kj"),
+                                  std::string("// @kji"), long_line}) {
+    EXPECT_TRUE(read_annotations({{"s", line}}).empty()) << line;
+    EXPECT_TRUE(read_annotations({{"s", line + "\n"}}).empty()) << line;
+  }
+  try {  // the tag alone, ending the line, is an annotation without a name
+    read_annotations({{"s", "//@BE"}});
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a function name after '@BE', got ''"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(DeclareAnnotations, OriginsFollowTheSourceFiles) {
   std::vector<FunctionDecl> d = read_annotations(
       {{"cpp_sources[0]", "\n\n// @kjit f ret\n"}, {"cpp_sources[1]", "// @BE g\n// @kjit h(x: int32)"}});
