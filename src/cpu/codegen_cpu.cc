@@ -24,11 +24,11 @@ constexpr size_t kAllSetsInputs = 3;
 /// Whether input `i` is in `set`, a bit per input among the first 32.
 bool in_set(uint32_t set, size_t i) { return i < 32 && ((set >> i) & 1U) != 0; }
 
-/// `v` rounded to float16 or bfloat16 and widened back (a double).
+/// `v` rounded to float16 or bfloat16 and widened back (a float). A float `v` takes
+/// the branch-free float forms (float16_conversions.h), so the loop still vectorises.
 std::string round_to_half(EwType half, const std::string& v) {
-  if (half == EwType::kFloat16)
-    return "kjit_float16::float16_value(kjit_float16::float16_bits(static_cast<double>(" + v + ")))";
-  return "kjit_float16::bfloat16_value(kjit_float16::bfloat16_bits(static_cast<double>(" + v + ")))";
+  if (half == EwType::kFloat16) return "kjit_float16::float16_float(kjit_float16::to_float16_bits(" + v + "))";
+  return "kjit_float16::bfloat16_float(kjit_float16::to_bfloat16_bits(" + v + "))";
 }
 
 }  // namespace
@@ -41,8 +41,9 @@ namespace cpu {
 std::string load_expr(EwType t, const std::string& p, const std::optional<EwType>& half) {
   std::string storage = iterator::storage_type(t);
   std::string value = "__ld<" + storage + ">(" + p + ")";
-  if (t == EwType::kFloat16) value = "kjit_float16::float16_value(" + value + ")";
-  if (t == EwType::kBFloat16) value = "kjit_float16::bfloat16_value(" + value + ")";
+  // A half is a float exactly, whatever the compute type.
+  if (t == EwType::kFloat16) value = "kjit_float16::float16_float(" + value + ")";
+  if (t == EwType::kBFloat16) value = "kjit_float16::bfloat16_float(" + value + ")";
   if (half && t != *half) value = round_to_half(*half, value);
   return "static_cast<__C>(" + value + ")";
 }
@@ -52,12 +53,8 @@ std::string load_expr(EwType t, const std::string& p, const std::optional<EwType
 std::string store_stmt(EwType t, const std::string& p, std::string v, const std::optional<EwType>& half) {
   std::string storage = iterator::storage_type(t);
   if (half && t != *half) v = round_to_half(*half, v);
-  if (t == EwType::kFloat16) {
-    return "__st<uint16_t>(" + p + ", kjit_float16::float16_bits(static_cast<double>(" + v + ")));";
-  }
-  if (t == EwType::kBFloat16) {
-    return "__st<uint16_t>(" + p + ", kjit_float16::bfloat16_bits(static_cast<double>(" + v + ")));";
-  }
+  if (t == EwType::kFloat16) return "__st<uint16_t>(" + p + ", kjit_float16::to_float16_bits(" + v + "));";
+  if (t == EwType::kBFloat16) return "__st<uint16_t>(" + p + ", kjit_float16::to_bfloat16_bits(" + v + "));";
   return "__st<" + storage + ">(" + p + ", static_cast<" + storage + ">(" + v + "));";
 }
 

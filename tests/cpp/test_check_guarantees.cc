@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -247,6 +248,52 @@ TEST(CheckGuarantees, Float16RoundsOnceToNearestEven) {
   EXPECT_EQ(float16_bits(std::ldexp(1.0, -25)), 0u);                       // half the smallest subnormal: even
   EXPECT_EQ(float16_bits(std::nextafter(std::ldexp(1.0, -25), 1.0)), 1u);  // just above it
   EXPECT_EQ(float16_bits(5e-324), 0u);
+}
+
+// The elementwise loops' float forms (branch-free, so they vectorise) give the double
+// forms' bits: every half and bfloat16 read, floats written at a stride through every
+// bit pattern and densely about each boundary of the rounding.
+namespace {
+uint32_t bits_of(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  return x;
+}
+float float_of(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, sizeof(f));
+  return f;
+}
+void expect_float_forms_agree(uint32_t x) {
+  const float f = float_of(x);
+  ASSERT_EQ(kjit_float16::float16_bits(f), kjit_float16::float16_bits(static_cast<double>(f))) << std::hex << x;
+  ASSERT_EQ(kjit_float16::bfloat16_bits(f), kjit_float16::bfloat16_bits(static_cast<double>(f))) << std::hex << x;
+}
+}  // namespace
+
+TEST(CheckGuarantees, HalfReadsAsFloatGiveTheDoubleFormsValues) {
+  for (uint32_t h = 0; h <= 0xffffu; ++h) {
+    const auto b = static_cast<uint16_t>(h);
+    ASSERT_EQ(bits_of(kjit_float16::float16_float(b)), bits_of(static_cast<float>(kjit_float16::float16_value(b))))
+        << std::hex << h;
+    ASSERT_EQ(bits_of(kjit_float16::bfloat16_float(b)), h << 16);
+    ASSERT_EQ(bits_of(kjit_float16::bfloat16_float(b)), bits_of(static_cast<float>(kjit_float16::bfloat16_value(b))));
+  }
+}
+
+TEST(CheckGuarantees, HalfWritesFromFloatGiveTheDoubleFormsBits) {
+  for (uint64_t x = 0; x <= 0xffffffffu; x += 251) expect_float_forms_agree(static_cast<uint32_t>(x));
+  // About 0, 2^-25 (half the smallest subnormal), 2^-14, the largest half and 65520
+  // (ties to inf), 2^16, FLT_MAX, inf and NaN; positive and negative.
+  for (uint32_t edge : {0x00000000u, 0x33000000u, 0x38800000u, 0x477fe000u, 0x477ff000u, 0x47800000u, 0x7f7fffffu,
+                        0x7f800000u, 0x7fc00000u}) {
+    for (uint32_t d = 0; d < 20000; ++d) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        expect_float_forms_agree((edge + d) | sign);
+        expect_float_forms_agree((edge - d) | sign);
+      }
+    }
+  }
 }
 
 TEST(CheckGuarantees, Bfloat16MatchesTheFrameworksRoundingThroughFloat) {

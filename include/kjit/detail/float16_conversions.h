@@ -1,12 +1,15 @@
-// float16/bfloat16 <-> double conversions by bits, for generated code that must not
-// depend on CUDA or compiler-specific half types. Embedded by kjit::emit_stub_prelude()
-// (kjit_stub uses them) and by the elementwise CPU kernels (kjit_ew uses them).
+// float16/bfloat16 <-> double and float conversions by bits, for generated code that
+// must not depend on CUDA or compiler-specific half types. Embedded by
+// kjit::emit_stub_prelude() (kjit_stub uses them) and by the elementwise CPU kernels
+// (kjit_ew uses them). The float forms give the double forms' bits for every float and
+// have no branches, so a loop of them vectorises.
 #ifndef KJIT_DETAIL_FLOAT16_CONVERSIONS_H_
 #define KJIT_DETAIL_FLOAT16_CONVERSIONS_H_
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace kjit_float16 {
 namespace {
@@ -78,6 +81,80 @@ namespace {
   float f;
   std::memcpy(&f, &x, sizeof(f));
   return f;
+}
+
+/// The bits of float `f`, and the float of bits `x`.
+[[maybe_unused]] inline uint32_t float_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  return x;
+}
+[[maybe_unused]] inline float bits_float(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, sizeof(f));
+  return f;
+}
+
+/// `a` where `pick`, else `b`, by masks: a loop of these has no control flow, which
+/// GCC's if-conversion does not always remove from nested selects (baseline x86-64).
+[[maybe_unused]] inline uint32_t select_bits(bool pick, uint32_t a, uint32_t b) {
+  return b ^ ((a ^ b) & (0u - static_cast<uint32_t>(pick)));
+}
+
+/// float16_value's value as a float (every half is one), NaN as quiet NaN (sign kept).
+[[maybe_unused]] inline float float16_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = h & 0x7c00u, mant = h & 0x3ffu;
+  const uint32_t normal = (static_cast<uint32_t>(h & 0x7fffu) << 13) + ((127 - 15) << 23);
+  // A subnormal or zero is its significand times 2^-24, exact in a float.
+  const uint32_t tiny = float_bits(static_cast<float>(static_cast<int32_t>(mant)) * 5.9604644775390625e-8f);
+  const uint32_t special = select_bits(mant != 0, 0x7fc00000u, 0x7f800000u);
+  return bits_float(sign | select_bits(exp == 0x7c00u, special, select_bits(exp == 0, tiny, normal)));
+}
+
+/// bfloat16_value's value as a float.
+[[maybe_unused]] inline float bfloat16_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+
+/// float -> IEEE binary16 bits, as float16_bits(double(f)): round to nearest even,
+/// subnormals by a float add whose rounding is the half's, inf past the largest half.
+[[maybe_unused]] inline uint16_t float16_bits(float f) {
+  const uint32_t x = float_bits(f), abs = x & 0x7fffffffu;
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  // At or past 2^16 (inf too): inf; NaN: quiet NaN.
+  const uint32_t big = select_bits(abs > 0x7f800000u, 0x7e00u, 0x7c00u);
+  // Below 2^-14: 0.5 + |f| rounds |f| to a multiple of 2^-24, the half's subnormal step.
+  const uint32_t tiny = float_bits(bits_float(abs) + 0.5f) - 0x3f000000u;
+  // Normal: rebias the exponent and round the 13 dropped bits to even (a carry
+  // into the exponent is right, up to inf).
+  const uint32_t normal = (abs + (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + ((abs >> 13) & 1u)) >> 13;
+  return static_cast<uint16_t>(sign |
+                               select_bits(abs >= 0x47800000u, big, select_bits(abs < 0x38800000u, tiny, normal)));
+}
+
+/// float -> bfloat16 bits, as bfloat16_bits(double(f)): round to nearest even, NaN
+/// quiet (sign kept).
+[[maybe_unused]] inline uint16_t bfloat16_bits(float f) {
+  const uint32_t x = float_bits(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  // One select: GCC if-converts it into a blend (faster here than select_bits' masks).
+  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : rounded);
+}
+
+/// Half bits of a value of any arithmetic type: a float takes the float form, which
+/// vectorises; any other type is converted to double first (one rounding from double).
+template <class V>
+inline uint16_t to_float16_bits(V v) {
+  if constexpr (std::is_same<V, float>::value)
+    return float16_bits(v);
+  else
+    return float16_bits(static_cast<double>(v));
+}
+template <class V>
+inline uint16_t to_bfloat16_bits(V v) {
+  if constexpr (std::is_same<V, float>::value)
+    return bfloat16_bits(v);
+  else
+    return bfloat16_bits(static_cast<double>(v));
 }
 
 }  // namespace
