@@ -3,13 +3,15 @@ that carry several values, and a fused checked kernel, in one process against
 PyTorch eager, NumPy and (when installed: pip install numexpr) numexpr; and the
 accuracy of the math functions next to torch's and NumPy's.
 
-1. Elementwise, float32, at the sizes given (default 2^10, 2^16, 2^20, 2^24), new
-   outputs and out=: tanh-GELU, erf-GELU, SiLU, softplus, sigmoid, exp, log1p,
+1. Elementwise, float32 and bfloat16 (--dtypes; float16 too), at the sizes given
+   (default 2^10, 2^16, 2^20, 2^24), new outputs and out=: tanh-GELU, erf-GELU, SiLU, softplus, sigmoid, exp, log1p,
    clamp with two Python scalars, a multiply-add chain, a comparison-select.
    Targets: kjit/torch <= 1.0 and kjit/numexpr <= 1.0 from 2^16 up. With
    --inductor, the torch expression under torch.compile(dynamic=True) too (one
    compile per expression, Inductor's C++ for this CPU; new outputs only):
-   kjit/Inductor <= 1.2.
+   kjit/Inductor <= 1.2. bfloat16 rows take torch tensors (NumPy and numexpr have
+   no bfloat16): kjit computes in float and rounds once, torch's composite rows
+   (the multiply-add chain, the select) round after each operation.
 2. Reductions along each axis of a (rows, cols) float32 matrix, new outputs: var
    (kjit.reduction with a Welford accumulator), logsumexp (an online one), L2 norm
    (map x*x, post sqrt); against torch.var / torch.logsumexp / torch.linalg.norm and
@@ -24,6 +26,7 @@ Each time is the best of R rounds of N calls (N scaled to the size).
 
 Run: .venv/bin/python bench/bench_expressions.py [--sizes 10,16,20,24] [--repeat R]
      [--sections elementwise,broadcast,reductions,rmsnorm,accuracy] [--inductor]
+     [--dtypes float32,bfloat16]
      KJIT_VECTOR_MATH=libmvec|off compares the other vector math libraries.
 """
 
@@ -115,12 +118,15 @@ def inductor_forms():
     return {name: torch.compile(e[2], dynamic=True) for name, e in EXPRESSIONS.items()}
 
 
-def elementwise(sizes, repeat: int, inductor: bool = False) -> None:
+def elementwise(sizes, repeat: int, inductor: bool = False, dtype: str = "float32") -> None:
+    """The rows at `dtype`: float32 against every anchor; bfloat16 (torch tensors in
+    and out: NumPy and numexpr have no bfloat16) against torch and Inductor only."""
     fns = {name: kjit.elementwise(e[0]) for name, e in EXPRESSIONS.items()}
     compiled = inductor_forms() if inductor else {}
     rng = np.random.default_rng(0)
-    print(f"\n## elementwise (ms, best of {repeat}), float32; torch threads {torch.get_num_threads()}"
-          f"{'' if numexpr else '; numexpr not installed'}")
+    half = dtype != "float32"
+    print(f"\n## elementwise (ms, best of {repeat}), {dtype}; torch threads {torch.get_num_threads()}"
+          f"{'' if numexpr or half else '; numexpr not installed'}")
     print("| expression | n | output | kjit | torch | NumPy | numexpr | Inductor | kjit/torch | kjit/numexpr | "
           "kjit/Inductor |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -128,8 +134,11 @@ def elementwise(sizes, repeat: int, inductor: bool = False) -> None:
         for p in sizes:
             n = 1 << p
             x = rng.standard_normal(n).astype(np.float32)
-            xt = torch.from_numpy(x)
-            out, out_t = np.empty_like(x), torch.empty_like(xt)
+            xt = torch.from_numpy(x).to(getattr(torch, dtype))
+            if half:  # kjit takes the torch tensor; no NumPy or numexpr row
+                x, with_numpy, ne_expr = xt, None, None
+                torch.testing.assert_close(fns[name](x, *scalars), with_torch(xt), rtol=3e-2, atol=1e-2)  # torch rounds per op
+            out, out_t = (torch.empty_like(xt) if half else np.empty_like(x)), torch.empty_like(xt)
             number = max(1, min(1000, (1 << 22) // n))
             for form in ("new", "out="):
                 if form == "new":
@@ -287,10 +296,12 @@ def main() -> None:
     ap.add_argument("--sections", default="elementwise,broadcast,reductions,rmsnorm,accuracy")
     ap.add_argument("--matrix", default="4096,4096", help="rows,cols of the reductions' input")
     ap.add_argument("--inductor", action="store_true", help="add torch.compile's Inductor code to the elementwise rows")
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="the elementwise rows' dtypes (float32, bfloat16, float16)")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if "elementwise" in sections:
-        elementwise([int(s) for s in args.sizes.split(",")], args.repeat, args.inductor)
+        for dtype in args.dtypes.split(","):
+            elementwise([int(s) for s in args.sizes.split(",")], args.repeat, args.inductor, dtype)
     if "broadcast" in sections:
         broadcast(args.repeat)
     if "reductions" in sections:

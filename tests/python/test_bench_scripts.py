@@ -135,6 +135,7 @@ def test_bench_iterator_smoke(tmp_path):
 def test_bench_expressions_smoke(tmp_path):
     out = _run("bench_expressions.py", "--sizes", "10", "--repeat", "1", "--matrix", "64,96", tmp_path=tmp_path)
     assert "| tanh-GELU | 2^10 | new |" in out and "| var (Welford, one pass) | 0 |" in out
+    assert "## elementwise (ms, best of 1), bfloat16" in out  # the bfloat16 rows, checked against torch's
     assert "| kjit checked kernel (load_inline defaults) |" in out and "max error (ULP)" in out
 
 

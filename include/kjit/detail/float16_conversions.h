@@ -104,12 +104,13 @@ namespace {
 /// float16_value's value as a float (every half is one), NaN as quiet NaN (sign kept).
 [[maybe_unused]] inline float float16_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = h & 0x7c00u, mant = h & 0x3ffu;
-  const uint32_t normal = (static_cast<uint32_t>(h & 0x7fffu) << 13) + ((127 - 15) << 23);
-  // A subnormal or zero is its significand times 2^-24, exact in a float.
-  const uint32_t tiny = float_bits(static_cast<float>(static_cast<int32_t>(mant)) * 5.9604644775390625e-8f);
-  const uint32_t special = select_bits(mant != 0, 0x7fc00000u, 0x7f800000u);
-  return bits_float(sign | select_bits(exp == 0x7c00u, special, select_bits(exp == 0, tiny, normal)));
+  const uint32_t o = static_cast<uint32_t>(h & 0x7fffu) << 13;  // exponent and significand in place
+  const uint32_t exp = o & 0x0f800000u;
+  const uint32_t normal = o + (112u << 23);  // rebias 15 -> 127
+  // A subnormal or zero: 2^-14 (1 + m) less 2^-14 is m's value, exact in a float.
+  const uint32_t tiny = float_bits(bits_float(o + (113u << 23)) - 6.103515625e-05f);
+  const uint32_t special = select_bits((o & 0x007fe000u) != 0, 0x7fc00000u, 0x7f800000u);
+  return bits_float(sign | select_bits(exp == 0x0f800000u, special, select_bits(exp == 0, tiny, normal)));
 }
 
 /// bfloat16_value's value as a float.
