@@ -25,6 +25,13 @@ std::string load_expr(EwType t, const std::string& p, const std::optional<EwType
 /// a half result `half`, only after rounding to it.
 std::string store_stmt(EwType t, const std::string& p, std::string v, const std::optional<EwType>& half);
 
+/// A float16 input's element in its float block `v` (a half block of the contiguous
+/// loop), as compute type C.
+std::string block_load_expr(const std::string& v, EwType t, const std::optional<EwType>& half);
+
+/// Stores result `v` into a float16 output's float block element `slot`.
+std::string block_store_stmt(const std::string& slot, const std::string& v, const std::optional<EwType>& half);
+
 /// The generated `__ld<T>(p)` and `__st<T>(p, v)`: unaligned loads and stores.
 std::string memory_access_text();
 
@@ -34,7 +41,7 @@ std::string memory_access_text();
 /// What follows the user's code may use only kjit's own (kjit_...) and reserved
 /// (__...) names: user macros would rewrite any other.
 std::string kernel_source_head(const std::string& title, const std::string& code, bool complex, const char* loop,
-                               const char* loop_header);
+                               const std::string& loop_header);
 
 /// What a kernel's own namespace starts with: `__C` (the type the code computes
 /// in) and memory_access_text().

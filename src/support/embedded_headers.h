@@ -8,6 +8,7 @@ namespace detail {
 
 const char* float16_conversions_text();       ///< kjit/detail/float16_conversions.h
 const char* stream_stores_text();             ///< kjit/detail/stream_stores.h
+const char* half_blocks_text();               ///< kjit/detail/half_blocks.h
 const char* stub_prelude_text();              ///< kjit/detail/stub_prelude.h
 const char* xla_prelude_text();               ///< kjit/detail/xla_prelude.h
 const char* xla_helpers_text();               ///< kjit/detail/xla_helpers.h

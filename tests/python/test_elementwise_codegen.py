@@ -513,10 +513,12 @@ def test_a_name_the_code_does_not_define_is_a_spec_error(name, message):
 def test_half_loops_are_vectorised_and_round_once(dtype):
     """A float16 or bfloat16 loop reads and writes through the branch-free float
     forms (float16_conversions.h), so g++ -fopt-info reports the contiguous loop
-    vectorised (it was a scalar loop: tanh-GELU in bfloat16 was 10x torch). Every
-    bit pattern goes through it, through the streamed path past the caches and the
-    scalar tail, and comes out as the float computation rounded once, as torch's
-    .float() then .to(dtype) rounds (NaN as NaN)."""
+    vectorised (it was a scalar loop: tanh-GELU in bfloat16 was 10x torch); where
+    the CPU has F16C, float16 goes through blocks of the conversion instructions
+    (half_blocks.h) instead. Every bit pattern goes through it, through the streamed
+    path past the caches, the last partial block and the scalar tail, and comes out
+    as the float computation rounded once, as torch's .float() then .to(dtype)
+    rounds (NaN as NaN)."""
     import pathlib
 
     torch = pytest.importorskip("torch")
@@ -533,3 +535,5 @@ def test_half_loops_are_vectorised_and_round_once(dtype):
     [source] = pathlib.Path(os.environ["KJIT_CACHE_DIR"]).glob(f"kjit_ew_{name}-*/*.cc")
     found, why = loop_vectorised(source, "    for (int64_t __k = 0; __k < __n; ++__k)", after="  if (__s0 == 2 && __s1 == 2) {")
     assert found, why
+    text = source.read_text()
+    assert ("kjit_half_blocks::__widen(__f1, __d1 + __k0 * 2, __m);" in text) == (dtype == "float16"), text
