@@ -123,10 +123,13 @@ class KernelWriter {
     const auto in_block = [&](size_t op) { return op < block.size() && block[op].has_value(); };
     for (size_t i = 0; i < t_.inputs.size(); ++i) {
       const bool value = by_value(i) || in_set(hoisted, i);
-      std::string load = value ? "__b" + std::to_string(i) : std::string();
-      if (!value && in_block(n_out_ + i)) load = cpu::block_load_expr(*block[n_out_ + i], t_.inputs[i], t_.half_result);
-      if (load.empty()) load = cpu::load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result);
-      args += ", " + load;
+      if (value) {
+        args += ", __b" + std::to_string(i);
+      } else if (in_block(n_out_ + i)) {
+        args += ", " + cpu::block_load_expr(*block[n_out_ + i], t_.inputs[i], t_.half_result);
+      } else {
+        args += ", " + cpu::load_expr(t_.inputs[i], addr[n_out_ + i], t_.half_result);
+      }
     }
     for (size_t e = 0; e < t_.extra.size(); ++e) args += ", __e" + std::to_string(e);
     std::string results;
@@ -188,6 +191,9 @@ class KernelWriter {
     return o.str();
   }
 
+  /// Operand `op` is a float16 tensor: a half block holds it as floats.
+  bool in_half_block(size_t op) const { return !by_value_operand(op) && type(op) == EwType::kFloat16; }
+
   /// Whether the contiguous loop converts its float16 operands in blocks
   /// (half_blocks()): a tensor operand is float16, the kernel computes in float (a
   /// double result would round twice through a float block), and no float16 output
@@ -196,7 +202,7 @@ class KernelWriter {
     if (t_.compute != EwType::kFloat32) return false;
     bool any = false;
     for (size_t op = 0; op < n_ops_; ++op) {
-      if (by_value_operand(op) || type(op) != EwType::kFloat16) continue;
+      if (!in_half_block(op)) continue;
       if (op < n_out_ && own_type(op)) return false;
       any = true;
     }
@@ -213,10 +219,9 @@ class KernelWriter {
     o << "#if defined(__F16C__)\n"
       << "    for (int64_t __k0 = 0; __k0 < __n; __k0 += " << kHalfBlock << ") {\n"
       << "      const int64_t __m = __n - __k0 < " << kHalfBlock << " ? __n - __k0 : " << kHalfBlock << ";\n";
-    std::vector<std::string> loads(t_.inputs.size()), stores(n_out_);
     for (size_t op = 0; op < n_ops_; ++op) {
       const std::string d = std::to_string(op);
-      if (by_value_operand(op) || type(op) != EwType::kFloat16) continue;
+      if (!in_half_block(op)) continue;
       o << "      alignas(64) float __f" << d << "[" << kHalfBlock << "];\n";
       if (op >= n_out_) o << "      kjit_half_blocks::__widen(__f" << d << ", __d" << d << " + __k0 * 2, __m);\n";
     }
@@ -237,9 +242,8 @@ class KernelWriter {
     std::vector<std::optional<std::string>> block;
     for (size_t op = 0; op < n_ops_; ++op) {
       addr.push_back("__d" + std::to_string(op) + " + (__k0 + __j) * " + std::to_string(size(op)));
-      block.push_back(!by_value_operand(op) && type(op) == EwType::kFloat16
-                          ? std::optional<std::string>("__f" + std::to_string(op) + "[__j]")
-                          : std::nullopt);
+      block.push_back(in_half_block(op) ? std::optional<std::string>("__f" + std::to_string(op) + "[__j]")
+                                        : std::nullopt);
     }
     return element(addr, 0, block);
   }
